@@ -1,0 +1,85 @@
+//! The command line (DESIGN §3), as clap types only; `commands/` carries them out.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "syncward", version, about = "Crash-safe sync runner: sources to destinations, never twice")]
+pub struct Cli {
+    /// Daemon config file (TOML). Without it, /etc/syncward/syncward.toml is read
+    /// when it exists; SYNCWARD__SECTION__KEY variables override either.
+    #[arg(long, global = true, env = "SYNCWARD_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply the store's migrations (safe to repeat).
+    Migrate,
+    /// Validate the config and print the effective settings, secrets redacted.
+    CheckConfig,
+    /// Publish and operate syncs.
+    #[command(subcommand)]
+    Sync(SyncCommand),
+    /// Run history.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SyncCommand {
+    /// Validate sync files and publish them, all or nothing (create or update; a
+    /// publish unpauses the sync and re-arms its breaker).
+    Apply {
+        /// Sync definition files (TOML).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// List syncs with their status and last run.
+    List(JsonFlag),
+    /// One sync: definition, status, why it is paused, cursor.
+    Show {
+        id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Pause a sync: no new runs until it is resumed.
+    Pause { id: String },
+    /// Resume a paused sync (re-arms the breaker).
+    Resume { id: String },
+    /// Forget the saved cursor: the next run starts from the beginning of the
+    /// source. Delivered records are still not sent twice (the ledger keeps them).
+    ResetCursor { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Recent runs, newest first.
+    List {
+        /// Only runs of this sync.
+        #[arg(long, value_name = "ID")]
+        sync: Option<String>,
+        /// How many runs to show.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// One run: status, attempts, cursors, counts, failure, timeline.
+    Show {
+        run_id: i64,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct JsonFlag {
+    /// Print JSON for machines instead of text for people.
+    #[arg(long)]
+    pub json: bool,
+}

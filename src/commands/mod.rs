@@ -1,0 +1,59 @@
+//! What each CLI command does: load settings, call the library, print for a
+//! person (or JSON with `--json`).
+
+mod runs;
+mod sync;
+
+use anyhow::Context;
+
+use crate::cli::{Cli, Command};
+use crate::config::{ConfigSource, Settings};
+use crate::store;
+
+/// Runs one command. Bad input comes back as a `BadInput` in the error chain
+/// (exit 2); anything else is exit 1.
+pub async fn execute(cli: Cli) -> anyhow::Result<()> {
+    let source = ConfigSource::resolve(cli.config);
+    let settings = Settings::load(&source)?;
+    crate::logging::init(&settings.log, crate::logging::Audience::Command)?;
+    match cli.command {
+        Command::CheckConfig => {
+            let from = if source.path.exists() {
+                source.path.display().to_string()
+            } else {
+                format!("{} (not found: defaults)", source.path.display())
+            };
+            println!("# Effective syncward config from {from} and SYNCWARD__* variables.");
+            println!("# Secrets are shown as [redacted].");
+            print!("{}", settings.to_redacted_toml());
+            Ok(())
+        }
+        Command::Migrate => {
+            let pool = store::connect(&settings.database).await?;
+            let applied = store::migrate(&pool).await?;
+            let latest = store::MIGRATOR.iter().map(|m| m.version).max().unwrap_or_default();
+            if applied == 0 {
+                println!("Schema is current (migration {latest}); nothing to apply.");
+            } else {
+                println!("Applied {applied} migration(s); schema is now at migration {latest}.");
+            }
+            Ok(())
+        }
+        Command::Sync(command) => sync::execute(&settings, command).await,
+        Command::Runs(command) => {
+            let pool = store::connect(&settings.database).await?;
+            runs::execute(&pool, command).await.context("runs command failed")
+        }
+    }
+}
+
+/// Formats a timestamp for people: UTC, to the second.
+pub(crate) fn when(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    at.map(|t| t.format("%Y-%m-%d %H:%M:%SZ").to_string()).unwrap_or_else(|| "-".into())
+}
+
+/// Prints a value as pretty JSON.
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! `syncward sync …`: publish and operate syncs.
+
+use anyhow::Context;
+use sqlx::PgPool;
+
+use crate::cli::SyncCommand;
+use crate::config::{BadInput, Settings, load_for_apply};
+use crate::store::audit::Actor;
+use crate::store::syncs::{PAUSED_MANUAL, PublishOutcome};
+use crate::store::{self, cursors, runs, syncs};
+
+use super::{print_json, when};
+
+pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Result<()> {
+    // Files are read and checked before any connection: bad input never waits on
+    // the network, and nothing is written unless every file is good.
+    if let SyncCommand::Apply { files } = &command {
+        let definitions = load_for_apply(files)?;
+        let pool = store::connect(&settings.database).await?;
+        let outcomes = syncs::publish_syncs(&pool, &definitions, Actor::Cli).await.context("publishing failed")?;
+        for (id, version, outcome) in outcomes {
+            let what = match outcome {
+                PublishOutcome::Created => "created",
+                PublishOutcome::Updated => "updated",
+                PublishOutcome::Unchanged => "unchanged (republished: active, breaker re-armed)",
+            };
+            println!("{id}: {what}, version {version}");
+        }
+        return Ok(());
+    }
+    let pool = store::connect(&settings.database).await?;
+    match command {
+        SyncCommand::Apply { .. } => unreachable!("handled above"),
+        SyncCommand::List(json) => {
+            let list = syncs::list_syncs(&pool).await?;
+            if json.json {
+                return print_json(&list);
+            }
+            if list.is_empty() {
+                println!("No syncs yet: publish one with `syncward sync apply FILE`.");
+                return Ok(());
+            }
+            println!(
+                "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20}",
+                "SYNC", "WORKSPACE", "STATUS", "VER", "SCHEDULE", "LAST RUN", "LAST SUCCESS"
+            );
+            for s in list {
+                let status = match &s.paused_reason {
+                    Some(reason) => format!("paused ({reason})"),
+                    None => s.status.clone(),
+                };
+                let last = match (&s.last_run_id, &s.last_run_status) {
+                    (Some(id), Some(status)) => format!("#{id} {status}"),
+                    _ => "-".into(),
+                };
+                println!(
+                    "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20}",
+                    s.id,
+                    s.workspace_id,
+                    status,
+                    s.version,
+                    s.schedule.unwrap_or_default(),
+                    last,
+                    when(s.last_success_at)
+                );
+            }
+            Ok(())
+        }
+        SyncCommand::Show { id, json } => show(&pool, &id, json.json).await,
+        SyncCommand::Pause { id } => {
+            require_sync(&pool, &id).await?;
+            if syncs::pause_sync(&pool, &id, PAUSED_MANUAL, Actor::Cli).await? {
+                println!("{id}: paused; no new runs start until `syncward sync resume {id}`.");
+            } else {
+                println!("{id}: already paused.");
+            }
+            Ok(())
+        }
+        SyncCommand::Resume { id } => {
+            require_sync(&pool, &id).await?;
+            if syncs::resume_sync(&pool, &id, Actor::Cli).await? {
+                println!("{id}: resumed; the breaker counts failures from now on.");
+            } else {
+                println!("{id}: not paused; nothing to do.");
+            }
+            Ok(())
+        }
+        SyncCommand::ResetCursor { id } => {
+            require_sync(&pool, &id).await?;
+            cursors::reset_cursor(&pool, &id, Actor::Cli).await?;
+            println!("{id}: cursor reset; the next run reads the source from the start (delivered records are not sent again).");
+            Ok(())
+        }
+    }
+}
+
+async fn require_sync(pool: &PgPool, id: &str) -> anyhow::Result<syncs::SyncRow> {
+    syncs::get_sync(pool, id)
+        .await?
+        .ok_or_else(|| BadInput::argument(format!("sync \"{id}\""), "no such sync (see `syncward sync list`)").into())
+}
+
+async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
+    let sync = require_sync(pool, id).await?;
+    let cursor = cursors::get_cursor(pool, id).await?;
+    let recent = runs::list_runs(pool, Some(id), 10).await?;
+    if json {
+        return print_json(&serde_json::json!({ "sync": sync, "cursor": cursor, "recent_runs": recent }));
+    }
+    println!("Sync {} (workspace {})", sync.id, sync.workspace_id);
+    match &sync.paused_reason {
+        Some(reason) => println!("  status:     paused since {} ({reason})", when(sync.paused_at)),
+        None => println!("  status:     active since {}", when(sync.activated_at)),
+    }
+    println!("  version:    {} (last changed {})", sync.version, when(Some(sync.changed_at)));
+    if let Some(error) = &sync.last_error {
+        println!("  last error: {}", error.0);
+    }
+    match cursor.as_ref().and_then(|c| c.cursor.as_ref().map(|v| (c, v))) {
+        Some((c, value)) => println!(
+            "  cursor:     {} (written by run {} with fence {}, {})",
+            value.0,
+            c.run_id.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
+            c.fence,
+            when(Some(c.updated_at))
+        ),
+        None => println!("  cursor:     none (the next run starts at the beginning of the source)"),
+    }
+    println!("  recent runs:");
+    if recent.is_empty() {
+        println!("    none yet");
+    }
+    for r in &recent {
+        println!(
+            "    #{:<8} {:<10} attempt {}/{}  {}  {}",
+            r.id,
+            r.status,
+            r.attempt,
+            r.max_attempts,
+            when(r.finished_at.or(r.started_at).or(Some(r.scheduled_at))),
+            r.failure_code.as_deref().unwrap_or("")
+        );
+    }
+    println!("\nDefinition (secrets are named by environment variable only):\n");
+    // The stored JSON came from a validated definition, so it renders as TOML.
+    let text = toml::to_string(&sync.definition.0).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
+    print!("{text}");
+    Ok(())
+}

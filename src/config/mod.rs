@@ -1,0 +1,14 @@
+//! Configuration: the daemon's settings, sync definition files, and the
+//! validated newtypes both are made of.
+
+mod bad_input;
+mod ids;
+mod schedule;
+mod settings;
+mod sync_file;
+
+pub use bad_input::BadInput;
+pub use ids::{EnvVarName, SyncId, WorkspaceId};
+pub use schedule::Schedule;
+pub use settings::*;
+pub use sync_file::{MappingConfig, SyncDefinition, load_for_apply};

@@ -1,0 +1,560 @@
+//! Daemon settings (DESIGN §3): a TOML file overlaid by `SYNCWARD__SECTION__KEY`
+//! environment variables, deserialized strictly (unknown keys refused) and then
+//! checked for values that parse but cannot work together.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use config::{Config, Environment, File, FileFormat};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+use super::bad_input::BadInput;
+use super::schedule::Schedule;
+
+/// Where the daemon looks for its config when neither `--config` nor
+/// `SYNCWARD_CONFIG` names a file.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/syncward/syncward.toml";
+
+/// Prefix of the environment variables that override settings.
+pub const ENV_PREFIX: &str = "SYNCWARD";
+
+/// Every daemon setting. Each section has defaults, so an empty file is valid.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub database: DatabaseSettings,
+    pub redis: RedisSettings,
+    pub workers: WorkerSettings,
+    pub shutdown: ShutdownSettings,
+    pub lease: LeaseSettings,
+    pub retry: RetrySettings,
+    pub sweeper: SweeperSettings,
+    pub ledger: LedgerSettings,
+    pub breaker: BreakerSettings,
+    pub deadman: DeadmanSettings,
+    pub alerts: AlertSettings,
+    pub http: HttpSettings,
+    pub log: LogSettings,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseSettings {
+    /// Postgres URL of the store. Secret (it may hold a password): printed with the
+    /// password redacted. Default `postgres://syncward@127.0.0.1:5432/syncward`.
+    pub url: SecretString,
+    /// Most connections the daemon opens to the store. Default 10.
+    pub max_connections: u32,
+}
+
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        Self { url: SecretString::from("postgres://syncward@127.0.0.1:5432/syncward"), max_connections: 10 }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedisSettings {
+    /// Redis URL for leases, liveness keys and dead-man markers. Secret (it may hold
+    /// a password). Default `redis://127.0.0.1:6379`.
+    pub url: SecretString,
+    /// Prefix of every Redis key; isolates deployments (and tests) sharing one
+    /// Redis. Default `syncward`.
+    pub key_prefix: String,
+}
+
+impl Default for RedisSettings {
+    fn default() -> Self {
+        Self { url: SecretString::from("redis://127.0.0.1:6379"), key_prefix: "syncward".into() }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerSettings {
+    /// Runs executed at once by this daemon. Default 4.
+    pub count: usize,
+    /// How often an idle worker looks for work when no NOTIFY arrived. Default 1s.
+    #[serde(with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// Lifetime of this daemon's liveness key in Redis, refreshed every third of
+    /// it; a run whose holder's key is gone is taken over. Default 30s.
+    #[serde(with = "humantime_serde")]
+    pub liveness_ttl: Duration,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        Self { count: 4, poll_interval: Duration::from_secs(1), liveness_ttl: Duration::from_secs(30) }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownSettings {
+    /// After SIGTERM, time for busy runs to stop at a clean batch boundary.
+    /// Default 15s.
+    #[serde(with = "humantime_serde")]
+    pub drain_deadline: Duration,
+    /// After SIGTERM, the process exits at this point whatever still runs.
+    /// Default 25s.
+    #[serde(with = "humantime_serde")]
+    pub hard_exit_after: Duration,
+}
+
+impl Default for ShutdownSettings {
+    fn default() -> Self {
+        Self { drain_deadline: Duration::from_secs(15), hard_exit_after: Duration::from_secs(25) }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeaseSettings {
+    /// Lifetime of a run's lease on its sync. Default 15m.
+    #[serde(with = "humantime_serde")]
+    pub ttl: Duration,
+    /// How often a run renews its lease; must be shorter than `ttl`. Default 5m.
+    #[serde(with = "humantime_serde")]
+    pub renew_every: Duration,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        Self { ttl: Duration::from_secs(15 * 60), renew_every: Duration::from_secs(5 * 60) }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrySettings {
+    /// Attempts a run gets, the first included. Default 5.
+    pub max_attempts: u32,
+    /// Wait before the second attempt; doubles for each further one. Default 60s.
+    #[serde(with = "humantime_serde")]
+    pub backoff_base: Duration,
+    /// Longest wait between attempts. Default 1h.
+    #[serde(with = "humantime_serde")]
+    pub backoff_max: Duration,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        Self { max_attempts: 5, backoff_base: Duration::from_secs(60), backoff_max: Duration::from_secs(3600) }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SweeperSettings {
+    /// How often the sweeper looks for stuck runs and purges the ledger.
+    /// Default 1m.
+    #[serde(with = "humantime_serde")]
+    pub every: Duration,
+    /// A `running` run started longer ago than this, with a free lease, is
+    /// re-queued. Default 1h.
+    #[serde(with = "humantime_serde")]
+    pub stuck_after: Duration,
+}
+
+impl Default for SweeperSettings {
+    fn default() -> Self {
+        Self { every: Duration::from_secs(60), stuck_after: Duration::from_secs(3600) }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LedgerSettings {
+    /// How long completed delivery keys are kept. Default 7d.
+    #[serde(with = "humantime_serde")]
+    pub retention: Duration,
+    /// Times one record may be sent before it is rejected as
+    /// `attempt_budget_exhausted`. Default 3.
+    pub record_attempts: u32,
+}
+
+impl Default for LedgerSettings {
+    fn default() -> Self {
+        Self { retention: Duration::from_secs(7 * 24 * 3600), record_attempts: 3 }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerSettings {
+    /// Consecutive failed runs that pause a sync (a sync file may override it).
+    /// Default 5.
+    pub consecutive_failures: u32,
+}
+
+impl Default for BreakerSettings {
+    fn default() -> Self {
+        Self { consecutive_failures: 5 }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeadmanSettings {
+    /// When the dead-man check runs: cron with seconds. Default `0 13 * * * *`
+    /// (minute 13 of every hour).
+    pub schedule: Schedule,
+    /// A workspace or sync with no successful run for this long is silent
+    /// (a sync file may override it). Default 24h.
+    #[serde(with = "humantime_serde")]
+    pub silence_window: Duration,
+    /// Also check each sync on its own, so a healthy sync does not hide a silent
+    /// sibling. Default true.
+    pub per_sync: bool,
+}
+
+impl Default for DeadmanSettings {
+    fn default() -> Self {
+        Self {
+            // The literal is a valid six-field expression; covered by a test.
+            schedule: Schedule::parse("0 13 * * * *").expect("default dead-man schedule is valid"),
+            silence_window: Duration::from_secs(24 * 3600),
+            per_sync: true,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct AlertSettings {
+    /// Sentry DSN for critical alerts. Secret. Default: none (no Sentry).
+    pub sentry_dsn: Option<SecretString>,
+    /// URL that receives each alert as signed JSON. Default: none.
+    pub webhook_url: Option<url::Url>,
+    /// HMAC-SHA256 key for the `X-Syncward-Signature` header; required with
+    /// `webhook_url`. Secret. Default: none.
+    pub webhook_secret: Option<SecretString>,
+    /// E-mail over SMTP. Default: none.
+    pub email: Option<EmailSettings>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailSettings {
+    /// SMTP server, e.g. `smtps://user:pass@smtp.example.com:465` or
+    /// `smtp://127.0.0.1:2525` (plain, local). Secret (it may hold a password).
+    pub smtp_url: SecretString,
+    /// Sender address.
+    pub from: String,
+    /// Recipients; at least one.
+    pub to: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSettings {
+    /// Address of the admin HTTP server. Default `127.0.0.1:8080`.
+    pub listen: SocketAddr,
+    /// Bearer token required by everything but health, readiness and metrics.
+    /// Without it the server binds loopback only. Secret. Default: none.
+    pub admin_token: Option<SecretString>,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self { listen: SocketAddr::from(([127, 0, 0, 1], 8080)), admin_token: None }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// Filter in `RUST_LOG` syntax, e.g. `info` or `syncward=debug,sqlx=warn`.
+    /// Default `info`.
+    pub level: String,
+    /// `human` (default) or `json` (one JSON object per line, for journald
+    /// shippers).
+    pub format: LogFormat,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        Self { level: "info".into(), format: LogFormat::Human }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// Which file to read: an explicit path must exist; the default path may be
+/// absent (then defaults and environment variables alone apply).
+#[derive(Debug, Clone)]
+pub struct ConfigSource {
+    pub path: PathBuf,
+    pub explicit: bool,
+}
+
+impl ConfigSource {
+    pub fn resolve(flag: Option<PathBuf>) -> Self {
+        match flag {
+            Some(path) => Self { path, explicit: true },
+            None => Self { path: PathBuf::from(DEFAULT_CONFIG_PATH), explicit: false },
+        }
+    }
+}
+
+impl Settings {
+    /// Loads the file (if any), overlays `SYNCWARD__SECTION__KEY` variables and
+    /// validates the result.
+    pub fn load(source: &ConfigSource) -> Result<Self, BadInput> {
+        let origin = source.path.display().to_string();
+        if source.explicit && !source.path.exists() {
+            return Err(BadInput::new(origin, "", "config file not found"));
+        }
+        let config = Config::builder()
+            .add_source(File::from(source.path.as_path()).format(FileFormat::Toml).required(source.explicit))
+            .add_source(
+                Environment::with_prefix(ENV_PREFIX)
+                    .prefix_separator("__")
+                    .separator("__")
+                    .try_parsing(true)
+                    .list_separator(",")
+                    .with_list_parse_key("alerts.email.to"),
+            )
+            .build()
+            .map_err(|e| config_error(&origin, e))?;
+        let settings: Settings = serde_path_to_error::deserialize(config).map_err(|e| {
+            let key = e.path().to_string();
+            let problem = strip_config_suffix(&e.inner().to_string());
+            BadInput::new(origin_of(&origin, &key), key, problem)
+        })?;
+        settings.validate(&origin)?;
+        Ok(settings)
+    }
+
+    /// Checks values that deserialize but cannot work (zero workers, a renewal
+    /// slower than the lease, a bad DSN, …).
+    fn validate(&self, origin: &str) -> Result<(), BadInput> {
+        let bad = |key: &str, problem: String| Err(BadInput::new(origin_of(origin, key), key, problem));
+        check_url(origin, "database.url", &self.database.url, &["postgres", "postgresql"])?;
+        check_url(origin, "redis.url", &self.redis.url, &["redis", "rediss"])?;
+        if self.database.max_connections == 0 {
+            return bad("database.max_connections", "must be at least 1".into());
+        }
+        if self.redis.key_prefix.is_empty() || self.redis.key_prefix.contains(char::is_whitespace) {
+            return bad("redis.key_prefix", "must be non-empty and contain no whitespace".into());
+        }
+        if self.workers.count == 0 {
+            return bad("workers.count", "must be at least 1".into());
+        }
+        let positive = [
+            ("workers.poll_interval", self.workers.poll_interval),
+            ("workers.liveness_ttl", self.workers.liveness_ttl),
+            ("shutdown.drain_deadline", self.shutdown.drain_deadline),
+            ("shutdown.hard_exit_after", self.shutdown.hard_exit_after),
+            ("lease.ttl", self.lease.ttl),
+            ("lease.renew_every", self.lease.renew_every),
+            ("retry.backoff_base", self.retry.backoff_base),
+            ("retry.backoff_max", self.retry.backoff_max),
+            ("sweeper.every", self.sweeper.every),
+            ("sweeper.stuck_after", self.sweeper.stuck_after),
+            ("ledger.retention", self.ledger.retention),
+            ("deadman.silence_window", self.deadman.silence_window),
+        ];
+        for (key, value) in positive {
+            if value.is_zero() {
+                return bad(key, "must be longer than zero".into());
+            }
+        }
+        if self.workers.liveness_ttl < Duration::from_secs(1) {
+            return bad("workers.liveness_ttl", "must be at least 1s".into());
+        }
+        if self.lease.renew_every >= self.lease.ttl {
+            return bad(
+                "lease.renew_every",
+                format!(
+                    "{} is not shorter than lease.ttl ({}); the lease would expire between renewals",
+                    humantime::format_duration(self.lease.renew_every),
+                    humantime::format_duration(self.lease.ttl)
+                ),
+            );
+        }
+        if self.shutdown.drain_deadline >= self.shutdown.hard_exit_after {
+            return bad("shutdown.drain_deadline", "must be shorter than shutdown.hard_exit_after".into());
+        }
+        if self.retry.max_attempts == 0 {
+            return bad("retry.max_attempts", "must be at least 1".into());
+        }
+        if self.retry.backoff_max < self.retry.backoff_base {
+            return bad("retry.backoff_max", "must not be shorter than retry.backoff_base".into());
+        }
+        if self.ledger.record_attempts == 0 {
+            return bad("ledger.record_attempts", "must be at least 1".into());
+        }
+        if self.breaker.consecutive_failures == 0 {
+            return bad("breaker.consecutive_failures", "must be at least 1".into());
+        }
+        if let Some(dsn) = &self.alerts.sentry_dsn {
+            // sentry's ClientOptions panics on a bad DSN: refuse it here instead.
+            if let Err(e) = dsn.expose_secret().parse::<sentry::types::Dsn>() {
+                return bad("alerts.sentry_dsn", format!("not a valid Sentry DSN: {e}"));
+            }
+        }
+        if self.alerts.webhook_url.is_some() && self.alerts.webhook_secret.is_none() {
+            return bad("alerts.webhook_secret", "is required when alerts.webhook_url is set".into());
+        }
+        if let Some(email) = &self.alerts.email {
+            check_url(origin, "alerts.email.smtp_url", &email.smtp_url, &["smtp", "smtps"])?;
+            if !email.from.contains('@') {
+                return bad("alerts.email.from", format!("\"{}\" is not an e-mail address", email.from));
+            }
+            if email.to.is_empty() {
+                return bad("alerts.email.to", "needs at least one recipient".into());
+            }
+            if let Some(to) = email.to.iter().find(|a| !a.contains('@')) {
+                return bad("alerts.email.to", format!("\"{to}\" is not an e-mail address"));
+            }
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            return bad("log.level", format!("\"{}\" is not a valid filter: {e}", self.log.level));
+        }
+        Ok(())
+    }
+
+    /// The effective settings as TOML with every secret shown as `[redacted]`
+    /// (URLs keep everything but their password).
+    pub fn to_redacted_toml(&self) -> String {
+        let d = |v: Duration| humantime::format_duration(v).to_string();
+        let secret = |s: &Option<SecretString>| s.as_ref().map(|_| REDACTED.to_string());
+        let value = serde_json::json!({
+            "database": { "url": redact_url(&self.database.url), "max_connections": self.database.max_connections },
+            "redis": { "url": redact_url(&self.redis.url), "key_prefix": self.redis.key_prefix },
+            "workers": { "count": self.workers.count, "poll_interval": d(self.workers.poll_interval), "liveness_ttl": d(self.workers.liveness_ttl) },
+            "shutdown": { "drain_deadline": d(self.shutdown.drain_deadline), "hard_exit_after": d(self.shutdown.hard_exit_after) },
+            "lease": { "ttl": d(self.lease.ttl), "renew_every": d(self.lease.renew_every) },
+            "retry": { "max_attempts": self.retry.max_attempts, "backoff_base": d(self.retry.backoff_base), "backoff_max": d(self.retry.backoff_max) },
+            "sweeper": { "every": d(self.sweeper.every), "stuck_after": d(self.sweeper.stuck_after) },
+            "ledger": { "retention": d(self.ledger.retention), "record_attempts": self.ledger.record_attempts },
+            "breaker": { "consecutive_failures": self.breaker.consecutive_failures },
+            "deadman": { "schedule": self.deadman.schedule.as_str(), "silence_window": d(self.deadman.silence_window), "per_sync": self.deadman.per_sync },
+            "alerts": {
+                "sentry_dsn": secret(&self.alerts.sentry_dsn),
+                "webhook_url": self.alerts.webhook_url.as_ref().map(|u| u.to_string()),
+                "webhook_secret": secret(&self.alerts.webhook_secret),
+                "email": self.alerts.email.as_ref().map(|e| serde_json::json!({
+                    "smtp_url": redact_url(&e.smtp_url), "from": e.from, "to": e.to,
+                })),
+            },
+            "http": { "listen": self.http.listen.to_string(), "admin_token": secret(&self.http.admin_token) },
+            "log": { "level": self.log.level, "format": self.log.format },
+        });
+        // Every value above is a string, number, bool, array or table, all of which
+        // TOML can hold (nulls are dropped by toml's serializer for absent keys).
+        toml::to_string(&strip_nulls(value)).unwrap_or_else(|e| format!("# cannot render settings: {e}\n"))
+    }
+}
+
+/// Shown in place of any secret.
+pub const REDACTED: &str = "[redacted]";
+
+/// A URL with its password (if any) replaced by `[redacted]`, for messages and
+/// `check-config`. A value that is not a URL is redacted whole.
+pub fn redact_url(url: &SecretString) -> String {
+    match url::Url::parse(url.expose_secret()) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                // set_password fails only for URLs that cannot have one, and this one has
+                // one. A placeholder, because the URL would percent-encode the brackets.
+                let _ = parsed.set_password(Some("REDACTEDPASSWORD"));
+            }
+            parsed.to_string().replace("REDACTEDPASSWORD", REDACTED)
+        }
+        Err(_) => REDACTED.to_string(),
+    }
+}
+
+fn check_url(origin: &str, key: &str, url: &SecretString, schemes: &[&str]) -> Result<(), BadInput> {
+    match url::Url::parse(url.expose_secret()) {
+        Ok(u) if schemes.contains(&u.scheme()) => Ok(()),
+        Ok(u) => Err(BadInput::new(
+            origin_of(origin, key),
+            key,
+            format!("scheme \"{}\" is not supported; use {}", u.scheme(), schemes.join(" or ")),
+        )),
+        // The parse error never echoes the URL, so no secret leaks into the message.
+        Err(e) => Err(BadInput::new(origin_of(origin, key), key, format!("not a valid URL: {e}"))),
+    }
+}
+
+/// Names the environment variable instead of the file when the bad key came from one.
+fn origin_of(file: &str, key: &str) -> String {
+    let var = format!("{ENV_PREFIX}__{}", key.replace('.', "__").to_uppercase());
+    if std::env::var_os(&var).is_some() { format!("environment variable {var}") } else { file.to_string() }
+}
+
+/// `config` appends " for key `x` in FILE" to its messages; the key and file are
+/// already in ours.
+fn strip_config_suffix(message: &str) -> String {
+    let cut = [" for key `", " in "].iter().filter_map(|p| message.find(p)).min().unwrap_or(message.len());
+    message[..cut].to_string()
+}
+
+fn config_error(origin: &str, error: config::ConfigError) -> BadInput {
+    match error {
+        config::ConfigError::FileParse { cause, .. } => {
+            BadInput::new(origin, "", format!("not valid TOML: {}", cause.to_string().replace('\n', " ")))
+        }
+        config::ConfigError::NotFound(key) => BadInput::new(origin, key, "is required"),
+        other => BadInput::new(origin, "", other.to_string()),
+    }
+}
+
+fn strip_nulls(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            serde_json::Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, strip_nulls(v))).collect())
+        }
+        other => other,
+    }
+}
+
+impl Settings {
+    /// Settings for tests and tools: defaults with the given store and Redis.
+    pub fn with_services(database_url: &str, redis_url: &str, key_prefix: &str) -> Self {
+        let mut s = Settings::default();
+        s.database.url = SecretString::from(database_url.to_owned());
+        s.redis.url = SecretString::from(redis_url.to_owned());
+        s.redis.key_prefix = key_prefix.to_owned();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_design() {
+        let s = Settings::default();
+        assert_eq!(s.workers.count, 4);
+        assert_eq!(s.lease.ttl, Duration::from_secs(900));
+        assert_eq!(s.lease.renew_every, Duration::from_secs(300));
+        assert_eq!(s.retry.max_attempts, 5);
+        assert_eq!(s.ledger.retention, Duration::from_secs(7 * 86400));
+        assert_eq!(s.deadman.schedule.as_str(), "0 13 * * * *");
+        assert_eq!(s.shutdown.drain_deadline, Duration::from_secs(15));
+        assert_eq!(s.shutdown.hard_exit_after, Duration::from_secs(25));
+        s.validate("test").unwrap();
+    }
+
+    #[test]
+    fn redacted_url_keeps_host_and_hides_password() {
+        let url = SecretString::from("postgres://app:hunter2@db.internal:5432/sync");
+        let shown = redact_url(&url);
+        assert_eq!(shown, "postgres://app:[redacted]@db.internal:5432/sync");
+        assert!(!shown.contains("hunter2"));
+    }
+}

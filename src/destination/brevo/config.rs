@@ -1,0 +1,72 @@
+//! `BrevoDestinationConfig`: the `[destination]` table for `kind = "brevo"`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::EnvVarName;
+
+fn default_base_url() -> url::Url {
+    // A constant, valid URL.
+    url::Url::parse("https://api.brevo.com/v3").expect("the Brevo base URL is valid")
+}
+
+const fn default_concurrency() -> u32 {
+    4
+}
+
+const fn default_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// How records are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BrevoMode {
+    /// One `POST /contacts/import` per page (asynchronous on Brevo's side).
+    #[default]
+    Bulk,
+    /// One `POST /contacts` per record, `updateEnabled: true`.
+    Single,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrevoDestinationConfig {
+    /// Environment variable that holds the Brevo API key.
+    pub api_key_env: EnvVarName,
+    /// API root. Default `https://api.brevo.com/v3`; point it at a local fake in tests.
+    #[serde(default = "default_base_url")]
+    pub base_url: url::Url,
+    /// `bulk` (default) or `single`.
+    #[serde(default)]
+    pub mode: BrevoMode,
+    /// Lists every contact is added to; `bulk` needs at least one.
+    #[serde(default)]
+    pub list_ids: Vec<u64>,
+    /// Requests in flight at once in `single` mode (1 to 10; Brevo allows 10/s).
+    /// Default 4.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: u32,
+    /// Longest wait for one response. Default 30s.
+    #[serde(default = "default_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl BrevoDestinationConfig {
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if !matches!(self.base_url.scheme(), "http" | "https") {
+            return Err(("destination.base_url".into(), "must be an http or https URL".into()));
+        }
+        if self.mode == BrevoMode::Bulk && self.list_ids.is_empty() {
+            return Err(("destination.list_ids".into(), "bulk mode imports into lists: name at least one".into()));
+        }
+        if !(1..=10).contains(&self.concurrency) {
+            return Err(("destination.concurrency".into(), format!("{} is out of range 1..=10", self.concurrency)));
+        }
+        if self.timeout.is_zero() {
+            return Err(("destination.timeout".into(), "must be longer than zero".into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,37 @@
+//! `DestinationConfig`: the `[destination]` table of a sync file, tagged by `kind`.
+
+use serde::{Deserialize, Serialize};
+
+use super::brevo::BrevoDestinationConfig;
+use super::webhook::WebhookDestinationConfig;
+use crate::config::EnvVarName;
+
+/// The `[destination]` table of a sync file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DestinationConfig {
+    /// Brevo contacts: one upsert per record, or one import per page.
+    Brevo(BrevoDestinationConfig),
+    /// A JSON POST per record (or per page) to an HTTP endpoint.
+    Webhook(WebhookDestinationConfig),
+}
+
+impl DestinationConfig {
+    /// Pure checks of values that deserialize but cannot work. Errors name the
+    /// field under `destination.`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        match self {
+            DestinationConfig::Brevo(c) => c.validate(),
+            DestinationConfig::Webhook(c) => c.validate(),
+        }
+    }
+
+    /// The environment variables holding this destination's secrets, with the
+    /// field that names each.
+    pub fn secret_env_vars(&self) -> Vec<(&'static str, &EnvVarName)> {
+        match self {
+            DestinationConfig::Brevo(c) => vec![("api_key_env", &c.api_key_env)],
+            DestinationConfig::Webhook(c) => c.secret_env.iter().map(|v| ("secret_env", v)).collect(),
+        }
+    }
+}

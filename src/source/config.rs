@@ -1,0 +1,31 @@
+//! `SourceConfig`: the `[source]` table of a sync file, tagged by `kind`.
+
+use serde::{Deserialize, Serialize};
+
+use super::postgres::PostgresSourceConfig;
+
+/// The `[source]` table of a sync file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SourceConfig {
+    /// Keyset-paged rows of a read-only query on the operator's Postgres.
+    Postgres(PostgresSourceConfig),
+}
+
+impl SourceConfig {
+    /// Pure checks of values that deserialize but cannot work. Errors name the
+    /// field under `source.`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        match self {
+            SourceConfig::Postgres(c) => c.validate(),
+        }
+    }
+
+    /// The environment variables holding this source's secrets, with the field
+    /// that names each.
+    pub fn secret_env_vars(&self) -> Vec<(&'static str, &crate::config::EnvVarName)> {
+        match self {
+            SourceConfig::Postgres(c) => vec![("url_env", &c.url_env)],
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! `PostgresSourceConfig`: the `[source]` table for `kind = "postgres"`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::EnvVarName;
+
+const fn default_page_size() -> u32 {
+    500
+}
+
+const fn default_statement_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// Largest page the source reads at once; a bigger page risks the memory bound.
+pub const MAX_PAGE_SIZE: u32 = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresSourceConfig {
+    /// Environment variable that holds the source database URL.
+    pub url_env: EnvVarName,
+    /// One SELECT; it is wrapped as a subquery and paged by `cursor_column`.
+    pub query: String,
+    /// Column of the query that orders and pages the rows; its values must be
+    /// unique (an id, or a unique timestamp).
+    pub cursor_column: String,
+    /// Rows per page (1 to 10000). Default 500.
+    #[serde(default = "default_page_size")]
+    pub page_size: u32,
+    /// Longest a page query may run. Default 30s.
+    #[serde(default = "default_statement_timeout", with = "humantime_serde")]
+    pub statement_timeout: Duration,
+}
+
+impl PostgresSourceConfig {
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let query = self.query.trim();
+        if query.is_empty() {
+            return Err(("source.query".into(), "must not be empty".into()));
+        }
+        if query.ends_with(';') {
+            return Err(("source.query".into(), "must be one SELECT without a trailing ';'".into()));
+        }
+        let first = query.split_whitespace().next().unwrap_or_default().to_ascii_uppercase();
+        if first != "SELECT" && first != "WITH" {
+            return Err(("source.query".into(), format!("must start with SELECT or WITH, not \"{first}\"")));
+        }
+        let column_ok = self.cursor_column.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && self.cursor_column.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !column_ok {
+            return Err((
+                "source.cursor_column".into(),
+                format!("\"{}\" is not a plain column name (letters, digits, '_')", self.cursor_column.escape_default()),
+            ));
+        }
+        if self.page_size == 0 || self.page_size > MAX_PAGE_SIZE {
+            return Err(("source.page_size".into(), format!("{} is out of range 1..={MAX_PAGE_SIZE}", self.page_size)));
+        }
+        if self.statement_timeout.is_zero() {
+            return Err(("source.statement_timeout".into(), "must be longer than zero".into()));
+        }
+        Ok(())
+    }
+}

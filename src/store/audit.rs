@@ -1,0 +1,69 @@
+//! The audit log: who changed a sync, how, and why.
+
+use serde::Serialize;
+use sqlx::{FromRow, PgConnection};
+
+/// Who made a change.
+#[derive(Debug, Clone, Copy)]
+pub enum Actor {
+    Cli,
+    Api,
+    Breaker,
+    Daemon,
+}
+
+impl Actor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Cli => "cli",
+            Actor::Api => "api",
+            Actor::Breaker => "breaker",
+            Actor::Daemon => "daemon",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct AuditRow {
+    pub id: i64,
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub actor: String,
+    pub action: String,
+    pub workspace_id: Option<String>,
+    pub sync_id: Option<String>,
+    pub reason: Option<String>,
+    pub detail: sqlx::types::Json<serde_json::Value>,
+}
+
+/// One audit entry, written in the caller's transaction so it lands with the
+/// change it describes.
+pub async fn record_audit(
+    conn: &mut PgConnection,
+    actor: Actor,
+    action: &str,
+    sync_id: &str,
+    reason: Option<&str>,
+    detail: serde_json::Value,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO audit_log (actor, action, workspace_id, sync_id, reason, detail)
+         SELECT $1, $2, (SELECT workspace_id FROM syncs WHERE id = $3), $3, $4, $5",
+    )
+    .bind(actor.as_str())
+    .bind(action)
+    .bind(sync_id)
+    .bind(reason)
+    .bind(sqlx::types::Json(detail))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The newest audit entries of a sync.
+pub async fn list_audit_for_sync(pool: &sqlx::PgPool, sync_id: &str, limit: i64) -> sqlx::Result<Vec<AuditRow>> {
+    sqlx::query_as::<_, AuditRow>("SELECT * FROM audit_log WHERE sync_id = $1 ORDER BY id DESC LIMIT $2")
+        .bind(sync_id)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+}

@@ -1,0 +1,48 @@
+//! Sync cursors and fencing tokens.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::types::Json;
+use sqlx::{FromRow, PgPool};
+
+use super::audit::{Actor, record_audit};
+
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct CursorRow {
+    pub sync_id: String,
+    pub cursor: Option<Json<serde_json::Value>>,
+    pub fence_issued: i64,
+    pub fence: i64,
+    pub run_id: Option<i64>,
+    pub updated_at: DateTime<Utc>,
+}
+
+pub async fn get_cursor(pool: &PgPool, sync_id: &str) -> sqlx::Result<Option<CursorRow>> {
+    sqlx::query_as::<_, CursorRow>("SELECT * FROM sync_cursors WHERE sync_id = $1")
+        .bind(sync_id)
+        .fetch_optional(pool)
+        .await
+}
+
+/// Forgets the saved cursor. It also issues a new fence, so a run in progress
+/// cannot write its old position back over the reset.
+pub async fn reset_cursor(pool: &PgPool, sync_id: &str, actor: Actor) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let previous: Option<Option<Json<serde_json::Value>>> = sqlx::query_scalar(
+        "UPDATE sync_cursors c SET cursor = NULL, fence_issued = c.fence_issued + 1,
+                fence = c.fence_issued + 1, run_id = NULL, updated_at = now()
+         FROM (SELECT sync_id, cursor FROM sync_cursors WHERE sync_id = $1 FOR UPDATE) old
+         WHERE c.sync_id = old.sync_id
+         RETURNING old.cursor",
+    )
+    .bind(sync_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(previous) = &previous {
+        let previous = previous.as_ref().map(|c| c.0.clone());
+        record_audit(&mut tx, actor, "reset_cursor", sync_id, None, serde_json::json!({ "previous": previous }))
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(previous.is_some())
+}

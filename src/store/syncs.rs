@@ -1,0 +1,200 @@
+//! Syncs: publishing definitions, listing, pausing and resuming.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::types::Json;
+use sqlx::{FromRow, PgPool};
+
+use super::audit::{Actor, record_audit};
+use crate::config::SyncDefinition;
+
+/// Why a paused sync is paused.
+pub const PAUSED_MANUAL: &str = "manual";
+pub const PAUSED_BY_BREAKER: &str = "circuit_breaker_tripped";
+
+/// A sync as stored.
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct SyncRow {
+    pub id: String,
+    pub workspace_id: String,
+    pub definition: Json<serde_json::Value>,
+    pub version: i32,
+    pub status: String,
+    pub paused_reason: Option<String>,
+    pub paused_at: Option<DateTime<Utc>>,
+    pub last_error: Option<Json<serde_json::Value>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub changed_at: DateTime<Utc>,
+    pub activated_at: Option<DateTime<Utc>>,
+}
+
+impl SyncRow {
+    /// The stored definition, parsed back. Fails only if a definition written by
+    /// an older syncward no longer validates.
+    pub fn definition(&self) -> Result<SyncDefinition, serde_json::Error> {
+        serde_json::from_value(self.definition.0.clone())
+    }
+}
+
+/// A sync with its latest run, for listings.
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct SyncSummary {
+    pub id: String,
+    pub workspace_id: String,
+    pub version: i32,
+    pub status: String,
+    pub paused_reason: Option<String>,
+    pub schedule: Option<String>,
+    pub last_run_id: Option<i64>,
+    pub last_run_status: Option<String>,
+    pub last_run_finished_at: Option<DateTime<Utc>>,
+    pub last_success_at: Option<DateTime<Utc>>,
+}
+
+/// What a publish did to one sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PublishOutcome {
+    Created,
+    Updated,
+    /// Same definition; still a publish: the sync is active and its breaker re-armed.
+    Unchanged,
+}
+
+/// Publishes definitions in one transaction: all land or none. Each becomes
+/// active with `changed_at = now()` (re-arming the breaker); the version grows
+/// when the definition changed.
+pub async fn publish_syncs(
+    pool: &PgPool,
+    definitions: &[SyncDefinition],
+    actor: Actor,
+) -> anyhow::Result<Vec<(String, i32, PublishOutcome)>> {
+    let mut tx = pool.begin().await?;
+    let mut outcomes = Vec::with_capacity(definitions.len());
+    for definition in definitions {
+        let json = serde_json::to_value(definition)?;
+        sqlx::query("INSERT INTO workspaces (id) VALUES ($1) ON CONFLICT (id) DO NOTHING")
+            .bind(definition.workspace.as_str())
+            .execute(&mut *tx)
+            .await?;
+        // The CTE reads the row as it was before the upsert, to tell created /
+        // updated / unchanged apart in one statement.
+        let (version, outcome): (i32, String) = sqlx::query_as(
+            "WITH before AS (SELECT definition FROM syncs WHERE id = $1 FOR UPDATE),
+             upserted AS (
+               INSERT INTO syncs (id, workspace_id, definition) VALUES ($1, $2, $3)
+               ON CONFLICT (id) DO UPDATE SET
+                 workspace_id = EXCLUDED.workspace_id,
+                 definition = EXCLUDED.definition,
+                 version = syncs.version + CASE WHEN syncs.definition = EXCLUDED.definition THEN 0 ELSE 1 END,
+                 activated_at = CASE WHEN syncs.status = 'paused' THEN now() ELSE syncs.activated_at END,
+                 status = 'active', paused_reason = NULL, paused_at = NULL,
+                 changed_at = now(), updated_at = now()
+               RETURNING version)
+             SELECT upserted.version,
+                    CASE WHEN NOT EXISTS (SELECT 1 FROM before) THEN 'created'
+                         WHEN (SELECT definition FROM before) = $3 THEN 'unchanged'
+                         ELSE 'updated' END
+             FROM upserted",
+        )
+        .bind(definition.id.as_str())
+        .bind(definition.workspace.as_str())
+        .bind(Json(&json))
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query("INSERT INTO sync_cursors (sync_id) VALUES ($1) ON CONFLICT (sync_id) DO NOTHING")
+            .bind(definition.id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        let outcome = match outcome.as_str() {
+            "created" => PublishOutcome::Created,
+            "updated" => PublishOutcome::Updated,
+            _ => PublishOutcome::Unchanged,
+        };
+        record_audit(
+            &mut tx,
+            actor,
+            "publish",
+            definition.id.as_str(),
+            None,
+            serde_json::json!({ "version": version, "outcome": outcome }),
+        )
+        .await?;
+        outcomes.push((definition.id.to_string(), version, outcome));
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+pub async fn get_sync(pool: &PgPool, id: &str) -> sqlx::Result<Option<SyncRow>> {
+    sqlx::query_as::<_, SyncRow>("SELECT * FROM syncs WHERE id = $1").bind(id).fetch_optional(pool).await
+}
+
+/// Every sync with its latest run and latest success, ordered by workspace and id.
+pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
+    sqlx::query_as::<_, SyncSummary>(
+        "SELECT s.id, s.workspace_id, s.version, s.status, s.paused_reason,
+                s.definition->>'schedule' AS schedule,
+                last.id AS last_run_id, last.status AS last_run_status,
+                last.finished_at AS last_run_finished_at,
+                (SELECT max(finished_at) FROM runs
+                  WHERE sync_id = s.id AND status = 'succeeded') AS last_success_at
+         FROM syncs s
+         LEFT JOIN LATERAL (SELECT id, status, finished_at FROM runs
+                            WHERE sync_id = s.id ORDER BY id DESC LIMIT 1) last ON true
+         ORDER BY s.workspace_id, s.id",
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Pauses an active sync. Returns false when it was already paused (the reason
+/// it already has is kept).
+pub async fn pause_sync(pool: &PgPool, id: &str, reason: &str, actor: Actor) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let paused = sqlx::query(
+        "UPDATE syncs SET status = 'paused', paused_reason = $2, paused_at = now(), updated_at = now()
+         WHERE id = $1 AND status = 'active'",
+    )
+    .bind(id)
+    .bind(reason)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if paused {
+        record_audit(&mut tx, actor, "pause", id, Some(reason), serde_json::json!({})).await?;
+    }
+    tx.commit().await?;
+    Ok(paused)
+}
+
+/// Resumes a paused sync: active again, `changed_at` and `activated_at` now, so
+/// the breaker only counts runs from here on. Returns false when it was not paused.
+pub async fn resume_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let previous: Option<Option<String>> = sqlx::query_scalar(
+        "UPDATE syncs s SET status = 'active', paused_reason = NULL, paused_at = NULL,
+                changed_at = now(), activated_at = now(), updated_at = now()
+         FROM (SELECT id, paused_reason FROM syncs WHERE id = $1 FOR UPDATE) old
+         WHERE s.id = old.id AND s.status = 'paused'
+         RETURNING old.paused_reason",
+    )
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(previous) = &previous {
+        record_audit(
+            &mut tx,
+            actor,
+            "resume",
+            id,
+            None,
+            serde_json::json!({ "was_paused_for": previous }),
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(previous.is_some())
+}
