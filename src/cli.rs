@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "syncward", version, about = "Crash-safe sync runner: sources to destinations, never twice")]
+#[command(
+    name = "syncward",
+    version,
+    about = "Crash-safe sync runner: sources to destinations, never twice"
+)]
 pub struct Cli {
     /// Daemon config file (TOML). Without it, /etc/syncward/syncward.toml is read
     /// when it exists; SYNCWARD__SECTION__KEY variables override either.

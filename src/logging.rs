@@ -15,11 +15,17 @@ pub enum Audience {
 
 pub fn init(settings: &LogSettings, audience: Audience) -> anyhow::Result<()> {
     let filter = match (audience, std::env::var("RUST_LOG")) {
-        (Audience::Command, Ok(env)) => EnvFilter::try_new(env).context("RUST_LOG is not a valid filter")?,
+        (Audience::Command, Ok(env)) => {
+            EnvFilter::try_new(env).context("RUST_LOG is not a valid filter")?
+        }
         (Audience::Command, Err(_)) => EnvFilter::new("warn"),
-        (Audience::Daemon, _) => EnvFilter::try_new(&settings.level).context("log.level is not a valid filter")?,
+        (Audience::Daemon, _) => {
+            EnvFilter::try_new(&settings.level).context("log.level is not a valid filter")?
+        }
     };
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     // try_init fails only when a subscriber is already set (tests that call
     // `execute` twice in one process); the first one stays.
     let _ = match settings.format {

@@ -31,7 +31,11 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate => {
             let pool = store::connect(&settings.database).await?;
             let applied = store::migrate(&pool).await?;
-            let latest = store::MIGRATOR.iter().map(|m| m.version).max().unwrap_or_default();
+            let latest = store::MIGRATOR
+                .iter()
+                .map(|m| m.version)
+                .max()
+                .unwrap_or_default();
             if applied == 0 {
                 println!("Schema is current (migration {latest}); nothing to apply.");
             } else {
@@ -42,14 +46,17 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Sync(command) => sync::execute(&settings, command).await,
         Command::Runs(command) => {
             let pool = store::connect(&settings.database).await?;
-            runs::execute(&pool, command).await.context("runs command failed")
+            runs::execute(&pool, command)
+                .await
+                .context("runs command failed")
         }
     }
 }
 
 /// Formats a timestamp for people: UTC, to the second.
 pub(crate) fn when(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
-    at.map(|t| t.format("%Y-%m-%d %H:%M:%SZ").to_string()).unwrap_or_else(|| "-".into())
+    at.map(|t| t.format("%Y-%m-%d %H:%M:%SZ").to_string())
+        .unwrap_or_else(|| "-".into())
 }
 
 /// Prints a value as pretty JSON.

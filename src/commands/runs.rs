@@ -21,7 +21,16 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
             }
             println!(
                 "{:<8} {:<24} {:<10} {:<10} {:>7} {:<20} {:>8} {:>8} {:>8} {:>8}  FAILURE",
-                "RUN", "SYNC", "STATUS", "TRIGGER", "ATTEMPT", "FINISHED", "READ", "WRITTEN", "REPLAYED", "REJECTED"
+                "RUN",
+                "SYNC",
+                "STATUS",
+                "TRIGGER",
+                "ATTEMPT",
+                "FINISHED",
+                "READ",
+                "WRITTEN",
+                "REPLAYED",
+                "REJECTED"
             );
             for r in list {
                 println!(
@@ -42,14 +51,20 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
             Ok(())
         }
         RunsCommand::Show { run_id, json } => {
-            let run = runs::get_run(pool, run_id)
-                .await?
-                .ok_or_else(|| BadInput::argument(format!("run {run_id}"), "no such run (see `syncward runs list`)"))?;
+            let run = runs::get_run(pool, run_id).await?.ok_or_else(|| {
+                BadInput::argument(
+                    format!("run {run_id}"),
+                    "no such run (see `syncward runs list`)",
+                )
+            })?;
             let events = runs::list_run_events(pool, run_id).await?;
             if json.json {
                 return print_json(&serde_json::json!({ "run": run, "events": events }));
             }
-            println!("Run {} of sync {} (workspace {})", run.id, run.sync_id, run.workspace_id);
+            println!(
+                "Run {} of sync {} (workspace {})",
+                run.id, run.sync_id, run.workspace_id
+            );
             println!("  status:    {}", run.status);
             println!("  trigger:   {}", run.trigger);
             println!("  attempt:   {} of {}", run.attempt, run.max_attempts);
@@ -57,12 +72,22 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
             println!("  started:   {}", when(run.started_at));
             println!("  finished:  {}", when(run.finished_at));
             let cursor = |c: &Option<sqlx::types::Json<serde_json::Value>>| {
-                c.as_ref().map(|v| v.0.to_string()).unwrap_or_else(|| "start".into())
+                c.as_ref()
+                    .map(|v| v.0.to_string())
+                    .unwrap_or_else(|| "start".into())
             };
-            println!("  cursor:    {} -> {}", cursor(&run.cursor_start), cursor(&run.cursor_end));
+            println!(
+                "  cursor:    {} -> {}",
+                cursor(&run.cursor_start),
+                cursor(&run.cursor_end)
+            );
             println!(
                 "  records:   {} read, {} written, {} replayed, {} rejected, {} re-sent pending",
-                run.records_read, run.records_written, run.records_replayed, run.records_rejected, run.records_resent
+                run.records_read,
+                run.records_written,
+                run.records_replayed,
+                run.records_rejected,
+                run.records_resent
             );
             if let Some(code) = &run.failure_code {
                 println!("  failure:   {code}");

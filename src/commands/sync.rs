@@ -17,7 +17,9 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
     if let SyncCommand::Apply { files } = &command {
         let definitions = load_for_apply(files)?;
         let pool = store::connect(&settings.database).await?;
-        let outcomes = syncs::publish_syncs(&pool, &definitions, Actor::Cli).await.context("publishing failed")?;
+        let outcomes = syncs::publish_syncs(&pool, &definitions, Actor::Cli)
+            .await
+            .context("publishing failed")?;
         for (id, version, outcome) in outcomes {
             let what = match outcome {
                 PublishOutcome::Created => "created",
@@ -88,16 +90,22 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         SyncCommand::ResetCursor { id } => {
             require_sync(&pool, &id).await?;
             cursors::reset_cursor(&pool, &id, Actor::Cli).await?;
-            println!("{id}: cursor reset; the next run reads the source from the start (delivered records are not sent again).");
+            println!(
+                "{id}: cursor reset; the next run reads the source from the start (delivered records are not sent again)."
+            );
             Ok(())
         }
     }
 }
 
 async fn require_sync(pool: &PgPool, id: &str) -> anyhow::Result<syncs::SyncRow> {
-    syncs::get_sync(pool, id)
-        .await?
-        .ok_or_else(|| BadInput::argument(format!("sync \"{id}\""), "no such sync (see `syncward sync list`)").into())
+    syncs::get_sync(pool, id).await?.ok_or_else(|| {
+        BadInput::argument(
+            format!("sync \"{id}\""),
+            "no such sync (see `syncward sync list`)",
+        )
+        .into()
+    })
 }
 
 async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
@@ -105,22 +113,36 @@ async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
     let cursor = cursors::get_cursor(pool, id).await?;
     let recent = runs::list_runs(pool, Some(id), 10).await?;
     if json {
-        return print_json(&serde_json::json!({ "sync": sync, "cursor": cursor, "recent_runs": recent }));
+        return print_json(
+            &serde_json::json!({ "sync": sync, "cursor": cursor, "recent_runs": recent }),
+        );
     }
     println!("Sync {} (workspace {})", sync.id, sync.workspace_id);
     match &sync.paused_reason {
-        Some(reason) => println!("  status:     paused since {} ({reason})", when(sync.paused_at)),
+        Some(reason) => println!(
+            "  status:     paused since {} ({reason})",
+            when(sync.paused_at)
+        ),
         None => println!("  status:     active since {}", when(sync.activated_at)),
     }
-    println!("  version:    {} (last changed {})", sync.version, when(Some(sync.changed_at)));
+    println!(
+        "  version:    {} (last changed {})",
+        sync.version,
+        when(Some(sync.changed_at))
+    );
     if let Some(error) = &sync.last_error {
         println!("  last error: {}", error.0);
     }
-    match cursor.as_ref().and_then(|c| c.cursor.as_ref().map(|v| (c, v))) {
+    match cursor
+        .as_ref()
+        .and_then(|c| c.cursor.as_ref().map(|v| (c, v)))
+    {
         Some((c, value)) => println!(
             "  cursor:     {} (written by run {} with fence {}, {})",
             value.0,
-            c.run_id.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
+            c.run_id
+                .map(|r| r.to_string())
+                .unwrap_or_else(|| "-".into()),
             c.fence,
             when(Some(c.updated_at))
         ),
@@ -143,7 +165,8 @@ async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
     }
     println!("\nDefinition (secrets are named by environment variable only):\n");
     // The stored JSON came from a validated definition, so it renders as TOML.
-    let text = toml::to_string(&sync.definition.0).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
+    let text =
+        toml::to_string(&sync.definition.0).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
     print!("{text}");
     Ok(())
 }

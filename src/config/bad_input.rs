@@ -17,8 +17,16 @@ pub struct BadInput {
 }
 
 impl BadInput {
-    pub fn new(origin: impl Into<String>, key: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self { origin: origin.into(), key: key.into(), problem: problem.into() }
+    pub fn new(
+        origin: impl Into<String>,
+        key: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
+        Self {
+            origin: origin.into(),
+            key: key.into(),
+            problem: problem.into(),
+        }
     }
 
     /// Bad command-line input that is not in a file (an unknown sync id, say).
@@ -31,7 +39,11 @@ impl fmt::Display for BadInput {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // One line, always: newlines from parser messages would break log lines and
         // the "one line naming what is wrong" promise.
-        let problem = self.problem.split_whitespace().collect::<Vec<_>>().join(" ");
+        let problem = self
+            .problem
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         if self.key.is_empty() {
             write!(f, "{}: {}", self.origin, problem)
         } else {
@@ -48,7 +60,14 @@ mod tests {
 
     #[test]
     fn display_is_one_line_naming_origin_key_and_problem() {
-        let e = BadInput::new("syncs/a.toml", "id \"a:b\"", "only a-z, 0-9, '-' and '_' are allowed\nsecond");
-        assert_eq!(e.to_string(), "syncs/a.toml: id \"a:b\": only a-z, 0-9, '-' and '_' are allowed second");
+        let e = BadInput::new(
+            "syncs/a.toml",
+            "id \"a:b\"",
+            "only a-z, 0-9, '-' and '_' are allowed\nsecond",
+        );
+        assert_eq!(
+            e.to_string(),
+            "syncs/a.toml: id \"a:b\": only a-z, 0-9, '-' and '_' are allowed second"
+        );
     }
 }

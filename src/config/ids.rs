@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 /// Checks an identifier against `[a-z0-9_-]{1,64}` and says exactly what is wrong.
 fn check_identifier(value: &str) -> Result<(), String> {
-    check_identifier_chars(value).map_err(|problem| format!("\"{}\" {problem}", value.escape_default()))
+    check_identifier_chars(value)
+        .map_err(|problem| format!("\"{}\" {problem}", value.escape_default()))
 }
 
 fn check_identifier_chars(value: &str) -> Result<(), String> {
@@ -15,16 +16,24 @@ fn check_identifier_chars(value: &str) -> Result<(), String> {
         return Err("must not be empty".into());
     }
     if value.len() > 64 {
-        return Err(format!("is {} characters long; at most 64 are allowed", value.len()));
+        return Err(format!(
+            "is {} characters long; at most 64 are allowed",
+            value.len()
+        ));
     }
-    if let Some(bad) = value.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '-' | '_')) {
+    if let Some(bad) = value
+        .chars()
+        .find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '-' | '_'))
+    {
         let what = match bad {
             ':' => "a colon".to_string(),
             ' ' => "a space".to_string(),
             c if c.is_uppercase() => format!("upper case '{c}'"),
             c => format!("'{}'", c.escape_default()),
         };
-        return Err(format!("contains {what}; only a-z, 0-9, '-' and '_' are allowed"));
+        return Err(format!(
+            "contains {what}; only a-z, 0-9, '-' and '_' are allowed"
+        ));
     }
     Ok(())
 }
@@ -98,7 +107,9 @@ impl TryFrom<String> for EnvVarName {
     type Error = String;
     fn try_from(value: String) -> Result<Self, String> {
         let mut chars = value.chars();
-        let first_ok = chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_');
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_uppercase() || c == '_');
         if !first_ok || !chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
             return Err(format!(
                 "\"{}\" is not an environment variable name (A-Z, 0-9 and '_', not starting with a digit); \
@@ -130,10 +141,26 @@ mod tests {
     fn identifier_rules_give_the_reason() {
         assert!(SyncId::parse("acme-contacts_2").is_ok());
         assert_eq!(SyncId::parse("").unwrap_err(), "\"\" must not be empty");
-        assert!(SyncId::parse("acme:contacts").unwrap_err().contains("a colon"));
-        assert!(SyncId::parse("acme contacts").unwrap_err().contains("a space"));
-        assert!(SyncId::parse("Acme").unwrap_err().contains("upper case 'A'"));
-        assert!(SyncId::parse(&"a".repeat(65)).unwrap_err().contains("at most 64"));
+        assert!(
+            SyncId::parse("acme:contacts")
+                .unwrap_err()
+                .contains("a colon")
+        );
+        assert!(
+            SyncId::parse("acme contacts")
+                .unwrap_err()
+                .contains("a space")
+        );
+        assert!(
+            SyncId::parse("Acme")
+                .unwrap_err()
+                .contains("upper case 'A'")
+        );
+        assert!(
+            SyncId::parse(&"a".repeat(65))
+                .unwrap_err()
+                .contains("at most 64")
+        );
         assert!(SyncId::parse(&"a".repeat(64)).is_ok());
     }
 

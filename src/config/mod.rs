@@ -11,4 +11,5 @@ pub use bad_input::BadInput;
 pub use ids::{EnvVarName, SyncId, WorkspaceId};
 pub use schedule::Schedule;
 pub use settings::*;
+pub(crate) use sync_file::field_error;
 pub use sync_file::{MappingConfig, SyncDefinition, load_for_apply};

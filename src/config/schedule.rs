@@ -35,7 +35,10 @@ impl Schedule {
         // A pattern that parses but never fires (30 February) is refused too.
         cron.find_next_occurrence(&Utc::now(), false)
             .map_err(|e| format!("\"{expression}\" never fires: {e}"))?;
-        Ok(Self { expression: expression.to_owned(), cron })
+        Ok(Self {
+            expression: expression.to_owned(),
+            cron,
+        })
     }
 
     pub fn as_str(&self) -> &str {
@@ -92,7 +95,10 @@ mod tests {
         let first = s.next_after(start).unwrap();
         assert_eq!(first, Utc.with_ymd_and_hms(2026, 3, 1, 11, 13, 0).unwrap());
         let second = s.next_after(first).unwrap();
-        assert_eq!((second.hour(), second.minute(), second.second()), (12, 13, 0));
+        assert_eq!(
+            (second.hour(), second.minute(), second.second()),
+            (12, 13, 0)
+        );
     }
 
     #[test]

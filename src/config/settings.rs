@@ -51,7 +51,10 @@ pub struct DatabaseSettings {
 
 impl Default for DatabaseSettings {
     fn default() -> Self {
-        Self { url: SecretString::from("postgres://syncward@127.0.0.1:5432/syncward"), max_connections: 10 }
+        Self {
+            url: SecretString::from("postgres://syncward@127.0.0.1:5432/syncward"),
+            max_connections: 10,
+        }
     }
 }
 
@@ -68,7 +71,10 @@ pub struct RedisSettings {
 
 impl Default for RedisSettings {
     fn default() -> Self {
-        Self { url: SecretString::from("redis://127.0.0.1:6379"), key_prefix: "syncward".into() }
+        Self {
+            url: SecretString::from("redis://127.0.0.1:6379"),
+            key_prefix: "syncward".into(),
+        }
     }
 }
 
@@ -88,7 +94,11 @@ pub struct WorkerSettings {
 
 impl Default for WorkerSettings {
     fn default() -> Self {
-        Self { count: 4, poll_interval: Duration::from_secs(1), liveness_ttl: Duration::from_secs(30) }
+        Self {
+            count: 4,
+            poll_interval: Duration::from_secs(1),
+            liveness_ttl: Duration::from_secs(30),
+        }
     }
 }
 
@@ -107,7 +117,10 @@ pub struct ShutdownSettings {
 
 impl Default for ShutdownSettings {
     fn default() -> Self {
-        Self { drain_deadline: Duration::from_secs(15), hard_exit_after: Duration::from_secs(25) }
+        Self {
+            drain_deadline: Duration::from_secs(15),
+            hard_exit_after: Duration::from_secs(25),
+        }
     }
 }
 
@@ -124,7 +137,10 @@ pub struct LeaseSettings {
 
 impl Default for LeaseSettings {
     fn default() -> Self {
-        Self { ttl: Duration::from_secs(15 * 60), renew_every: Duration::from_secs(5 * 60) }
+        Self {
+            ttl: Duration::from_secs(15 * 60),
+            renew_every: Duration::from_secs(5 * 60),
+        }
     }
 }
 
@@ -143,7 +159,11 @@ pub struct RetrySettings {
 
 impl Default for RetrySettings {
     fn default() -> Self {
-        Self { max_attempts: 5, backoff_base: Duration::from_secs(60), backoff_max: Duration::from_secs(3600) }
+        Self {
+            max_attempts: 5,
+            backoff_base: Duration::from_secs(60),
+            backoff_max: Duration::from_secs(3600),
+        }
     }
 }
 
@@ -162,7 +182,10 @@ pub struct SweeperSettings {
 
 impl Default for SweeperSettings {
     fn default() -> Self {
-        Self { every: Duration::from_secs(60), stuck_after: Duration::from_secs(3600) }
+        Self {
+            every: Duration::from_secs(60),
+            stuck_after: Duration::from_secs(3600),
+        }
     }
 }
 
@@ -179,7 +202,10 @@ pub struct LedgerSettings {
 
 impl Default for LedgerSettings {
     fn default() -> Self {
-        Self { retention: Duration::from_secs(7 * 24 * 3600), record_attempts: 3 }
+        Self {
+            retention: Duration::from_secs(7 * 24 * 3600),
+            record_attempts: 3,
+        }
     }
 }
 
@@ -193,7 +219,9 @@ pub struct BreakerSettings {
 
 impl Default for BreakerSettings {
     fn default() -> Self {
-        Self { consecutive_failures: 5 }
+        Self {
+            consecutive_failures: 5,
+        }
     }
 }
 
@@ -261,7 +289,10 @@ pub struct HttpSettings {
 
 impl Default for HttpSettings {
     fn default() -> Self {
-        Self { listen: SocketAddr::from(([127, 0, 0, 1], 8080)), admin_token: None }
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin_token: None,
+        }
     }
 }
 
@@ -278,7 +309,10 @@ pub struct LogSettings {
 
 impl Default for LogSettings {
     fn default() -> Self {
-        Self { level: "info".into(), format: LogFormat::Human }
+        Self {
+            level: "info".into(),
+            format: LogFormat::Human,
+        }
     }
 }
 
@@ -300,8 +334,14 @@ pub struct ConfigSource {
 impl ConfigSource {
     pub fn resolve(flag: Option<PathBuf>) -> Self {
         match flag {
-            Some(path) => Self { path, explicit: true },
-            None => Self { path: PathBuf::from(DEFAULT_CONFIG_PATH), explicit: false },
+            Some(path) => Self {
+                path,
+                explicit: true,
+            },
+            None => Self {
+                path: PathBuf::from(DEFAULT_CONFIG_PATH),
+                explicit: false,
+            },
         }
     }
 }
@@ -315,7 +355,11 @@ impl Settings {
             return Err(BadInput::new(origin, "", "config file not found"));
         }
         let config = Config::builder()
-            .add_source(File::from(source.path.as_path()).format(FileFormat::Toml).required(source.explicit))
+            .add_source(
+                File::from(source.path.as_path())
+                    .format(FileFormat::Toml)
+                    .required(source.explicit),
+            )
             .add_source(
                 Environment::with_prefix(ENV_PREFIX)
                     .prefix_separator("__")
@@ -338,14 +382,23 @@ impl Settings {
     /// Checks values that deserialize but cannot work (zero workers, a renewal
     /// slower than the lease, a bad DSN, …).
     fn validate(&self, origin: &str) -> Result<(), BadInput> {
-        let bad = |key: &str, problem: String| Err(BadInput::new(origin_of(origin, key), key, problem));
-        check_url(origin, "database.url", &self.database.url, &["postgres", "postgresql"])?;
+        let bad =
+            |key: &str, problem: String| Err(BadInput::new(origin_of(origin, key), key, problem));
+        check_url(
+            origin,
+            "database.url",
+            &self.database.url,
+            &["postgres", "postgresql"],
+        )?;
         check_url(origin, "redis.url", &self.redis.url, &["redis", "rediss"])?;
         if self.database.max_connections == 0 {
             return bad("database.max_connections", "must be at least 1".into());
         }
         if self.redis.key_prefix.is_empty() || self.redis.key_prefix.contains(char::is_whitespace) {
-            return bad("redis.key_prefix", "must be non-empty and contain no whitespace".into());
+            return bad(
+                "redis.key_prefix",
+                "must be non-empty and contain no whitespace".into(),
+            );
         }
         if self.workers.count == 0 {
             return bad("workers.count", "must be at least 1".into());
@@ -383,13 +436,19 @@ impl Settings {
             );
         }
         if self.shutdown.drain_deadline >= self.shutdown.hard_exit_after {
-            return bad("shutdown.drain_deadline", "must be shorter than shutdown.hard_exit_after".into());
+            return bad(
+                "shutdown.drain_deadline",
+                "must be shorter than shutdown.hard_exit_after".into(),
+            );
         }
         if self.retry.max_attempts == 0 {
             return bad("retry.max_attempts", "must be at least 1".into());
         }
         if self.retry.backoff_max < self.retry.backoff_base {
-            return bad("retry.backoff_max", "must not be shorter than retry.backoff_base".into());
+            return bad(
+                "retry.backoff_max",
+                "must not be shorter than retry.backoff_base".into(),
+            );
         }
         if self.ledger.record_attempts == 0 {
             return bad("ledger.record_attempts", "must be at least 1".into());
@@ -404,22 +463,39 @@ impl Settings {
             }
         }
         if self.alerts.webhook_url.is_some() && self.alerts.webhook_secret.is_none() {
-            return bad("alerts.webhook_secret", "is required when alerts.webhook_url is set".into());
+            return bad(
+                "alerts.webhook_secret",
+                "is required when alerts.webhook_url is set".into(),
+            );
         }
         if let Some(email) = &self.alerts.email {
-            check_url(origin, "alerts.email.smtp_url", &email.smtp_url, &["smtp", "smtps"])?;
+            check_url(
+                origin,
+                "alerts.email.smtp_url",
+                &email.smtp_url,
+                &["smtp", "smtps"],
+            )?;
             if !email.from.contains('@') {
-                return bad("alerts.email.from", format!("\"{}\" is not an e-mail address", email.from));
+                return bad(
+                    "alerts.email.from",
+                    format!("\"{}\" is not an e-mail address", email.from),
+                );
             }
             if email.to.is_empty() {
                 return bad("alerts.email.to", "needs at least one recipient".into());
             }
             if let Some(to) = email.to.iter().find(|a| !a.contains('@')) {
-                return bad("alerts.email.to", format!("\"{to}\" is not an e-mail address"));
+                return bad(
+                    "alerts.email.to",
+                    format!("\"{to}\" is not an e-mail address"),
+                );
             }
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
-            return bad("log.level", format!("\"{}\" is not a valid filter: {e}", self.log.level));
+            return bad(
+                "log.level",
+                format!("\"{}\" is not a valid filter: {e}", self.log.level),
+            );
         }
         Ok(())
     }
@@ -453,7 +529,8 @@ impl Settings {
         });
         // Every value above is a string, number, bool, array or table, all of which
         // TOML can hold (nulls are dropped by toml's serializer for absent keys).
-        toml::to_string(&strip_nulls(value)).unwrap_or_else(|e| format!("# cannot render settings: {e}\n"))
+        toml::to_string(&strip_nulls(value))
+            .unwrap_or_else(|e| format!("# cannot render settings: {e}\n"))
     }
 }
 
@@ -476,37 +553,60 @@ pub fn redact_url(url: &SecretString) -> String {
     }
 }
 
-fn check_url(origin: &str, key: &str, url: &SecretString, schemes: &[&str]) -> Result<(), BadInput> {
+fn check_url(
+    origin: &str,
+    key: &str,
+    url: &SecretString,
+    schemes: &[&str],
+) -> Result<(), BadInput> {
     match url::Url::parse(url.expose_secret()) {
         Ok(u) if schemes.contains(&u.scheme()) => Ok(()),
         Ok(u) => Err(BadInput::new(
             origin_of(origin, key),
             key,
-            format!("scheme \"{}\" is not supported; use {}", u.scheme(), schemes.join(" or ")),
+            format!(
+                "scheme \"{}\" is not supported; use {}",
+                u.scheme(),
+                schemes.join(" or ")
+            ),
         )),
         // The parse error never echoes the URL, so no secret leaks into the message.
-        Err(e) => Err(BadInput::new(origin_of(origin, key), key, format!("not a valid URL: {e}"))),
+        Err(e) => Err(BadInput::new(
+            origin_of(origin, key),
+            key,
+            format!("not a valid URL: {e}"),
+        )),
     }
 }
 
 /// Names the environment variable instead of the file when the bad key came from one.
 fn origin_of(file: &str, key: &str) -> String {
     let var = format!("{ENV_PREFIX}__{}", key.replace('.', "__").to_uppercase());
-    if std::env::var_os(&var).is_some() { format!("environment variable {var}") } else { file.to_string() }
+    if std::env::var_os(&var).is_some() {
+        format!("environment variable {var}")
+    } else {
+        file.to_string()
+    }
 }
 
 /// `config` appends " for key `x` in FILE" to its messages; the key and file are
 /// already in ours.
 fn strip_config_suffix(message: &str) -> String {
-    let cut = [" for key `", " in "].iter().filter_map(|p| message.find(p)).min().unwrap_or(message.len());
+    let cut = [" for key `", " in "]
+        .iter()
+        .filter_map(|p| message.find(p))
+        .min()
+        .unwrap_or(message.len());
     message[..cut].to_string()
 }
 
 fn config_error(origin: &str, error: config::ConfigError) -> BadInput {
     match error {
-        config::ConfigError::FileParse { cause, .. } => {
-            BadInput::new(origin, "", format!("not valid TOML: {}", cause.to_string().replace('\n', " ")))
-        }
+        config::ConfigError::FileParse { cause, .. } => BadInput::new(
+            origin,
+            "",
+            format!("not valid TOML: {}", cause.to_string().replace('\n', " ")),
+        ),
         config::ConfigError::NotFound(key) => BadInput::new(origin, key, "is required"),
         other => BadInput::new(origin, "", other.to_string()),
     }
@@ -514,9 +614,12 @@ fn config_error(origin: &str, error: config::ConfigError) -> BadInput {
 
 fn strip_nulls(value: serde_json::Value) -> serde_json::Value {
     match value {
-        serde_json::Value::Object(map) => {
-            serde_json::Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, strip_nulls(v))).collect())
-        }
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, strip_nulls(v)))
+                .collect(),
+        ),
         other => other,
     }
 }

@@ -26,7 +26,11 @@ pub struct SyncDefinition {
     pub breaker_failures: Option<u32>,
     /// Silence that raises the dead-man alert for this sync; overrides
     /// `deadman.silence_window`.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "humantime_serde::option")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "humantime_serde::option"
+    )]
     pub silence_window: Option<Duration>,
     pub source: SourceConfig,
     pub destination: DestinationConfig,
@@ -48,27 +52,43 @@ pub struct MappingConfig {
 impl SyncDefinition {
     /// Parses one file's text. `origin` names the file in errors.
     pub fn parse(origin: &str, text: &str) -> Result<Self, BadInput> {
-        let deserializer = toml::Deserializer::parse(text).map_err(|e| toml_error(origin, text, &e))?;
-        let definition: SyncDefinition = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-            let mut key = e.path().to_string();
-            let message = e.inner().message().to_string();
-            // An unknown `kind` is reported at the table; name the tag itself.
-            if message.starts_with("unknown variant") && (key == "source" || key == "destination") {
-                key.push_str(".kind");
-            }
-            if key == "." {
-                key.clear();
-            }
-            BadInput::new(origin, key, message.replace("variant", "kind"))
-        })?;
-        definition.validate().map_err(|(key, problem)| BadInput::new(origin, key, problem))?;
+        let deserializer =
+            toml::Deserializer::parse(text).map_err(|e| toml_error(origin, text, &e))?;
+        let definition: SyncDefinition =
+            serde_path_to_error::deserialize(deserializer).map_err(|e| {
+                let mut key = e.path().to_string();
+                let mut message = e.inner().message().to_string();
+                if let Some((field, problem)) = diagnose_section(text, &key) {
+                    // Errors inside a tagged table lose their field path in serde's
+                    // buffering; re-read that table alone to name the field.
+                    (key, message) = (
+                        format!("{key}.{field}"),
+                        problem.replace("unknown variant", "unknown value"),
+                    );
+                } else if message.starts_with("unknown variant")
+                    && ["source", "destination", "source.kind", "destination.kind"]
+                        .contains(&key.as_str())
+                {
+                    // An unknown `kind`: name the tag itself.
+                    key = format!("{}.kind", key.trim_end_matches(".kind"));
+                    message = message.replace("unknown variant", "unknown kind");
+                }
+                if key == "." {
+                    key.clear();
+                }
+                BadInput::new(origin, key, message)
+            })?;
+        definition
+            .validate()
+            .map_err(|(key, problem)| BadInput::new(origin, key, problem))?;
         Ok(definition)
     }
 
     /// Reads and parses a file.
     pub fn load(path: &Path) -> Result<Self, BadInput> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| BadInput::new(&origin, "", format!("cannot read: {e}")))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| BadInput::new(&origin, "", format!("cannot read: {e}")))?;
         Self::parse(&origin, &text)
     }
 
@@ -77,16 +97,30 @@ impl SyncDefinition {
         if self.breaker_failures == Some(0) {
             return Err(("breaker_failures".into(), "must be at least 1".into()));
         }
-        if self.silence_window.is_some_and(|w| w < Duration::from_secs(60)) {
+        if self
+            .silence_window
+            .is_some_and(|w| w < Duration::from_secs(60))
+        {
             return Err(("silence_window".into(), "must be at least 1m".into()));
         }
         self.source.validate()?;
         self.destination.validate()?;
         if self.mapping.email.trim().is_empty() {
-            return Err(("mapping.email".into(), "must name the source field that holds the e-mail address".into()));
+            return Err((
+                "mapping.email".into(),
+                "must name the source field that holds the e-mail address".into(),
+            ));
         }
-        if let Some((name, _)) = self.mapping.attributes.iter().find(|(_, field)| field.trim().is_empty()) {
-            return Err((format!("mapping.attributes.{name}"), "must name a source field".into()));
+        if let Some((name, _)) = self
+            .mapping
+            .attributes
+            .iter()
+            .find(|(_, field)| field.trim().is_empty())
+        {
+            return Err((
+                format!("mapping.attributes.{name}"),
+                "must name a source field".into(),
+            ));
         }
         Ok(())
     }
@@ -94,12 +128,23 @@ impl SyncDefinition {
     /// Checks that every secret the definition names by environment variable is
     /// set here (`sync apply` runs this; the daemon checks again at run time).
     pub fn check_secrets(&self, origin: &str) -> Result<(), BadInput> {
-        let source = self.source.secret_env_vars().into_iter().map(|(f, v)| (format!("source.{f}"), v));
-        let destination =
-            self.destination.secret_env_vars().into_iter().map(|(f, v)| (format!("destination.{f}"), v));
+        let source = self
+            .source
+            .secret_env_vars()
+            .into_iter()
+            .map(|(f, v)| (format!("source.{f}"), v));
+        let destination = self
+            .destination
+            .secret_env_vars()
+            .into_iter()
+            .map(|(f, v)| (format!("destination.{f}"), v));
         for (field, var) in source.chain(destination) {
             if var.read().is_none() {
-                return Err(BadInput::new(origin, field, format!("environment variable {var} is not set")));
+                return Err(BadInput::new(
+                    origin,
+                    field,
+                    format!("environment variable {var} is not set"),
+                ));
             }
         }
         Ok(())
@@ -129,8 +174,35 @@ pub fn load_for_apply(paths: &[impl AsRef<Path>]) -> Result<Vec<SyncDefinition>,
     Ok(definitions)
 }
 
+/// Re-reads the `[source]` or `[destination]` table on its own to find which
+/// field an error came from.
+fn diagnose_section(text: &str, section: &str) -> Option<(String, String)> {
+    let mut table: toml::Table = toml::from_str(text).ok()?;
+    let toml::Value::Table(inner) = table.remove(section)? else {
+        return None;
+    };
+    match section {
+        "source" => SourceConfig::diagnose(inner),
+        "destination" => DestinationConfig::diagnose(inner),
+        _ => None,
+    }
+}
+
+/// Deserializes one connector table (without its `kind`) to name the field of
+/// the first error: `(field path, problem)`.
+pub(crate) fn field_error<T: serde::de::DeserializeOwned>(
+    table: toml::Table,
+) -> Option<(String, String)> {
+    match serde_path_to_error::deserialize::<_, T>(toml::Value::Table(table)) {
+        Ok(_) => None,
+        Err(e) => Some((e.path().to_string(), e.inner().message().to_string())),
+    }
+}
+
 fn toml_error(origin: &str, text: &str, error: &toml::de::Error) -> BadInput {
-    let line = error.span().map(|span| text[..span.start.min(text.len())].lines().count().max(1));
+    let line = error
+        .span()
+        .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
     let key = line.map(|l| format!("line {l}")).unwrap_or_default();
     BadInput::new(origin, key, format!("not valid TOML: {}", error.message()))
 }
@@ -175,7 +247,9 @@ attributes = { FIRSTNAME = "first_name" }
     #[test]
     fn a_colon_in_the_id_names_file_field_and_reason() {
         let text = GOOD.replace("\"acme-contacts\"", "\"acme:contacts\"");
-        let err = SyncDefinition::parse("syncs/acme.toml", &text).unwrap_err().to_string();
+        let err = SyncDefinition::parse("syncs/acme.toml", &text)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "syncs/acme.toml: id: \"acme:contacts\" contains a colon; only a-z, 0-9, '-' and '_' are allowed"

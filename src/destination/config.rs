@@ -26,12 +26,25 @@ impl DestinationConfig {
         }
     }
 
+    /// Names the field behind a deserialization error of this table (lost in
+    /// serde's tagged-enum buffering).
+    pub(crate) fn diagnose(mut table: toml::Table) -> Option<(String, String)> {
+        let kind = table.remove("kind")?;
+        match kind.as_str()? {
+            "brevo" => crate::config::field_error::<BrevoDestinationConfig>(table),
+            "webhook" => crate::config::field_error::<WebhookDestinationConfig>(table),
+            _ => None,
+        }
+    }
+
     /// The environment variables holding this destination's secrets, with the
     /// field that names each.
     pub fn secret_env_vars(&self) -> Vec<(&'static str, &EnvVarName)> {
         match self {
             DestinationConfig::Brevo(c) => vec![("api_key_env", &c.api_key_env)],
-            DestinationConfig::Webhook(c) => c.secret_env.iter().map(|v| ("secret_env", v)).collect(),
+            DestinationConfig::Webhook(c) => {
+                c.secret_env.iter().map(|v| ("secret_env", v)).collect()
+            }
         }
     }
 }

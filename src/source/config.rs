@@ -21,6 +21,16 @@ impl SourceConfig {
         }
     }
 
+    /// Names the field behind a deserialization error of this table (given
+    /// without interpretation by serde's tagged-enum buffering).
+    pub(crate) fn diagnose(mut table: toml::Table) -> Option<(String, String)> {
+        let kind = table.remove("kind")?;
+        match kind.as_str()? {
+            "postgres" => crate::config::field_error::<PostgresSourceConfig>(table),
+            _ => None,
+        }
+    }
+
     /// The environment variables holding this source's secrets, with the field
     /// that names each.
     pub fn secret_env_vars(&self) -> Vec<(&'static str, &crate::config::EnvVarName)> {

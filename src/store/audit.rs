@@ -60,10 +60,16 @@ pub async fn record_audit(
 }
 
 /// The newest audit entries of a sync.
-pub async fn list_audit_for_sync(pool: &sqlx::PgPool, sync_id: &str, limit: i64) -> sqlx::Result<Vec<AuditRow>> {
-    sqlx::query_as::<_, AuditRow>("SELECT * FROM audit_log WHERE sync_id = $1 ORDER BY id DESC LIMIT $2")
-        .bind(sync_id)
-        .bind(limit)
-        .fetch_all(pool)
-        .await
+pub async fn list_audit_for_sync(
+    pool: &sqlx::PgPool,
+    sync_id: &str,
+    limit: i64,
+) -> sqlx::Result<Vec<AuditRow>> {
+    sqlx::query_as::<_, AuditRow>(
+        "SELECT * FROM audit_log WHERE sync_id = $1 ORDER BY id DESC LIMIT $2",
+    )
+    .bind(sync_id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
 }

@@ -40,8 +40,15 @@ pub async fn reset_cursor(pool: &PgPool, sync_id: &str, actor: Actor) -> sqlx::R
     .await?;
     if let Some(previous) = &previous {
         let previous = previous.as_ref().map(|c| c.0.clone());
-        record_audit(&mut tx, actor, "reset_cursor", sync_id, None, serde_json::json!({ "previous": previous }))
-            .await?;
+        record_audit(
+            &mut tx,
+            actor,
+            "reset_cursor",
+            sync_id,
+            None,
+            serde_json::json!({ "previous": previous }),
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(previous.is_some())

@@ -6,12 +6,14 @@ pub mod cursors;
 pub mod runs;
 pub mod syncs;
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
 use secrecy::ExposeSecret;
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection};
 
 use crate::config::{DatabaseSettings, redact_url};
 
@@ -21,21 +23,38 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// Opens the pool and proves the server answers. The error names the server
 /// with its password redacted.
 pub async fn connect(settings: &DatabaseSettings) -> anyhow::Result<PgPool> {
-    let pool = PgPoolOptions::new()
-        .max_connections(settings.max_connections)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(settings.url.expose_secret())
+    let unreachable = || format!("cannot reach Postgres at {}", redact_url(&settings.url));
+    let options =
+        PgConnectOptions::from_str(settings.url.expose_secret()).with_context(unreachable)?;
+    // One direct connection first: a pool hides the cause ("connection refused",
+    // "password authentication failed") behind a generic acquire timeout.
+    let probe = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
         .await
-        .with_context(|| format!("cannot reach Postgres at {}", redact_url(&settings.url)))?;
-    Ok(pool)
+        .map_err(|_| anyhow::anyhow!("no answer within {}s", CONNECT_TIMEOUT.as_secs()))
+        .with_context(unreachable)?
+        .with_context(unreachable)?;
+    // Closing the probe is courtesy; the server drops it either way.
+    let _ = probe.close().await;
+    Ok(PgPoolOptions::new()
+        .max_connections(settings.max_connections)
+        .acquire_timeout(CONNECT_TIMEOUT)
+        .connect_lazy_with(options))
 }
+
+/// Longest wait for a store connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Applies pending migrations; a no-op when the schema is current. Returns how
 /// many were applied.
 pub async fn migrate(pool: &PgPool) -> anyhow::Result<usize> {
     let applied_before = applied_migrations(pool).await?;
-    MIGRATOR.run(pool).await.context("applying migrations failed")?;
-    Ok(applied_migrations(pool).await?.saturating_sub(applied_before))
+    MIGRATOR
+        .run(pool)
+        .await
+        .context("applying migrations failed")?;
+    Ok(applied_migrations(pool)
+        .await?
+        .saturating_sub(applied_before))
 }
 
 async fn applied_migrations(pool: &PgPool) -> anyhow::Result<usize> {

@@ -48,7 +48,11 @@ pub struct RunEventRow {
 }
 
 /// Newest runs first, of one sync or of all.
-pub async fn list_runs(pool: &PgPool, sync_id: Option<&str>, limit: i64) -> sqlx::Result<Vec<RunRow>> {
+pub async fn list_runs(
+    pool: &PgPool,
+    sync_id: Option<&str>,
+    limit: i64,
+) -> sqlx::Result<Vec<RunRow>> {
     sqlx::query_as::<_, RunRow>(
         "SELECT * FROM runs WHERE ($1::text IS NULL OR sync_id = $1) ORDER BY id DESC LIMIT $2",
     )
@@ -59,7 +63,10 @@ pub async fn list_runs(pool: &PgPool, sync_id: Option<&str>, limit: i64) -> sqlx
 }
 
 pub async fn get_run(pool: &PgPool, id: i64) -> sqlx::Result<Option<RunRow>> {
-    sqlx::query_as::<_, RunRow>("SELECT * FROM runs WHERE id = $1").bind(id).fetch_optional(pool).await
+    sqlx::query_as::<_, RunRow>("SELECT * FROM runs WHERE id = $1")
+        .bind(id)
+        .fetch_optional(pool)
+        .await
 }
 
 pub async fn list_run_events(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<RunEventRow>> {

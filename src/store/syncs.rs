@@ -78,10 +78,11 @@ pub async fn publish_syncs(
             .bind(definition.workspace.as_str())
             .execute(&mut *tx)
             .await?;
-        // The CTE reads the row as it was before the upsert, to tell created /
-        // updated / unchanged apart in one statement.
+        // `before` reads the row as the statement's snapshot saw it, i.e. before the
+        // upsert, to tell created / updated / unchanged apart in one statement. (No
+        // FOR UPDATE there: locking a row this same statement updates yields nothing.)
         let (version, outcome): (i32, String) = sqlx::query_as(
-            "WITH before AS (SELECT definition FROM syncs WHERE id = $1 FOR UPDATE),
+            "WITH before AS (SELECT definition FROM syncs WHERE id = $1),
              upserted AS (
                INSERT INTO syncs (id, workspace_id, definition) VALUES ($1, $2, $3)
                ON CONFLICT (id) DO UPDATE SET
@@ -103,10 +104,12 @@ pub async fn publish_syncs(
         .bind(Json(&json))
         .fetch_one(&mut *tx)
         .await?;
-        sqlx::query("INSERT INTO sync_cursors (sync_id) VALUES ($1) ON CONFLICT (sync_id) DO NOTHING")
-            .bind(definition.id.as_str())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO sync_cursors (sync_id) VALUES ($1) ON CONFLICT (sync_id) DO NOTHING",
+        )
+        .bind(definition.id.as_str())
+        .execute(&mut *tx)
+        .await?;
         let outcome = match outcome.as_str() {
             "created" => PublishOutcome::Created,
             "updated" => PublishOutcome::Updated,
@@ -128,7 +131,10 @@ pub async fn publish_syncs(
 }
 
 pub async fn get_sync(pool: &PgPool, id: &str) -> sqlx::Result<Option<SyncRow>> {
-    sqlx::query_as::<_, SyncRow>("SELECT * FROM syncs WHERE id = $1").bind(id).fetch_optional(pool).await
+    sqlx::query_as::<_, SyncRow>("SELECT * FROM syncs WHERE id = $1")
+        .bind(id)
+        .fetch_optional(pool)
+        .await
 }
 
 /// Every sync with its latest run and latest success, ordered by workspace and id.
@@ -164,7 +170,15 @@ pub async fn pause_sync(pool: &PgPool, id: &str, reason: &str, actor: Actor) -> 
     .rows_affected()
         == 1;
     if paused {
-        record_audit(&mut tx, actor, "pause", id, Some(reason), serde_json::json!({})).await?;
+        record_audit(
+            &mut tx,
+            actor,
+            "pause",
+            id,
+            Some(reason),
+            serde_json::json!({}),
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(paused)

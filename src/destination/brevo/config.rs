@@ -56,16 +56,28 @@ pub struct BrevoDestinationConfig {
 impl BrevoDestinationConfig {
     pub fn validate(&self) -> Result<(), (String, String)> {
         if !matches!(self.base_url.scheme(), "http" | "https") {
-            return Err(("destination.base_url".into(), "must be an http or https URL".into()));
+            return Err((
+                "destination.base_url".into(),
+                "must be an http or https URL".into(),
+            ));
         }
         if self.mode == BrevoMode::Bulk && self.list_ids.is_empty() {
-            return Err(("destination.list_ids".into(), "bulk mode imports into lists: name at least one".into()));
+            return Err((
+                "destination.list_ids".into(),
+                "bulk mode imports into lists: name at least one".into(),
+            ));
         }
         if !(1..=10).contains(&self.concurrency) {
-            return Err(("destination.concurrency".into(), format!("{} is out of range 1..=10", self.concurrency)));
+            return Err((
+                "destination.concurrency".into(),
+                format!("{} is out of range 1..=10", self.concurrency),
+            ));
         }
         if self.timeout.is_zero() {
-            return Err(("destination.timeout".into(), "must be longer than zero".into()));
+            return Err((
+                "destination.timeout".into(),
+                "must be longer than zero".into(),
+            ));
         }
         Ok(())
     }

@@ -30,10 +30,16 @@ pub struct WebhookDestinationConfig {
 impl WebhookDestinationConfig {
     pub fn validate(&self) -> Result<(), (String, String)> {
         if !matches!(self.url.scheme(), "http" | "https") {
-            return Err(("destination.url".into(), "must be an http or https URL".into()));
+            return Err((
+                "destination.url".into(),
+                "must be an http or https URL".into(),
+            ));
         }
         if self.timeout.is_zero() {
-            return Err(("destination.timeout".into(), "must be longer than zero".into()));
+            return Err((
+                "destination.timeout".into(),
+                "must be longer than zero".into(),
+            ));
         }
         Ok(())
     }

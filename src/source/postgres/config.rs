@@ -42,25 +42,51 @@ impl PostgresSourceConfig {
             return Err(("source.query".into(), "must not be empty".into()));
         }
         if query.ends_with(';') {
-            return Err(("source.query".into(), "must be one SELECT without a trailing ';'".into()));
+            return Err((
+                "source.query".into(),
+                "must be one SELECT without a trailing ';'".into(),
+            ));
         }
-        let first = query.split_whitespace().next().unwrap_or_default().to_ascii_uppercase();
+        let first = query
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_ascii_uppercase();
         if first != "SELECT" && first != "WITH" {
-            return Err(("source.query".into(), format!("must start with SELECT or WITH, not \"{first}\"")));
+            return Err((
+                "source.query".into(),
+                format!("must start with SELECT or WITH, not \"{first}\""),
+            ));
         }
-        let column_ok = self.cursor_column.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && self.cursor_column.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let column_ok = self
+            .cursor_column
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && self
+                .cursor_column
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !column_ok {
             return Err((
                 "source.cursor_column".into(),
-                format!("\"{}\" is not a plain column name (letters, digits, '_')", self.cursor_column.escape_default()),
+                format!(
+                    "\"{}\" is not a plain column name (letters, digits, '_')",
+                    self.cursor_column.escape_default()
+                ),
             ));
         }
         if self.page_size == 0 || self.page_size > MAX_PAGE_SIZE {
-            return Err(("source.page_size".into(), format!("{} is out of range 1..={MAX_PAGE_SIZE}", self.page_size)));
+            return Err((
+                "source.page_size".into(),
+                format!("{} is out of range 1..={MAX_PAGE_SIZE}", self.page_size),
+            ));
         }
         if self.statement_timeout.is_zero() {
-            return Err(("source.statement_timeout".into(), "must be longer than zero".into()));
+            return Err((
+                "source.statement_timeout".into(),
+                "must be longer than zero".into(),
+            ));
         }
         Ok(())
     }

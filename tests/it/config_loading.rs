@@ -1,0 +1,243 @@
+//! Daemon config: defaults, TOML, environment overrides, and one-line refusals.
+
+use std::io::Write;
+
+use crate::helpers::Syncward;
+
+fn config_file(text: &str) -> anyhow::Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::Builder::new().suffix(".toml").tempfile()?;
+    file.write_all(text.as_bytes())?;
+    Ok(file)
+}
+
+#[tokio::test]
+async fn check_config_prints_the_defaults_of_the_design() -> anyhow::Result<()> {
+    let out = Syncward::bare().run(&["check-config"]).await?.ok()?;
+    let printed: toml::Table = toml::from_str(
+        &out.stdout
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )?;
+    assert_eq!(printed["workers"]["count"].as_integer(), Some(4));
+    assert_eq!(printed["lease"]["ttl"].as_str(), Some("15m"));
+    assert_eq!(printed["lease"]["renew_every"].as_str(), Some("5m"));
+    assert_eq!(printed["retry"]["max_attempts"].as_integer(), Some(5));
+    assert_eq!(printed["retry"]["backoff_base"].as_str(), Some("1m"));
+    assert_eq!(printed["sweeper"]["stuck_after"].as_str(), Some("1h"));
+    assert_eq!(printed["ledger"]["record_attempts"].as_integer(), Some(3));
+    assert_eq!(
+        printed["breaker"]["consecutive_failures"].as_integer(),
+        Some(5)
+    );
+    assert_eq!(
+        printed["deadman"]["schedule"].as_str(),
+        Some("0 13 * * * *")
+    );
+    assert_eq!(printed["shutdown"]["drain_deadline"].as_str(), Some("15s"));
+    assert_eq!(printed["shutdown"]["hard_exit_after"].as_str(), Some("25s"));
+    assert_eq!(printed["redis"]["key_prefix"].as_str(), Some("syncward"));
+    assert_eq!(printed["http"]["listen"].as_str(), Some("127.0.0.1:8080"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn toml_values_apply_and_an_env_variable_wins_over_the_file() -> anyhow::Result<()> {
+    let file = config_file(
+        "[database]\nurl = \"postgres://from-file@127.0.0.1/a\"\n[workers]\ncount = 7\npoll_interval = \"250ms\"\n",
+    )?;
+    let out = Syncward::bare()
+        .with_config(file.path())
+        .with_env("SYNCWARD__DATABASE__URL", "postgres://from-env@127.0.0.1/b")
+        .with_env("SYNCWARD__LEASE__TTL", "20m")
+        .run(&["check-config"])
+        .await?
+        .ok()?;
+    assert!(
+        out.stdout
+            .contains("url = \"postgres://from-env@127.0.0.1/b\""),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("from-file"));
+    assert!(out.stdout.contains("count = 7"));
+    assert!(out.stdout.contains("poll_interval = \"250ms\""));
+    assert!(out.stdout.contains("ttl = \"20m\""));
+    Ok(())
+}
+
+#[tokio::test]
+async fn check_config_never_prints_a_secret() -> anyhow::Result<()> {
+    let file = config_file(
+        r#"
+[database]
+url = "postgres://app:db-secret-pw@127.0.0.1:5432/sync"
+[redis]
+url = "redis://:redis-secret-pw@127.0.0.1:6379"
+[alerts]
+sentry_dsn = "https://sentrykey123@o1.ingest.sentry.io/42"
+webhook_url = "https://hooks.example.com/syncward"
+webhook_secret = "hmac-secret-value"
+email = { smtp_url = "smtps://mailer:smtp-secret-pw@smtp.example.com:465", from = "syncward@example.com", to = ["ops@example.com"] }
+[http]
+admin_token = "admin-token-value"
+"#,
+    )?;
+    let out = Syncward::bare()
+        .with_config(file.path())
+        .run(&["check-config"])
+        .await?
+        .ok()?;
+    for secret in [
+        "db-secret-pw",
+        "redis-secret-pw",
+        "sentrykey123",
+        "hmac-secret-value",
+        "smtp-secret-pw",
+        "admin-token-value",
+    ] {
+        assert!(
+            !out.stdout.contains(secret),
+            "{secret} printed:\n{}",
+            out.stdout
+        );
+        assert!(!out.stderr.contains(secret));
+    }
+    assert!(
+        out.stdout
+            .contains("postgres://app:[redacted]@127.0.0.1:5432/sync"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("admin_token = \"[redacted]\""));
+    assert!(out.stdout.contains("webhook_secret = \"[redacted]\""));
+    Ok(())
+}
+
+/// Each bad config exits 2 with one line naming the file (or variable), the key
+/// and the problem.
+#[tokio::test]
+async fn bad_config_exits_2_with_one_line_naming_file_key_and_problem() -> anyhow::Result<()> {
+    let cases: &[(&str, &str)] = &[
+        ("[lease]\ntll = \"5m\"\n", "lease.tll: unknown field `tll`"),
+        (
+            "[workers]\nspeed = 3\n",
+            "workers.speed: unknown field `speed`",
+        ),
+        ("[nonsense]\na = 1\n", "nonsense: unknown field `nonsense`"),
+        (
+            "[lease]\nttl = \"5 parsecs\"\n",
+            "lease.ttl: invalid value: string \"5 parsecs\", expected a duration",
+        ),
+        (
+            "[deadman]\nschedule = \"*/5 * * * *\"\n",
+            "deadman.schedule: \"*/5 * * * *\" has 5 fields",
+        ),
+        (
+            "[deadman]\nschedule = \"0 99 * * * *\"\n",
+            "deadman.schedule: \"0 99 * * * *\" is not a valid cron expression",
+        ),
+        (
+            "[lease]\nttl = \"5m\"\nrenew_every = \"5m\"\n",
+            "lease.renew_every: 5m is not shorter than lease.ttl (5m)",
+        ),
+        (
+            "[workers]\ncount = 0\n",
+            "workers.count: must be at least 1",
+        ),
+        (
+            "[alerts]\nsentry_dsn = \"not a dsn\"\n",
+            "alerts.sentry_dsn: not a valid Sentry DSN",
+        ),
+        (
+            "[alerts]\nwebhook_url = \"https://x.example/h\"\n",
+            "alerts.webhook_secret: is required when alerts.webhook_url is set",
+        ),
+        (
+            "[database]\nurl = \"mysql://x@y/z\"\n",
+            "database.url: scheme \"mysql\" is not supported",
+        ),
+        ("[workers\ncount = 1\n", "not valid TOML"),
+    ];
+    for (text, expected) in cases {
+        let file = config_file(text)?;
+        let out = Syncward::bare()
+            .with_config(file.path())
+            .run(&["check-config"])
+            .await?;
+        assert_eq!(out.code, 2, "{text}: {out:?}");
+        let line = out.stderr.trim_end();
+        assert_eq!(line.lines().count(), 1, "{text}: not one line: {line}");
+        let origin = format!("error: {}: ", file.path().display());
+        assert!(
+            line.starts_with(&origin),
+            "{text}: does not name the file: {line}"
+        );
+        assert!(
+            line.contains(expected),
+            "{text}: expected {expected:?} in {line}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bad_env_override_names_the_variable() -> anyhow::Result<()> {
+    let out = Syncward::bare()
+        .with_env("SYNCWARD__WORKERS__COUNT", "many")
+        .run(&["check-config"])
+        .await?;
+    assert_eq!(out.code, 2);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "error: environment variable SYNCWARD__WORKERS__COUNT: workers.count: invalid type: string \"many\", expected an integer"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_missing_explicit_config_file_is_bad_input() -> anyhow::Result<()> {
+    let out = Syncward::bare()
+        .with_config(std::path::Path::new("/nonexistent/syncward.toml"))
+        .run(&["check-config"])
+        .await?;
+    assert_eq!(out.code, 2);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "error: /nonexistent/syncward.toml: config file not found"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn unreachable_postgres_exits_1_naming_the_address_without_the_password() -> anyhow::Result<()>
+{
+    let out = Syncward::bare()
+        .with_env(
+            "SYNCWARD__DATABASE__URL",
+            "postgres://app:topsecret@127.0.0.1:1/syncward",
+        )
+        .run(&["sync", "list"])
+        .await?;
+    assert_eq!(out.code, 1, "{out:?}");
+    let line = out.stderr.trim_end();
+    assert_eq!(line.lines().count(), 1);
+    assert!(
+        line.starts_with(
+            "error: cannot reach Postgres at postgres://app:[redacted]@127.0.0.1:1/syncward"
+        ),
+        "{line}"
+    );
+    assert!(!line.contains("topsecret"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_arguments_exit_2_with_one_line() -> anyhow::Result<()> {
+    let out = Syncward::bare().run(&["sync", "frobnicate"]).await?;
+    assert_eq!(out.code, 2);
+    assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("frobnicate"));
+    Ok(())
+}

@@ -1,0 +1,16 @@
+//! Test harness: a fresh database per test, a unique Redis prefix per test, and
+//! the real `syncward` binary as a subprocess.
+
+pub mod cli;
+mod db;
+mod redis;
+
+pub use cli::Syncward;
+pub use db::TestDb;
+pub use redis::TestRedis;
+
+/// reqwest, sqlx and sentry are built without a default crypto provider; every
+/// test process installs ring once (an error only means it is already there).
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,0 +1,11 @@
+//! syncward's integration tests: one binary, a module per guarantee or part.
+//! Real Postgres, real Redis, the real binary; a missing service fails loudly.
+
+mod helpers;
+
+mod config_loading;
+mod harness;
+mod schema;
+mod sync_commands;
+mod sync_files;
+mod systemd_unit;

@@ -1,0 +1,289 @@
+//! The schema: migrations apply once, and the tables hold what the design needs.
+
+use std::collections::BTreeSet;
+
+use crate::helpers::{Syncward, TestDb};
+
+#[tokio::test]
+async fn migrate_twice_is_a_no_op_the_second_time() -> anyhow::Result<()> {
+    let db = TestDb::empty().await?;
+    let cli = Syncward::new(&db, None);
+    let first = cli.run(&["migrate"]).await?.ok()?;
+    assert!(
+        first.stdout.starts_with("Applied 1 migration(s)"),
+        "{}",
+        first.stdout
+    );
+    let tables_before = tables(&db).await?;
+    let second = cli.run(&["migrate"]).await?.ok()?;
+    assert!(
+        second.stdout.starts_with("Schema is current"),
+        "{}",
+        second.stdout
+    );
+    assert_eq!(tables(&db).await?, tables_before);
+    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+        .fetch_one(&db.pool)
+        .await?;
+    assert_eq!(applied, 1);
+    Ok(())
+}
+
+async fn tables(db: &TestDb) -> anyhow::Result<BTreeSet<String>> {
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'",
+    )
+    .fetch_all(&db.pool)
+    .await?;
+    Ok(names.into_iter().collect())
+}
+
+async fn columns(db: &TestDb, table: &str) -> anyhow::Result<BTreeSet<String>> {
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT column_name::text FROM information_schema.columns WHERE table_schema = 'public' AND table_name = $1",
+    )
+    .bind(table)
+    .fetch_all(&db.pool)
+    .await?;
+    Ok(names.into_iter().collect())
+}
+
+#[tokio::test]
+async fn the_schema_has_every_table_and_column_the_design_names() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    let expected: &[(&str, &[&str])] = &[
+        ("workspaces", &["id", "created_at"]),
+        (
+            "syncs",
+            &[
+                "id",
+                "workspace_id",
+                "definition",
+                "version",
+                "status",
+                "paused_reason",
+                "last_error",
+                "changed_at",
+                "activated_at",
+            ],
+        ),
+        (
+            "runs",
+            &[
+                "id",
+                "sync_id",
+                "status",
+                "attempt",
+                "max_attempts",
+                "scheduled_at",
+                "started_at",
+                "finished_at",
+                "heartbeat_at",
+                "worker_id",
+                "trigger",
+                "cursor_start",
+                "cursor_end",
+                "records_read",
+                "records_written",
+                "records_replayed",
+                "records_rejected",
+                "records_resent",
+                "failure_code",
+                "failure_detail",
+                "boot_id",
+                "lease_token",
+                "fence",
+            ],
+        ),
+        (
+            "sync_cursors",
+            &[
+                "sync_id",
+                "cursor",
+                "fence",
+                "fence_issued",
+                "updated_at",
+                "run_id",
+            ],
+        ),
+        (
+            "deliveries",
+            &[
+                "sync_id",
+                "key",
+                "status",
+                "attempts",
+                "result",
+                "run_id",
+                "fence",
+                "claimed_at",
+                "completed_at",
+            ],
+        ),
+        (
+            "rejected_records",
+            &["run_id", "key", "code", "message", "email"],
+        ),
+        (
+            "audit_log",
+            &["at", "actor", "action", "sync_id", "reason", "detail"],
+        ),
+        (
+            "alerts",
+            &[
+                "at",
+                "kind",
+                "severity",
+                "workspace_id",
+                "sync_id",
+                "message",
+                "failure_code",
+                "owner",
+                "channels",
+            ],
+        ),
+        ("run_events", &["run_id", "at", "kind", "detail"]),
+        (
+            "deadman_incidents",
+            &[
+                "scope",
+                "workspace_id",
+                "sync_id",
+                "silence",
+                "opened_at",
+                "closed_at",
+            ],
+        ),
+    ];
+    for (table, wanted) in expected {
+        let have = columns(&db, table).await?;
+        for column in *wanted {
+            assert!(
+                have.contains(*column),
+                "{table}.{column} is missing; have {have:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn seed_sync(db: &TestDb) -> anyhow::Result<()> {
+    sqlx::query("INSERT INTO workspaces (id) VALUES ('acme')")
+        .execute(&db.pool)
+        .await?;
+    sqlx::query("INSERT INTO syncs (id, workspace_id, definition) VALUES ('s1', 'acme', '{}')")
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_queue_holds_one_queued_run_per_sync() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    seed_sync(&db).await?;
+    let enqueue = "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts) VALUES ('s1', 'acme', 1, 'manual', 5)";
+    sqlx::query(enqueue).execute(&db.pool).await?;
+    let second = sqlx::query(enqueue).execute(&db.pool).await;
+    let err = second.expect_err("a second queued run of one sync must be refused");
+    assert!(
+        err.to_string().contains("runs_one_queued_per_sync"),
+        "{err}"
+    );
+    // Once the first is running, a new one may queue behind it.
+    sqlx::query("UPDATE runs SET status = 'running', attempt = 1, started_at = now()")
+        .execute(&db.pool)
+        .await?;
+    sqlx::query(enqueue).execute(&db.pool).await?;
+    // A failed run must say why.
+    let no_code = sqlx::query(
+        "UPDATE runs SET status = 'failed', finished_at = now() WHERE status = 'running'",
+    )
+    .execute(&db.pool)
+    .await;
+    assert!(
+        no_code.is_err(),
+        "a failed run without a failure code was accepted"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_ledger_keeps_one_32_byte_key_per_sync() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    let key = vec![7u8; 32];
+    let insert =
+        "INSERT INTO deliveries (sync_id, key, status, fence) VALUES ('s1', $1, 'pending', 1)";
+    sqlx::query(insert).bind(&key).execute(&db.pool).await?;
+    assert!(
+        sqlx::query(insert)
+            .bind(&key)
+            .execute(&db.pool)
+            .await
+            .is_err(),
+        "duplicate key accepted"
+    );
+    assert!(
+        sqlx::query(insert)
+            .bind(vec![1u8; 31])
+            .execute(&db.pool)
+            .await
+            .is_err(),
+        "31-byte key accepted"
+    );
+    let completed_without_time = sqlx::query("UPDATE deliveries SET status = 'completed'")
+        .execute(&db.pool)
+        .await;
+    assert!(completed_without_time.is_err());
+    sqlx::query("UPDATE deliveries SET status = 'completed', completed_at = now()")
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn runs_list_and_show_print_a_stored_run() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    seed_sync(&db).await?;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, status, attempt,
+                           started_at, finished_at, records_read, records_written, failure_code, failure_detail)
+         VALUES ('s1', 'acme', 1, 'manual', 5, 'failed', 2, now(), now(), 10, 7, 'destination_auth_failed', 'HTTP 401')
+         RETURNING id",
+    )
+    .fetch_one(&db.pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO run_events (run_id, kind, detail) VALUES ($1, 'claimed', '{\"attempt\": 2}')",
+    )
+    .bind(id)
+    .execute(&db.pool)
+    .await?;
+    let cli = Syncward::new(&db, None);
+    let list = cli
+        .run(&["runs", "list", "--sync", "s1", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(list[0]["id"], id);
+    assert_eq!(list[0]["failure_code"], "destination_auth_failed");
+    let text = cli
+        .run(&["runs", "show", &id.to_string()])
+        .await?
+        .ok()?
+        .stdout;
+    assert!(text.contains("attempt:   2 of 5"), "{text}");
+    assert!(text.contains("10 read, 7 written"), "{text}");
+    assert!(
+        text.contains("failure:   destination_auth_failed"),
+        "{text}"
+    );
+    assert!(text.contains("claimed"), "{text}");
+    let json = cli
+        .run(&["runs", "show", &id.to_string(), "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(json["run"]["records_written"], 7);
+    assert_eq!(json["events"][0]["kind"], "claimed");
+    Ok(())
+}
