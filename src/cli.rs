@@ -32,6 +32,15 @@ pub enum Command {
     /// Run history.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// The delivery ledger.
+    #[command(subcommand)]
+    Ledger(LedgerCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Delete completed delivery keys older than ledger.retention now.
+    Purge,
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,6 +64,14 @@ pub enum SyncCommand {
     Pause { id: String },
     /// Resume a paused sync (re-arms the breaker).
     Resume { id: String },
+    /// Run the sync now: queue a run for the daemon, or with --foreground run it
+    /// in this process and print its outcome.
+    Run {
+        id: String,
+        /// Run it here and now, on the same code path the daemon uses.
+        #[arg(long)]
+        foreground: bool,
+    },
     /// Forget the saved cursor: the next run starts from the beginning of the
     /// source. Delivered records are still not sent twice (the ledger keeps them).
     ResetCursor { id: String },

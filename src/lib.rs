@@ -2,13 +2,19 @@
 //! schedules, for many workspaces, without ever writing a record twice.
 //!
 //! Parts (DESIGN §2): `config` (settings and sync files), `store` (every SQL
-//! statement: syncs, runs, cursors, ledger, audit, alerts), `source` and
-//! `destination` (connectors), `commands` (what the CLI does), `logging`.
+//! statement: syncs, runs, cursors, ledger, audit, alerts), `lease` (Redis
+//! leases and fencing), `worker` (one run's batch loop and delivery keys),
+//! `source` and `destination` (connectors), `mapping` (record → contact),
+//! `failure` (the failure catalogue), `commands` (what the CLI does), `logging`.
 
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod destination;
+pub mod failure;
+pub mod lease;
 pub mod logging;
+pub mod mapping;
 pub mod source;
 pub mod store;
+pub mod worker;

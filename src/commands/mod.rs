@@ -1,12 +1,13 @@
 //! What each CLI command does: load settings, call the library, print for a
 //! person (or JSON with `--json`).
 
+mod run_once;
 mod runs;
 mod sync;
 
 use anyhow::Context;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, LedgerCommand};
 use crate::config::{ConfigSource, Settings};
 use crate::store;
 
@@ -44,6 +45,16 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Sync(command) => sync::execute(&settings, command).await,
+        Command::Ledger(LedgerCommand::Purge) => {
+            let pool = store::connect(&settings.database).await?;
+            let deleted =
+                store::ledger::purge_completed(&pool, settings.ledger.retention, 10_000).await?;
+            println!(
+                "Deleted {deleted} completed delivery key(s) older than {}.",
+                humantime::format_duration(settings.ledger.retention)
+            );
+            Ok(())
+        }
         Command::Runs(command) => {
             let pool = store::connect(&settings.database).await?;
             runs::execute(&pool, command)

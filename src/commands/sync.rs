@@ -4,11 +4,12 @@ use anyhow::Context;
 use sqlx::PgPool;
 
 use crate::cli::SyncCommand;
-use crate::config::{BadInput, Settings, load_for_apply};
+use crate::config::{Settings, load_for_apply};
 use crate::store::audit::Actor;
 use crate::store::syncs::{PAUSED_MANUAL, PublishOutcome};
 use crate::store::{self, cursors, runs, syncs};
 
+use super::run_once::{self, require_sync};
 use super::{print_json, when};
 
 pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Result<()> {
@@ -87,6 +88,14 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             }
             Ok(())
         }
+        SyncCommand::Run { id, foreground } => {
+            let sync = require_sync(&pool, &id).await?;
+            if foreground {
+                run_once::foreground(settings, &pool, sync).await
+            } else {
+                run_once::enqueue(settings, &pool, &id).await
+            }
+        }
         SyncCommand::ResetCursor { id } => {
             require_sync(&pool, &id).await?;
             cursors::reset_cursor(&pool, &id, Actor::Cli).await?;
@@ -96,16 +105,6 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
     }
-}
-
-async fn require_sync(pool: &PgPool, id: &str) -> anyhow::Result<syncs::SyncRow> {
-    syncs::get_sync(pool, id).await?.ok_or_else(|| {
-        BadInput::argument(
-            format!("sync \"{id}\""),
-            "no such sync (see `syncward sync list`)",
-        )
-        .into()
-    })
 }
 
 async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {

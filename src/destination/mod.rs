@@ -1,8 +1,16 @@
 //! Destinations: where records go. The set of kinds is closed: one
 //! `DestinationConfig` variant per kind, matched exhaustively.
 
+mod any;
 pub mod brevo;
 mod config;
+mod delivery;
+mod record;
+mod retry;
 pub mod webhook;
 
+pub use any::AnyDestination;
 pub use config::DestinationConfig;
+pub use delivery::Destination;
+pub use record::{Contact, DestinationError, Outbound, RecordOutcome};
+pub use retry::RetryPolicy;

@@ -1,7 +1,11 @@
 //! Sources: where records come from. The set of kinds is closed: one
 //! `SourceConfig` variant per kind, matched exhaustively.
 
+mod any;
 mod config;
+mod page;
 pub mod postgres;
 
+pub use any::AnySource;
 pub use config::SourceConfig;
+pub use page::{Page, Source, SourceError};

@@ -53,3 +53,39 @@ pub async fn reset_cursor(pool: &PgPool, sync_id: &str, actor: Actor) -> sqlx::R
     tx.commit().await?;
     Ok(previous.is_some())
 }
+
+/// Issues the next fencing token of a sync: one statement, durable, only grows.
+pub async fn issue_fence(pool: &PgPool, sync_id: &str) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "INSERT INTO sync_cursors (sync_id, fence_issued) VALUES ($1, 1)
+         ON CONFLICT (sync_id) DO UPDATE SET fence_issued = sync_cursors.fence_issued + 1
+         RETURNING fence_issued",
+    )
+    .bind(sync_id)
+    .fetch_one(pool)
+    .await
+}
+
+/// Moves the cursor, only if `fence` is still the newest issued: a run whose
+/// lease was taken over (or whose cursor was reset) cannot write. Returns
+/// whether the write happened.
+pub async fn checkpoint_cursor(
+    pool: &PgPool,
+    sync_id: &str,
+    cursor: Option<&serde_json::Value>,
+    fence: i64,
+    run_id: i64,
+) -> sqlx::Result<bool> {
+    let written = sqlx::query(
+        "UPDATE sync_cursors SET cursor = $2, fence = $3, run_id = $4, updated_at = now()
+         WHERE sync_id = $1 AND fence_issued = $3",
+    )
+    .bind(sync_id)
+    .bind(cursor.map(Json))
+    .bind(fence)
+    .bind(run_id)
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok(written == 1)
+}

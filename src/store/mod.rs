@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod cursors;
+pub mod ledger;
 pub mod runs;
 pub mod syncs;
 

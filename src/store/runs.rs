@@ -75,3 +75,173 @@ pub async fn list_run_events(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<Run
         .fetch_all(pool)
         .await
 }
+
+/// Counts a run accumulates, written after each batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RunCounts {
+    pub read: i64,
+    pub written: i64,
+    pub replayed: i64,
+    pub rejected: i64,
+    pub resent: i64,
+}
+
+/// Who executes a run: the worker's name and its daemon's boot id.
+#[derive(Debug, Clone)]
+pub struct Executor {
+    pub worker_id: String,
+    pub boot_id: uuid::Uuid,
+}
+
+/// Creates a run already claimed by `executor` (attempt 1 spent at once): the
+/// entry point of `sync run --foreground`, which runs it in-process.
+pub async fn create_claimed_run(
+    pool: &PgPool,
+    sync_id: &str,
+    trigger: &str,
+    max_attempts: i32,
+    executor: &Executor,
+) -> sqlx::Result<RunRow> {
+    sqlx::query_as::<_, RunRow>(
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, status, attempt,
+                           started_at, heartbeat_at, worker_id, boot_id)
+         SELECT id, workspace_id, version, $2, $3, 'running', 1, now(), now(), $4, $5 FROM syncs WHERE id = $1
+         RETURNING *",
+    )
+    .bind(sync_id)
+    .bind(trigger)
+    .bind(max_attempts)
+    .bind(&executor.worker_id)
+    .bind(executor.boot_id)
+    .fetch_one(pool)
+    .await
+}
+
+/// Records the lease a run took (its token, for breaking it if the run dies,
+/// and its fence) and where it starts.
+pub async fn record_lease(
+    pool: &PgPool,
+    run_id: i64,
+    lease_token: &str,
+    fence: i64,
+    cursor_start: Option<&serde_json::Value>,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE runs SET lease_token = $2, fence = $3, cursor_start = $4, cursor_end = $4, heartbeat_at = now()
+         WHERE id = $1",
+    )
+    .bind(run_id)
+    .bind(lease_token)
+    .bind(fence)
+    .bind(cursor_start.map(Json))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Writes a run's counts and position after a clean batch.
+pub async fn record_progress(
+    pool: &PgPool,
+    run_id: i64,
+    counts: &RunCounts,
+    cursor_end: Option<&serde_json::Value>,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE runs SET records_read = $2, records_written = $3, records_replayed = $4, records_rejected = $5,
+                records_resent = $6, cursor_end = $7, heartbeat_at = now()
+         WHERE id = $1",
+    )
+    .bind(run_id)
+    .bind(counts.read)
+    .bind(counts.written)
+    .bind(counts.replayed)
+    .bind(counts.rejected)
+    .bind(counts.resent)
+    .bind(cursor_end.map(Json))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The run proved itself alive (its lease was renewed).
+pub async fn touch_heartbeat(pool: &PgPool, run_id: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE runs SET heartbeat_at = now() WHERE id = $1")
+        .bind(run_id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Ends a run: `succeeded`, `failed` or `skipped`, with its final counts.
+pub async fn finish_run(
+    pool: &PgPool,
+    run_id: i64,
+    status: &str,
+    counts: &RunCounts,
+    failure: Option<(&str, &str)>,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE runs SET status = $2, finished_at = now(), records_read = $3, records_written = $4,
+                records_replayed = $5, records_rejected = $6, records_resent = $7,
+                failure_code = $8, failure_detail = $9
+         WHERE id = $1",
+    )
+    .bind(run_id)
+    .bind(status)
+    .bind(counts.read)
+    .bind(counts.written)
+    .bind(counts.replayed)
+    .bind(counts.rejected)
+    .bind(counts.resent)
+    .bind(failure.map(|f| f.0))
+    .bind(failure.map(|f| f.1))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Appends to a run's timeline.
+pub async fn add_run_event(
+    pool: &PgPool,
+    run_id: i64,
+    kind: &str,
+    detail: serde_json::Value,
+) -> sqlx::Result<()> {
+    sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, $2, $3)")
+        .bind(run_id)
+        .bind(kind)
+        .bind(Json(detail))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Puts a run of the sync in the queue, due now. The queue holds one queued run
+/// per sync: if one is already there, its id comes back instead.
+pub async fn enqueue_run(
+    pool: &PgPool,
+    sync_id: &str,
+    trigger: &str,
+    max_attempts: i32,
+) -> sqlx::Result<(i64, bool)> {
+    let inserted: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts)
+         SELECT id, workspace_id, version, $2, $3 FROM syncs WHERE id = $1
+         ON CONFLICT (sync_id) WHERE status = 'queued' DO NOTHING
+         RETURNING id",
+    )
+    .bind(sync_id)
+    .bind(trigger)
+    .bind(max_attempts)
+    .fetch_optional(pool)
+    .await?;
+    if let Some(id) = inserted {
+        return Ok((id, true));
+    }
+    let existing: i64 =
+        sqlx::query_scalar("SELECT id FROM runs WHERE sync_id = $1 AND status = 'queued'")
+            .bind(sync_id)
+            .fetch_one(pool)
+            .await?;
+    Ok((existing, false))
+}

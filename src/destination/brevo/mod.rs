@@ -1,5 +1,7 @@
 //! Destination `brevo`: contacts, upserted one by one or imported per page.
 
+mod client;
 mod config;
 
+pub use client::{BrevoDestination, IMPORT_BODY_LIMIT};
 pub use config::{BrevoDestinationConfig, BrevoMode};

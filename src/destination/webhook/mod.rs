@@ -1,5 +1,7 @@
 //! Destination `webhook`: records POSTed as JSON to an HTTP endpoint.
 
+mod client;
 mod config;
 
+pub use client::{SIGNATURE_HEADER, WebhookDestination};
 pub use config::WebhookDestinationConfig;

@@ -1,5 +1,7 @@
 //! Source `postgres`: rows of the operator's query, paged by a cursor column.
 
+mod client;
 mod config;
 
+pub use client::PostgresSource;
 pub use config::PostgresSourceConfig;

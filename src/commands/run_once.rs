@@ -1,0 +1,178 @@
+//! `syncward sync run ID [--foreground]`: queue a run, or execute one here on
+//! the daemon's own run code path and print how it went.
+
+use anyhow::Context;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::config::{BadInput, Settings, SyncDefinition};
+use crate::destination::RetryPolicy;
+use crate::failure::FailureCode;
+use crate::lease::{LeaseManager, connect_redis};
+use crate::store::runs::{self, Executor, RunCounts};
+use crate::store::syncs;
+use crate::worker::{PageProgress, RunEnv, RunOutcome, execute_run};
+
+pub async fn enqueue(settings: &Settings, pool: &PgPool, id: &str) -> anyhow::Result<()> {
+    let max_attempts = i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX);
+    let (run_id, new) = runs::enqueue_run(pool, id, "manual", max_attempts).await?;
+    if new {
+        println!("{id}: run {run_id} queued; a running daemon picks it up.");
+    } else {
+        println!("{id}: run {run_id} was already queued.");
+    }
+    Ok(())
+}
+
+pub async fn foreground(
+    settings: &Settings,
+    pool: &PgPool,
+    sync: syncs::SyncRow,
+) -> anyhow::Result<()> {
+    let redis = connect_redis(&settings.redis).await?;
+    let boot_id = Uuid::new_v4();
+    let leases = LeaseManager::new(
+        redis,
+        &settings.redis.key_prefix,
+        boot_id,
+        settings.lease.ttl,
+    );
+    let executor = Executor {
+        worker_id: format!("cli-{}", std::process::id()),
+        boot_id,
+    };
+    let max_attempts = i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX);
+    let run = runs::create_claimed_run(pool, &sync.id, "foreground", max_attempts, &executor)
+        .await
+        .context("creating the run failed")?;
+    runs::add_run_event(
+        pool,
+        run.id,
+        "claimed",
+        serde_json::json!({"attempt": 1, "worker": executor.worker_id}),
+    )
+    .await?;
+    println!(
+        "Run {} of sync {}: started in the foreground.",
+        run.id, sync.id
+    );
+
+    let definition: Result<SyncDefinition, _> = sync.definition();
+    let (outcome, counts) = match definition {
+        Ok(definition) => {
+            let env = RunEnv {
+                store: pool.clone(),
+                leases,
+                record_attempts: i32::try_from(settings.ledger.record_attempts).unwrap_or(i32::MAX),
+                renew_every: settings.lease.renew_every,
+                retry: RetryPolicy::default(),
+                stop: CancellationToken::new(),
+                bench_without_ledger: false,
+            };
+            let mut progress = |p: &PageProgress| {
+                println!(
+                    "  page {}: {} records; so far {} written, {} replayed, {} rejected, {} re-sent",
+                    p.page,
+                    p.records,
+                    p.counts.written,
+                    p.counts.replayed,
+                    p.counts.rejected,
+                    p.counts.resent
+                );
+            };
+            let report = execute_run(&env, &run, &definition, &mut progress).await;
+            (report.outcome, report.counts)
+        }
+        Err(e) => (
+            RunOutcome::Failed {
+                code: FailureCode::ConfigInvalid,
+                detail: format!("the stored definition no longer validates: {e}"),
+            },
+            RunCounts::default(),
+        ),
+    };
+    record_outcome(pool, run.id, &outcome, &counts).await?;
+    let summary = format!(
+        "{} read, {} written, {} replayed, {} rejected, {} re-sent",
+        counts.read, counts.written, counts.replayed, counts.rejected, counts.resent
+    );
+    match outcome {
+        RunOutcome::Succeeded => {
+            println!("Run {} succeeded: {summary}.", run.id);
+            Ok(())
+        }
+        RunOutcome::Skipped => {
+            println!(
+                "Run {} skipped: {}.",
+                run.id,
+                FailureCode::LeaseBusy.what_happened()
+            );
+            Ok(())
+        }
+        RunOutcome::Stopped => anyhow::bail!("run {} stopped before the end of the source", run.id),
+        RunOutcome::Failed { code, detail } => {
+            println!("Run {} failed ({code}): {summary}.", run.id);
+            println!("  What happened: {}", code.what_happened());
+            println!("  Detail:        {detail}");
+            println!("  What next:     {}", code.what_next());
+            println!("  Whose job:     {}", owner_words(code));
+            anyhow::bail!("run {} failed: {code}", run.id)
+        }
+    }
+}
+
+fn owner_words(code: FailureCode) -> &'static str {
+    match code.owner() {
+        crate::failure::Owner::Customer => "yours (the sync's owner)",
+        crate::failure::Owner::Operator => "the operators'",
+    }
+}
+
+/// Writes the final state of a foreground run.
+async fn record_outcome(
+    pool: &PgPool,
+    run_id: i64,
+    outcome: &RunOutcome,
+    counts: &RunCounts,
+) -> anyhow::Result<()> {
+    let (status, failure) = match outcome {
+        RunOutcome::Succeeded => ("succeeded", None),
+        RunOutcome::Skipped => (
+            "skipped",
+            Some((
+                FailureCode::LeaseBusy,
+                FailureCode::LeaseBusy.what_happened().to_string(),
+            )),
+        ),
+        RunOutcome::Stopped => (
+            "failed",
+            Some((
+                FailureCode::Interrupted,
+                "stopped at a batch boundary".to_string(),
+            )),
+        ),
+        RunOutcome::Failed { code, detail } => ("failed", Some((*code, detail.clone()))),
+    };
+    let failure_ref = failure.as_ref().map(|(c, d)| (c.as_str(), d.as_str()));
+    runs::finish_run(pool, run_id, status, counts, failure_ref).await?;
+    runs::add_run_event(
+        pool,
+        run_id,
+        status,
+        serde_json::json!({"failure_code": failure.as_ref().map(|f| f.0)}),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Looks a sync up for a command, as bad input when it does not exist.
+pub async fn require_sync(pool: &PgPool, id: &str) -> anyhow::Result<syncs::SyncRow> {
+    syncs::get_sync(pool, id).await?.ok_or_else(|| {
+        BadInput::argument(
+            format!("sync \"{id}\""),
+            "no such sync (see `syncward sync list`)",
+        )
+        .into()
+    })
+}

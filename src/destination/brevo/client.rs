@@ -1,0 +1,256 @@
+//! `BrevoDestination`: Brevo API v3 contacts (../shared/specs). `single` posts
+//! `POST /contacts` with `updateEnabled: true` per record (201 created, 204
+//! updated: an upsert); `bulk` posts `POST /contacts/import` per page, split so
+//! each body stays under 8 MB, and keeps the returned `processId`.
+//! Errors are classified by status first, then by Brevo's `code`.
+
+use futures::future::join_all;
+use reqwest::StatusCode;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::config::{BrevoDestinationConfig, BrevoMode};
+use crate::destination::delivery::Destination;
+use crate::destination::record::{DestinationError, Outbound, RecordOutcome};
+use crate::destination::retry::{RetryPolicy, Verdict, send_with_retry};
+
+/// Largest import body sent; Brevo takes 10 MB and recommends about 8 MB.
+pub const IMPORT_BODY_LIMIT: usize = 8_000_000;
+
+/// Brevo's rate-limit reset header: seconds until the window resets.
+const RESET_HEADER: &str = "x-sib-ratelimit-reset";
+
+pub struct BrevoDestination {
+    client: reqwest::Client,
+    config: BrevoDestinationConfig,
+    api_key: SecretString,
+    policy: RetryPolicy,
+}
+
+impl std::fmt::Debug for BrevoDestination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrevoDestination")
+            .field("base_url", &self.config.base_url.as_str())
+            .finish()
+    }
+}
+
+/// Brevo's error body: `{"code", "message"}`.
+#[derive(Debug, Deserialize)]
+struct BrevoError {
+    code: Option<String>,
+    message: Option<String>,
+}
+
+impl BrevoDestination {
+    pub fn open(
+        config: &BrevoDestinationConfig,
+        policy: RetryPolicy,
+    ) -> Result<Self, DestinationError> {
+        let api_key = config.api_key_env.read().ok_or_else(|| {
+            DestinationError::InvalidConfig(format!(
+                "environment variable {} (destination.api_key_env) is not set",
+                config.api_key_env
+            ))
+        })?;
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .user_agent(concat!("syncward/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                DestinationError::InvalidConfig(format!("cannot build the HTTP client: {e}"))
+            })?;
+        Ok(Self {
+            client,
+            config: config.clone(),
+            api_key: SecretString::from(api_key),
+            policy,
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!(
+            "{}{path}",
+            self.config.base_url.as_str().trim_end_matches('/')
+        )
+    }
+
+    async fn create_contact(&self, record: &Outbound) -> Result<RecordOutcome, DestinationError> {
+        let mut body = json!({
+            "email": record.contact.email,
+            "attributes": record.contact.attributes,
+            "updateEnabled": true,
+        });
+        if !self.config.list_ids.is_empty() {
+            body["listIds"] = json!(self.config.list_ids);
+        }
+        let url = self.url("/contacts");
+        let build = || {
+            self.client
+                .post(&url)
+                .header("api-key", self.api_key.expose_secret())
+                .header("accept", "application/json")
+                .json(&body)
+        };
+        send_with_retry(
+            build,
+            &self.policy,
+            RESET_HEADER,
+            |status, bytes| match status {
+                StatusCode::CREATED | StatusCode::OK => {
+                    match serde_json::from_slice::<Value>(bytes) {
+                        Ok(v) if v.get("id").is_some() => Verdict::Done(RecordOutcome::Delivered(
+                            json!({"status": 201, "id": v["id"]}),
+                        )),
+                        _ => Verdict::Retry(format!("HTTP {status} with an unreadable body")),
+                    }
+                }
+                StatusCode::NO_CONTENT => {
+                    Verdict::Done(RecordOutcome::Delivered(json!({"status": 204})))
+                }
+                other => classify_error(other, bytes, 1).map(|mut v| v.remove(0)),
+            },
+        )
+        .await
+    }
+
+    async fn import(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
+        let mut outcomes = Vec::with_capacity(records.len());
+        for chunk in split_by_body_size(records, IMPORT_BODY_LIMIT) {
+            let contacts: Vec<Value> = chunk
+                .iter()
+                .map(|r| json!({"email": r.contact.email, "attributes": r.contact.attributes}))
+                .collect();
+            let body = json!({
+                "jsonBody": contacts,
+                "listIds": self.config.list_ids,
+                "updateExistingContacts": true,
+                "emptyContactsAttributes": false,
+            });
+            let url = self.url("/contacts/import");
+            let build = || {
+                self.client
+                    .post(&url)
+                    .header("api-key", self.api_key.expose_secret())
+                    .header("accept", "application/json")
+                    .json(&body)
+            };
+            let answer = send_with_retry(build, &self.policy, RESET_HEADER, |status, bytes| {
+                if status.is_success() {
+                    match serde_json::from_slice::<Value>(bytes)
+                        .ok()
+                        .and_then(|v| v.get("processId").cloned())
+                    {
+                        Some(id) => {
+                            Verdict::Done(vec![
+                                RecordOutcome::Delivered(json!({"processId": id}));
+                                chunk.len()
+                            ])
+                        }
+                        None => Verdict::Retry(format!("HTTP {status} without a processId")),
+                    }
+                } else {
+                    classify_error(status, bytes, chunk.len())
+                }
+            })
+            .await?;
+            outcomes.extend(answer);
+        }
+        Ok(outcomes)
+    }
+}
+
+/// A 4xx answer: 401/403 end the run; 404 means the URL is wrong; anything else
+/// rejects the records the request carried.
+fn classify_error(status: StatusCode, body: &[u8], records: usize) -> Verdict<Vec<RecordOutcome>> {
+    let parsed: Option<BrevoError> = serde_json::from_slice(body).ok();
+    let message = parsed
+        .as_ref()
+        .and_then(|e| e.message.clone())
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned());
+    match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Verdict::Fail(
+            DestinationError::Unauthorized(format!("Brevo answered HTTP {status}: {message}")),
+        ),
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
+            Verdict::Fail(DestinationError::InvalidConfig(format!(
+                "Brevo answered HTTP {status} ({message}); check destination.base_url"
+            )))
+        }
+        _ => {
+            let code = parsed
+                .and_then(|e| e.code)
+                .unwrap_or_else(|| format!("http_{}", status.as_u16()));
+            Verdict::Done(vec![RecordOutcome::Rejected { code, message }; records])
+        }
+    }
+}
+
+/// Splits records so each import body stays under `limit` bytes.
+fn split_by_body_size(records: &[Outbound], limit: usize) -> Vec<&[Outbound]> {
+    // Room for the envelope around jsonBody (listIds and flags).
+    let budget = limit.saturating_sub(4096);
+    let mut chunks = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, r) in records.iter().enumerate() {
+        let entry = serde_json::to_vec(
+            &json!({"email": r.contact.email, "attributes": r.contact.attributes}),
+        )
+        .map(|v| v.len() + 1)
+        .unwrap_or(0);
+        if i > start && size + entry > budget {
+            chunks.push(&records[start..i]);
+            (start, size) = (i, 0);
+        }
+        size += entry;
+    }
+    if start < records.len() {
+        chunks.push(&records[start..]);
+    }
+    chunks
+}
+
+impl Destination for BrevoDestination {
+    fn batch_size(&self) -> Option<usize> {
+        match self.config.mode {
+            BrevoMode::Single => Some(self.config.concurrency as usize),
+            BrevoMode::Bulk => None,
+        }
+    }
+
+    async fn deliver(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
+        match self.config.mode {
+            BrevoMode::Bulk => self.import(records).await,
+            BrevoMode::Single => join_all(records.iter().map(|r| self.create_contact(r)))
+                .await
+                .into_iter()
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Map;
+
+    use super::*;
+    use crate::destination::Contact;
+
+    #[test]
+    fn import_bodies_are_split_under_the_limit() {
+        let big = "x".repeat(1000);
+        let records: Vec<Outbound> = (0..50)
+            .map(|i| Outbound {
+                key_hex: String::new(),
+                contact: Contact {
+                    email: format!("{i}@example.com"),
+                    attributes: Map::from_iter([("BIO".to_string(), Value::String(big.clone()))]),
+                },
+            })
+            .collect();
+        let chunks = split_by_body_size(&records, 4096 + 10_500);
+        assert!(chunks.len() >= 5, "{}", chunks.len());
+        assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 50);
+    }
+}

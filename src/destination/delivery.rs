@@ -1,0 +1,20 @@
+//! The `Destination` contract: deliver a batch of records, answer per record.
+
+use std::future::Future;
+
+use super::record::{DestinationError, Outbound, RecordOutcome};
+
+pub trait Destination: Send + Sync {
+    /// Most records per `deliver` call; `None` means a whole page in one call
+    /// (bulk endpoints). The run loop claims ledger keys per call, so a smaller
+    /// batch leaves fewer keys in doubt when the process dies.
+    fn batch_size(&self) -> Option<usize>;
+
+    /// Delivers `records`, returning one outcome per record in the same order.
+    /// Transient failures are retried inside; what comes back as an error is
+    /// final for this run.
+    fn deliver(
+        &self,
+        records: &[Outbound],
+    ) -> impl Future<Output = Result<Vec<RecordOutcome>, DestinationError>> + Send;
+}

@@ -1,0 +1,170 @@
+//! Sending one HTTP request with the in-run retries every destination shares:
+//! 429 waits for the server's reset, 5xx / timeouts / garbage back off, both a
+//! bounded number of times.
+
+use std::time::Duration;
+
+use reqwest::{RequestBuilder, StatusCode};
+
+use super::record::DestinationError;
+
+/// How hard a destination call tries before giving up for this run.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Retries after a 5xx, a timeout, a transport error or an unreadable body.
+    pub server_retries: u32,
+    /// First backoff; doubles per retry, with ±20 % jitter.
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// 429 answers waited out before the run gives up as rate limited.
+    pub rate_limit_waits: u32,
+    /// Longest single wait for a rate-limit reset.
+    pub rate_limit_max_wait: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            server_retries: 4,
+            backoff_base: Duration::from_millis(250),
+            backoff_max: Duration::from_secs(8),
+            rate_limit_waits: 6,
+            rate_limit_max_wait: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What the caller makes of an answer that is neither 429 nor 5xx.
+#[derive(Debug)]
+pub enum Verdict<T> {
+    Done(T),
+    /// The answer was unusable (garbage body): try again like a 5xx.
+    Retry(String),
+    Fail(DestinationError),
+}
+
+impl<T> Verdict<T> {
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Verdict<U> {
+        match self {
+            Verdict::Done(v) => Verdict::Done(f(v)),
+            Verdict::Retry(why) => Verdict::Retry(why),
+            Verdict::Fail(e) => Verdict::Fail(e),
+        }
+    }
+}
+
+/// Sends the request built by `build` until `judge` accepts an answer or the
+/// policy runs out. `reset_header` names the header holding seconds until a
+/// rate limit resets (`Retry-After` is honoured too).
+pub async fn send_with_retry<T>(
+    build: impl Fn() -> RequestBuilder,
+    policy: &RetryPolicy,
+    reset_header: &str,
+    judge: impl Fn(StatusCode, &[u8]) -> Verdict<T>,
+) -> Result<T, DestinationError> {
+    let mut server_failures = 0;
+    let mut rate_limited = 0;
+    loop {
+        let problem = match build().send().await {
+            Err(e) => describe_transport_error(&e),
+            Ok(response) => {
+                let status = response.status();
+                if status == StatusCode::TOO_MANY_REQUESTS {
+                    rate_limited += 1;
+                    if rate_limited > policy.rate_limit_waits {
+                        return Err(DestinationError::RateLimited(format!(
+                            "still rate limited (HTTP 429) after waiting {} times",
+                            policy.rate_limit_waits
+                        )));
+                    }
+                    let wait = reset_wait(response.headers(), reset_header)
+                        .min(policy.rate_limit_max_wait);
+                    tracing::info!(
+                        wait_ms = wait.as_millis() as u64,
+                        "Destination rate limited; waiting for its reset"
+                    );
+                    tokio::time::sleep(jitter(wait, 0.0, 0.2)).await;
+                    continue;
+                }
+                match response.bytes().await {
+                    Err(e) => describe_transport_error(&e),
+                    Ok(_) if status.is_server_error() => format!("HTTP {status}"),
+                    Ok(body) => match judge(status, &body) {
+                        Verdict::Done(value) => return Ok(value),
+                        Verdict::Fail(error) => return Err(error),
+                        Verdict::Retry(why) => why,
+                    },
+                }
+            }
+        };
+        server_failures += 1;
+        if server_failures > policy.server_retries {
+            return Err(DestinationError::Unavailable(format!(
+                "{problem} (gave up after {} tries)",
+                policy.server_retries + 1
+            )));
+        }
+        let backoff = policy
+            .backoff_base
+            .saturating_mul(1 << (server_failures - 1).min(16))
+            .min(policy.backoff_max);
+        tracing::info!(problem = %problem, backoff_ms = backoff.as_millis() as u64, "Destination call failed; retrying");
+        tokio::time::sleep(jitter(backoff, -0.2, 0.2)).await;
+    }
+}
+
+fn describe_transport_error(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        "the request timed out".to_string()
+    } else if e.is_connect() {
+        format!("cannot connect: {e}")
+    } else {
+        format!("the request failed: {e}")
+    }
+}
+
+/// Seconds from the reset header (or `Retry-After`); 1 s when neither parses.
+fn reset_wait(headers: &reqwest::header::HeaderMap, reset_header: &str) -> Duration {
+    [reset_header, "retry-after"]
+        .iter()
+        .filter_map(|name| {
+            headers
+                .get(*name)?
+                .to_str()
+                .ok()?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .find(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| Duration::from_secs_f64(s.max(0.05)))
+        .unwrap_or(Duration::from_secs(1))
+}
+
+fn jitter(d: Duration, low: f64, high: f64) -> Duration {
+    d.mul_f64(1.0 + rand::random_range(low..=high))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reset_header_wins_and_falls_back_to_one_second() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(
+            reset_wait(&h, "x-sib-ratelimit-reset"),
+            Duration::from_secs(1)
+        );
+        h.insert("retry-after", "3".parse().unwrap());
+        assert_eq!(
+            reset_wait(&h, "x-sib-ratelimit-reset"),
+            Duration::from_secs(3)
+        );
+        h.insert("x-sib-ratelimit-reset", "2".parse().unwrap());
+        assert_eq!(
+            reset_wait(&h, "x-sib-ratelimit-reset"),
+            Duration::from_secs(2)
+        );
+    }
+}

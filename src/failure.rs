@@ -1,0 +1,238 @@
+//! The failure catalogue: every failure code a run can end with, and for each
+//! one sentence of what happened, one of what to do next, and whose job it is.
+//! The matches are exhaustive: a code without its sentences does not compile.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Whose job it is to act on a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Owner {
+    /// The workspace's people: their credentials, their data, their mapping.
+    Customer,
+    /// The people who run syncward: its services, its network, its bugs.
+    Operator,
+}
+
+impl Owner {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Owner::Customer => "customer",
+            Owner::Operator => "operator",
+        }
+    }
+}
+
+/// Why a run did not succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureCode {
+    SourceUnreachable,
+    SourceQueryFailed,
+    SourceAuthFailed,
+    DestinationAuthFailed,
+    DestinationRejectedAll,
+    DestinationUnavailable,
+    DestinationRateLimited,
+    ConfigInvalid,
+    LeaseLost,
+    LeaseBusy,
+    Interrupted,
+    StoreUnavailable,
+    Internal,
+}
+
+impl FailureCode {
+    pub const ALL: [FailureCode; 13] = [
+        FailureCode::SourceUnreachable,
+        FailureCode::SourceQueryFailed,
+        FailureCode::SourceAuthFailed,
+        FailureCode::DestinationAuthFailed,
+        FailureCode::DestinationRejectedAll,
+        FailureCode::DestinationUnavailable,
+        FailureCode::DestinationRateLimited,
+        FailureCode::ConfigInvalid,
+        FailureCode::LeaseLost,
+        FailureCode::LeaseBusy,
+        FailureCode::Interrupted,
+        FailureCode::StoreUnavailable,
+        FailureCode::Internal,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureCode::SourceUnreachable => "source_unreachable",
+            FailureCode::SourceQueryFailed => "source_query_failed",
+            FailureCode::SourceAuthFailed => "source_auth_failed",
+            FailureCode::DestinationAuthFailed => "destination_auth_failed",
+            FailureCode::DestinationRejectedAll => "destination_rejected_all",
+            FailureCode::DestinationUnavailable => "destination_unavailable",
+            FailureCode::DestinationRateLimited => "destination_rate_limited",
+            FailureCode::ConfigInvalid => "config_invalid",
+            FailureCode::LeaseLost => "lease_lost",
+            FailureCode::LeaseBusy => "lease_busy",
+            FailureCode::Interrupted => "interrupted",
+            FailureCode::StoreUnavailable => "store_unavailable",
+            FailureCode::Internal => "internal",
+        }
+    }
+
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == code)
+    }
+
+    /// One sentence: what happened.
+    pub fn what_happened(self) -> &'static str {
+        match self {
+            FailureCode::SourceUnreachable => {
+                "The source could not be reached, so no records were read."
+            }
+            FailureCode::SourceQueryFailed => {
+                "The source refused or failed the query that reads the records."
+            }
+            FailureCode::SourceAuthFailed => "The source refused the credentials this sync uses.",
+            FailureCode::DestinationAuthFailed => {
+                "The destination refused the API key this sync uses."
+            }
+            FailureCode::DestinationRejectedAll => {
+                "The destination rejected every record of a batch."
+            }
+            FailureCode::DestinationUnavailable => {
+                "The destination kept failing or timing out, so the batch could not be delivered."
+            }
+            FailureCode::DestinationRateLimited => {
+                "The destination kept answering that the rate limit was exceeded, longer than the run waits."
+            }
+            FailureCode::ConfigInvalid => "The sync's definition could not be turned into a run.",
+            FailureCode::LeaseLost => {
+                "The run lost its slot part-way through and stopped to avoid writing twice."
+            }
+            FailureCode::LeaseBusy => "Another run of this sync was already in progress",
+            FailureCode::Interrupted => {
+                "The run was stopped before it finished (the daemon was shutting down)."
+            }
+            FailureCode::StoreUnavailable => {
+                "syncward's own database or Redis stopped answering during the run."
+            }
+            FailureCode::Internal => "syncward hit an internal error while running this sync.",
+        }
+    }
+
+    /// One sentence: what to do next.
+    pub fn what_next(self) -> &'static str {
+        match self {
+            FailureCode::SourceUnreachable => {
+                "Check that the source database is up and that its URL in the sync's environment variable is right; the run is retried."
+            }
+            FailureCode::SourceQueryFailed => {
+                "Fix the sync's query (the detail gives the database's error) and publish the sync again."
+            }
+            FailureCode::SourceAuthFailed => {
+                "Renew the source credentials in the environment variable the sync names, then resume the sync."
+            }
+            FailureCode::DestinationAuthFailed => {
+                "Renew the API key in the environment variable the sync names, then resume the sync."
+            }
+            FailureCode::DestinationRejectedAll => {
+                "Check the mapping: the rejected records on this run say what the destination objected to."
+            }
+            FailureCode::DestinationUnavailable => {
+                "Nothing to change: the run is retried with backoff; if it persists, check the destination's status page."
+            }
+            FailureCode::DestinationRateLimited => {
+                "Nothing to change: the run is retried later; if it persists, lower the sync's schedule frequency or concurrency."
+            }
+            FailureCode::ConfigInvalid => {
+                "Fix the sync file (the detail names the field) or set the missing environment variable, then apply it again."
+            }
+            FailureCode::LeaseLost => {
+                "Nothing to fix in the sync: the run is retried; if it recurs, check Redis and that runs renew their lease in time."
+            }
+            FailureCode::LeaseBusy => "Nothing to do: the next scheduled run starts normally.",
+            FailureCode::Interrupted => {
+                "Nothing to do: the run is resumed from its last clean batch."
+            }
+            FailureCode::StoreUnavailable => {
+                "Check Postgres and Redis; the run is retried from its last clean batch once they answer."
+            }
+            FailureCode::Internal => {
+                "Report it to the operators with the run id; the run is retried."
+            }
+        }
+    }
+
+    /// Whose job it is to act.
+    pub fn owner(self) -> Owner {
+        match self {
+            FailureCode::SourceQueryFailed
+            | FailureCode::SourceAuthFailed
+            | FailureCode::DestinationAuthFailed
+            | FailureCode::DestinationRejectedAll
+            | FailureCode::ConfigInvalid => Owner::Customer,
+            FailureCode::SourceUnreachable
+            | FailureCode::DestinationUnavailable
+            | FailureCode::DestinationRateLimited
+            | FailureCode::LeaseLost
+            | FailureCode::LeaseBusy
+            | FailureCode::Interrupted
+            | FailureCode::StoreUnavailable
+            | FailureCode::Internal => Owner::Operator,
+        }
+    }
+
+    /// Whether another attempt can help. Customer-owned failures wait for a
+    /// person; `lease_busy` ends the run as skipped.
+    pub fn is_retryable(self) -> bool {
+        match self {
+            FailureCode::SourceUnreachable
+            | FailureCode::DestinationUnavailable
+            | FailureCode::DestinationRateLimited
+            | FailureCode::LeaseLost
+            | FailureCode::Interrupted
+            | FailureCode::StoreUnavailable
+            | FailureCode::Internal => true,
+            FailureCode::SourceQueryFailed
+            | FailureCode::SourceAuthFailed
+            | FailureCode::DestinationAuthFailed
+            | FailureCode::DestinationRejectedAll
+            | FailureCode::ConfigInvalid
+            | FailureCode::LeaseBusy => false,
+        }
+    }
+}
+
+impl fmt::Display for FailureCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_and_has_both_sentences() {
+        for code in FailureCode::ALL {
+            assert_eq!(FailureCode::parse(code.as_str()), Some(code));
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+            assert!(!code.what_happened().is_empty() && !code.what_next().is_empty());
+        }
+    }
+
+    #[test]
+    fn the_exact_sentences_of_the_design() {
+        assert_eq!(
+            FailureCode::LeaseLost.what_happened(),
+            "The run lost its slot part-way through and stopped to avoid writing twice."
+        );
+        assert_eq!(
+            FailureCode::LeaseBusy.what_happened(),
+            "Another run of this sync was already in progress"
+        );
+        assert_eq!(FailureCode::DestinationRejectedAll.owner(), Owner::Customer);
+        assert_eq!(FailureCode::LeaseLost.owner(), Owner::Operator);
+    }
+}

@@ -1,0 +1,7 @@
+//! Leases and fencing: one run owns a sync at a time. The lease lives in Redis
+//! (`SET NX PX` with a random token and the holder's boot id); the fencing
+//! token comes from Postgres so it only ever grows, whatever Redis forgets.
+
+mod redis_lease;
+
+pub use redis_lease::{Lease, LeaseError, LeaseHolder, LeaseManager, connect_redis};

@@ -1,0 +1,210 @@
+//! `LeaseManager`: acquire, prove, renew, release and break a sync's lease.
+//! Every ownership command is a compare on the stored value, done in Lua so the
+//! compare and the write are one step.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use deadpool_redis::redis::{self, AsyncCommands, Script};
+use deadpool_redis::{Config, Pool, Runtime};
+use secrecy::ExposeSecret;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::config::{RedisSettings, redact_url};
+use crate::store::cursors;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("Redis pool: {0}")]
+    Pool(#[from] deadpool_redis::PoolError),
+    #[error("allocating a fence: {0}")]
+    Store(#[from] sqlx::Error),
+}
+
+/// A held lease: the value we stored, and the fence this acquisition took.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub sync_id: String,
+    /// `{boot id}/{token}`, what the Redis key holds while the lease is ours.
+    pub value: String,
+    pub token: String,
+    pub fence: i64,
+}
+
+/// Who holds a lease, read from its stored value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    pub value: String,
+    pub boot_id: Option<Uuid>,
+}
+
+/// Opens the Redis pool and proves the server answers; the error names the
+/// server with its password redacted.
+pub async fn connect_redis(settings: &RedisSettings) -> anyhow::Result<Pool> {
+    let unreachable = || format!("cannot reach Redis at {}", redact_url(&settings.url));
+    let pool = Config::from_url(settings.url.expose_secret())
+        .create_pool(Some(Runtime::Tokio1))
+        .with_context(unreachable)?;
+    let mut conn = tokio::time::timeout(Duration::from_secs(10), pool.get())
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer within 10s"))
+        .with_context(unreachable)?
+        .with_context(unreachable)?;
+    let _: String = redis::cmd("PING")
+        .query_async(&mut conn)
+        .await
+        .with_context(unreachable)?;
+    Ok(pool)
+}
+
+const RENEW: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"#;
+
+const RELEASE: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"#;
+
+/// Leases of one daemon process (one boot id).
+#[derive(Clone)]
+pub struct LeaseManager {
+    pool: Pool,
+    prefix: String,
+    boot_id: Uuid,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for LeaseManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseManager")
+            .field("prefix", &self.prefix)
+            .field("boot_id", &self.boot_id)
+            .finish()
+    }
+}
+
+impl LeaseManager {
+    pub fn new(pool: Pool, prefix: &str, boot_id: Uuid, ttl: Duration) -> Self {
+        Self {
+            pool,
+            prefix: prefix.to_owned(),
+            boot_id,
+            ttl,
+        }
+    }
+
+    pub fn boot_id(&self) -> Uuid {
+        self.boot_id
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The Redis key of a sync's lease.
+    pub fn key(&self, sync_id: &str) -> String {
+        format!("{}:lease:{sync_id}", self.prefix)
+    }
+
+    /// Takes the lease if it is free, then a new fence from Postgres. `None`
+    /// when another holder has it.
+    pub async fn acquire(
+        &self,
+        store: &PgPool,
+        sync_id: &str,
+    ) -> Result<Option<Lease>, LeaseError> {
+        let token = Uuid::new_v4().simple().to_string();
+        let value = format!("{}/{token}", self.boot_id.simple());
+        let mut conn = self.pool.get().await?;
+        let set: Option<String> = redis::cmd("SET")
+            .arg(self.key(sync_id))
+            .arg(&value)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_millis(self.ttl))
+            .query_async(&mut conn)
+            .await?;
+        if set.is_none() {
+            return Ok(None);
+        }
+        let lease = Lease {
+            sync_id: sync_id.to_owned(),
+            value,
+            token,
+            fence: 0,
+        };
+        match cursors::issue_fence(store, sync_id).await {
+            Ok(fence) => Ok(Some(Lease { fence, ..lease })),
+            Err(e) => {
+                // Without a fence the lease is useless: give it back at once rather
+                // than block the sync for a whole TTL. The store error is what matters.
+                let _ = self.release(&lease).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Whether the lease is still ours.
+    pub async fn prove(&self, lease: &Lease) -> Result<bool, LeaseError> {
+        let mut conn = self.pool.get().await?;
+        let current: Option<String> = conn.get(self.key(&lease.sync_id)).await?;
+        Ok(current.as_deref() == Some(lease.value.as_str()))
+    }
+
+    /// Extends the lease by a full TTL if it is still ours; false if it is gone.
+    pub async fn renew(&self, lease: &Lease) -> Result<bool, LeaseError> {
+        let mut conn = self.pool.get().await?;
+        let renewed: i64 = Script::new(RENEW)
+            .key(self.key(&lease.sync_id))
+            .arg(&lease.value)
+            .arg(ttl_millis(self.ttl))
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(renewed == 1)
+    }
+
+    /// Gives the lease back if it is still ours.
+    pub async fn release(&self, lease: &Lease) -> Result<bool, LeaseError> {
+        self.delete_if(&lease.sync_id, &lease.value).await
+    }
+
+    /// Who holds the sync's lease now, if anyone.
+    pub async fn holder(&self, sync_id: &str) -> Result<Option<LeaseHolder>, LeaseError> {
+        let mut conn = self.pool.get().await?;
+        let value: Option<String> = conn.get(self.key(sync_id)).await?;
+        Ok(value.map(|value| {
+            let boot_id = value
+                .split_once('/')
+                .and_then(|(boot, _)| Uuid::parse_str(boot).ok());
+            LeaseHolder { value, boot_id }
+        }))
+    }
+
+    /// Deletes a dead holder's lease, only if it still holds exactly `value`.
+    pub async fn break_lease(&self, sync_id: &str, value: &str) -> Result<bool, LeaseError> {
+        self.delete_if(sync_id, value).await
+    }
+
+    async fn delete_if(&self, sync_id: &str, value: &str) -> Result<bool, LeaseError> {
+        let mut conn = self.pool.get().await?;
+        let deleted: i64 = Script::new(RELEASE)
+            .key(self.key(sync_id))
+            .arg(value)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(deleted == 1)
+    }
+}
+
+fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}

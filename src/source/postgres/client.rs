@@ -1,0 +1,288 @@
+//! `PostgresSource`: keyset pages over the operator's query, read in a READ
+//! ONLY transaction with a statement timeout.
+//!
+//! Paging: rows are ordered by the cursor column, then by the row's JSON text
+//! (so the order is total and repeatable). A page never splits a group of rows
+//! that share a cursor value: when the row after a full page ties with the
+//! page's last row, the whole tie group joins the page, and the next page starts
+//! after that value. So a non-unique cursor column loses and repeats nothing;
+//! only one tie group larger than memory would hurt. Rows whose cursor column
+//! is NULL are never read (document this to the sync's owner).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection, PgConnection, Row};
+
+use super::config::PostgresSourceConfig;
+use crate::source::page::{Page, Source, SourceError};
+use crate::worker::canonical_json;
+
+/// Cursor column types the source can page by: each compares and round-trips
+/// through its text form exactly.
+const CURSOR_TYPES: &[&str] = &[
+    "smallint",
+    "integer",
+    "bigint",
+    "numeric",
+    "text",
+    "character varying",
+    "uuid",
+    "date",
+    "timestamp without time zone",
+    "timestamp with time zone",
+];
+
+pub struct PostgresSource {
+    config: PostgresSourceConfig,
+    options: PgConnectOptions,
+    connection: Option<PgConnection>,
+}
+
+impl std::fmt::Debug for PostgresSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresSource")
+            .field("query", &self.config.query)
+            .finish()
+    }
+}
+
+impl PostgresSource {
+    pub fn open(config: &PostgresSourceConfig) -> Result<Self, SourceError> {
+        let url = config.url_env.read().ok_or_else(|| {
+            SourceError::InvalidConfig(format!(
+                "environment variable {} (source.url_env) is not set",
+                config.url_env
+            ))
+        })?;
+        let options: PgConnectOptions = url.parse().map_err(|e| {
+            SourceError::InvalidConfig(format!(
+                "environment variable {} does not hold a Postgres URL: {e}",
+                config.url_env
+            ))
+        })?;
+        Ok(Self {
+            config: config.clone(),
+            options,
+            connection: None,
+        })
+    }
+
+    async fn connection(&mut self) -> Result<&mut PgConnection, SourceError> {
+        if self.connection.is_none() {
+            let connect = PgConnection::connect_with(&self.options);
+            let conn = tokio::time::timeout(Duration::from_secs(15), connect)
+                .await
+                .map_err(|_| {
+                    SourceError::Unreachable("the source database did not answer within 15s".into())
+                })?
+                .map_err(classify_connect_error)?;
+            self.connection = Some(conn);
+        }
+        // Set just above when it was missing.
+        self.connection
+            .as_mut()
+            .ok_or_else(|| SourceError::Unreachable("no connection".into()))
+    }
+}
+
+/// The page query over the operator's query: rows after (or, for a tie group,
+/// at) the cursor, in a total order.
+fn page_sql(
+    config: &PostgresSourceConfig,
+    cursor_type: Option<&str>,
+    limit_clause: &str,
+    equal: bool,
+) -> String {
+    let column = format!("q.\"{}\"", config.cursor_column);
+    let filter = match (cursor_type, equal) {
+        (Some(t), false) => format!("AND {column} > CAST($1::text AS {t})"),
+        (Some(t), true) => format!("AND {column} = CAST($1::text AS {t})"),
+        (None, _) => String::new(),
+    };
+    format!(
+        "SELECT row_to_json(q)::text AS record, ({column})::text AS cursor_value,
+                    pg_typeof({column})::text AS cursor_type
+             FROM ({query}) AS q
+             WHERE {column} IS NOT NULL {filter}
+             ORDER BY {column}, row_to_json(q)::text {limit_clause}",
+        query = config.query
+    )
+}
+
+impl PostgresSource {
+    async fn read(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
+        let cursor = match cursor {
+            Some(c) => Some(parse_cursor(c)?),
+            None => None,
+        };
+        let page_size = self.config.page_size as usize;
+        let timeout_ms = self.config.statement_timeout.as_millis();
+        let fetch_limit = i64::try_from(page_size + 1).unwrap_or(i64::MAX);
+        let config = self.config.clone();
+        let sql = page_sql(
+            &config,
+            cursor.as_ref().map(|c| c.0.as_str()),
+            &format!("LIMIT {fetch_limit}"),
+            false,
+        );
+        let conn = self.connection().await?;
+        let mut tx = conn.begin().await.map_err(classify_io_error)?;
+        // READ ONLY: the query cannot write, whatever it says. UTC: timestamp
+        // cursors round-trip through text the same way every time.
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {timeout_ms}; SET LOCAL TimeZone = 'UTC'"
+        )))
+        .execute(&mut *tx)
+        .await
+        .map_err(classify_query_error)?;
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some((_, value)) = &cursor {
+            query = query.bind(value.clone());
+        }
+        let rows = query
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify_query_error)?;
+        let mut rows = rows
+            .into_iter()
+            .map(decode_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let last = rows.len() <= page_size;
+        if !last {
+            let lookahead = rows.pop();
+            let boundary = rows.last().map(|r| r.cursor_value.clone());
+            if let (Some(next), Some(boundary)) = (lookahead, boundary)
+                && next.cursor_value == boundary
+            {
+                // The tie group crosses the page boundary: take all of it.
+                rows.retain(|r| r.cursor_value != boundary);
+                let cursor_type = next.cursor_type.clone();
+                if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
+                    return Err(unsupported_type(&config.cursor_column, &cursor_type));
+                }
+                let group = sqlx::query(sqlx::AssertSqlSafe(page_sql(
+                    &config,
+                    Some(&cursor_type),
+                    "",
+                    true,
+                )))
+                .bind(&boundary)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(classify_query_error)?;
+                for row in group {
+                    rows.push(decode_row(row)?);
+                }
+            }
+        }
+        tx.commit().await.map_err(classify_io_error)?;
+        let next_cursor = match rows.last() {
+            Some(r) => {
+                if !CURSOR_TYPES.contains(&r.cursor_type.as_str()) {
+                    return Err(unsupported_type(&config.cursor_column, &r.cursor_type));
+                }
+                Some(json!({ "type": r.cursor_type, "value": r.cursor_value }))
+            }
+            None => None,
+        };
+        Ok(Page {
+            records: rows.into_iter().map(|r| r.record).collect(),
+            next_cursor,
+            last,
+        })
+    }
+}
+
+impl Source for PostgresSource {
+    fn fingerprint(&self) -> String {
+        let identity =
+            json!({ "query": self.config.query, "cursor_column": self.config.cursor_column });
+        let digest = Sha256::digest(canonical_json(&identity).as_bytes());
+        format!("postgres:{}", hex::encode(digest))
+    }
+
+    async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
+        let result = self.read(cursor).await;
+        if matches!(result, Err(SourceError::Unreachable(_))) {
+            // A broken connection is not reused: the next page reconnects.
+            self.connection = None;
+        }
+        result
+    }
+}
+
+struct DecodedRow {
+    record: Value,
+    cursor_value: String,
+    cursor_type: String,
+}
+
+fn decode_row(row: sqlx::postgres::PgRow) -> Result<DecodedRow, SourceError> {
+    let text: String = row.try_get("record").map_err(classify_query_error)?;
+    let record = serde_json::from_str(&text)
+        .map_err(|e| SourceError::Query(format!("row is not JSON: {e}")))?;
+    Ok(DecodedRow {
+        record,
+        cursor_value: row.try_get("cursor_value").map_err(classify_query_error)?,
+        cursor_type: row.try_get("cursor_type").map_err(classify_query_error)?,
+    })
+}
+
+/// A stored cursor: `{"type": <postgres type>, "value": <text form>}`.
+fn parse_cursor(cursor: &Value) -> Result<(String, String), SourceError> {
+    let t = cursor.get("type").and_then(Value::as_str);
+    let v = cursor.get("value").and_then(Value::as_str);
+    match (t, v) {
+        (Some(t), Some(v)) if CURSOR_TYPES.contains(&t) => Ok((t.to_string(), v.to_string())),
+        _ => Err(SourceError::InvalidConfig(format!(
+            "the saved cursor {cursor} is not a postgres cursor; reset it with `syncward sync reset-cursor`"
+        ))),
+    }
+}
+
+fn unsupported_type(column: &str, t: &str) -> SourceError {
+    SourceError::Query(format!(
+        "cursor column \"{column}\" has type {t}; supported: {}",
+        CURSOR_TYPES.join(", ")
+    ))
+}
+
+fn classify_connect_error(e: sqlx::Error) -> SourceError {
+    match &e {
+        sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("28")) => {
+            SourceError::Unauthorized(format!(
+                "the source database refused the login: {}",
+                db.message()
+            ))
+        }
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("3D000") => SourceError::Query(
+            format!("the source database does not exist: {}", db.message()),
+        ),
+        _ => SourceError::Unreachable(format!("cannot connect to the source database: {e}")),
+    }
+}
+
+fn classify_io_error(e: sqlx::Error) -> SourceError {
+    match e {
+        sqlx::Error::Database(db) => SourceError::Query(db.message().to_string()),
+        other => SourceError::Unreachable(format!("the source connection failed: {other}")),
+    }
+}
+
+fn classify_query_error(e: sqlx::Error) -> SourceError {
+    match e {
+        sqlx::Error::Database(db) => {
+            SourceError::Query(format!("the source query failed: {}", db.message()))
+        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut => {
+            SourceError::Unreachable(format!("the source connection failed: {e}"))
+        }
+        other => SourceError::Query(format!("reading the source rows failed: {other}")),
+    }
+}

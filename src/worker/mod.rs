@@ -1,0 +1,8 @@
+//! Workers: one run's batch loop (the single run code path, shared by the
+//! daemon and `sync run --foreground`) and the delivery keys it derives.
+
+mod delivery_key;
+mod run;
+
+pub use delivery_key::{DeliveryKey, canonical_json};
+pub use run::{PageProgress, RunEnv, RunOutcome, RunReport, execute_run};

@@ -1,0 +1,585 @@
+//! One run of one sync: from the saved cursor to the end of the source, safe to
+//! kill at any instant.
+//!
+//! Per page: derive each record's delivery key; look the page's keys up in the
+//! ledger (one query); replay `completed` keys without a call; claim the rest
+//! `pending` (one fenced statement per destination call, which spends one
+//! attempt of each key); deliver; mark them `completed` with the answer. Only
+//! when every record of the page arrived or was rejected for good does the run
+//! prove its lease and move the cursor, with a write refused if a newer fence
+//! exists. Keys left `pending` by a dead run are suspects: they are sent again,
+//! alone, within their attempt budget, so a record that kills the worker cannot
+//! spend its neighbours' budgets.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, info_span, warn};
+
+use super::delivery_key::DeliveryKey;
+use crate::config::SyncDefinition;
+use crate::destination::{
+    AnyDestination, Destination, DestinationError, Outbound, RecordOutcome, RetryPolicy,
+};
+use crate::failure::FailureCode;
+use crate::lease::{Lease, LeaseManager};
+use crate::mapping::map_record;
+use crate::source::{AnySource, Source, SourceError};
+use crate::store::cursors;
+use crate::store::ledger::{self, Claim, Rejection};
+use crate::store::runs::{self, RunCounts, RunRow};
+
+/// Code kept on a record whose attempt budget ran out.
+pub const ATTEMPT_BUDGET_EXHAUSTED: &str = "attempt_budget_exhausted";
+
+/// What a run needs from its surroundings.
+#[derive(Debug, Clone)]
+pub struct RunEnv {
+    pub store: PgPool,
+    pub leases: LeaseManager,
+    /// Sends allowed per delivery key (`ledger.record_attempts`).
+    pub record_attempts: i32,
+    /// Lease renewal period (`lease.renew_every`).
+    pub renew_every: Duration,
+    /// In-run retries of destination calls.
+    pub retry: RetryPolicy,
+    /// Cancelled when the run should stop at its next clean batch boundary.
+    pub stop: CancellationToken,
+    /// Benchmarks only: skip the ledger entirely (no keys looked up, claimed or
+    /// completed) to measure what it costs. Never set by the daemon.
+    pub bench_without_ledger: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    Succeeded,
+    Failed {
+        code: FailureCode,
+        detail: String,
+    },
+    /// Another run held the lease: not a failure, not retried.
+    Skipped,
+    /// Stopped cleanly at a batch boundary because `stop` was cancelled.
+    Stopped,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub outcome: RunOutcome,
+    pub counts: RunCounts,
+    /// The last clean cursor.
+    pub cursor: Option<Value>,
+}
+
+/// Progress after each clean page, for people watching.
+#[derive(Debug, Clone)]
+pub struct PageProgress {
+    pub page: u64,
+    pub records: usize,
+    pub counts: RunCounts,
+}
+
+/// A failure with its code, raised anywhere in the loop.
+struct Stop(FailureCode, String);
+
+impl From<sqlx::Error> for Stop {
+    fn from(e: sqlx::Error) -> Self {
+        Stop(
+            FailureCode::StoreUnavailable,
+            format!("syncward's database: {e}"),
+        )
+    }
+}
+
+impl From<SourceError> for Stop {
+    fn from(e: SourceError) -> Self {
+        let code = match &e {
+            SourceError::Unreachable(_) => FailureCode::SourceUnreachable,
+            SourceError::Unauthorized(_) => FailureCode::SourceAuthFailed,
+            SourceError::Query(_) => FailureCode::SourceQueryFailed,
+            SourceError::InvalidConfig(_) => FailureCode::ConfigInvalid,
+        };
+        Stop(code, e.to_string())
+    }
+}
+
+impl From<DestinationError> for Stop {
+    fn from(e: DestinationError) -> Self {
+        let code = match &e {
+            DestinationError::Unauthorized(_) => FailureCode::DestinationAuthFailed,
+            DestinationError::Unavailable(_) => FailureCode::DestinationUnavailable,
+            DestinationError::RateLimited(_) => FailureCode::DestinationRateLimited,
+            DestinationError::InvalidConfig(_) => FailureCode::ConfigInvalid,
+        };
+        Stop(code, e.to_string())
+    }
+}
+
+fn lease_lost(detail: &str) -> Stop {
+    Stop(FailureCode::LeaseLost, detail.to_string())
+}
+
+/// Executes one claimed run and reports how it ended. The caller records the
+/// outcome (finish, retry or re-queue); this function writes only the ledger,
+/// the cursor, the run's progress and its lease.
+pub async fn execute_run(
+    env: &RunEnv,
+    run: &RunRow,
+    definition: &SyncDefinition,
+    progress: &mut (dyn FnMut(&PageProgress) + Send),
+) -> RunReport {
+    let span = info_span!("run", run.id = run.id, sync.id = %run.sync_id);
+    async {
+        let mut source = match AnySource::open(&definition.source) {
+            Ok(s) => s,
+            Err(e) => return failed_before_start(Stop::from(e)),
+        };
+        let destination = match AnyDestination::open(&definition.destination, env.retry.clone()) {
+            Ok(d) => d,
+            Err(e) => return failed_before_start(Stop::from(e)),
+        };
+        let lease = match env.leases.acquire(&env.store, &run.sync_id).await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => {
+                info!("Lease busy; skipping");
+                return RunReport {
+                    outcome: RunOutcome::Skipped,
+                    counts: RunCounts::default(),
+                    cursor: None,
+                };
+            }
+            Err(e) => {
+                return failed_before_start(Stop(
+                    FailureCode::StoreUnavailable,
+                    format!("taking the lease: {e}"),
+                ));
+            }
+        };
+        let report = run_with_lease(
+            env,
+            run,
+            definition,
+            &lease,
+            &mut source,
+            &destination,
+            progress,
+        )
+        .await;
+        // Releasing is a courtesy to the next run; if it fails the TTL frees it.
+        if let Err(e) = env.leases.release(&lease).await {
+            warn!(error = %e, "Releasing the lease failed; it expires on its own");
+        }
+        report
+    }
+    .instrument(span)
+    .await
+}
+
+fn failed_before_start(stop: Stop) -> RunReport {
+    RunReport {
+        outcome: RunOutcome::Failed {
+            code: stop.0,
+            detail: stop.1,
+        },
+        counts: RunCounts::default(),
+        cursor: None,
+    }
+}
+
+async fn run_with_lease(
+    env: &RunEnv,
+    run: &RunRow,
+    definition: &SyncDefinition,
+    lease: &Lease,
+    source: &mut AnySource,
+    destination: &AnyDestination,
+    progress: &mut (dyn FnMut(&PageProgress) + Send),
+) -> RunReport {
+    let lost = Arc::new(AtomicBool::new(false));
+    let start = match cursors::get_cursor(&env.store, &run.sync_id).await {
+        Ok(row) => row.and_then(|r| r.cursor.map(|c| c.0)),
+        Err(e) => return failed_before_start(e.into()),
+    };
+    if let Err(e) = runs::record_lease(
+        &env.store,
+        run.id,
+        &lease.value,
+        lease.fence,
+        start.as_ref(),
+    )
+    .await
+    {
+        return failed_before_start(e.into());
+    }
+    info!(fence = lease.fence, cursor = ?start, "Run started");
+    let mut state = LoopState {
+        counts: RunCounts::default(),
+        cursor: start,
+        page: 0,
+    };
+    let pages = page_loop(
+        env,
+        run,
+        definition,
+        lease,
+        source,
+        destination,
+        &lost,
+        &mut state,
+        progress,
+    );
+    let renewal = renew_until_lost(env, run.id, lease, &lost);
+    let result = tokio::select! {
+        result = pages => result,
+        never = renewal => match never {},
+    };
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(Stop(code, detail)) => {
+            // Persist the last clean cursor once more before the failure is
+            // recorded (refused, harmlessly, if the fence moved on).
+            if let Err(e) = cursors::checkpoint_cursor(
+                &env.store,
+                &run.sync_id,
+                state.cursor.as_ref(),
+                lease.fence,
+                run.id,
+            )
+            .await
+            {
+                warn!(error = %e, "Could not persist the last clean cursor again");
+            }
+            warn!(code = %code, detail = %detail, "Run failed");
+            RunOutcome::Failed { code, detail }
+        }
+    };
+    RunReport {
+        outcome,
+        counts: state.counts,
+        cursor: state.cursor,
+    }
+}
+
+/// Renews the lease every `renew_every` (and the run's heartbeat with it). Never
+/// returns: it marks `lost` and idles when the lease is gone.
+async fn renew_until_lost(
+    env: &RunEnv,
+    run_id: i64,
+    lease: &Lease,
+    lost: &AtomicBool,
+) -> std::convert::Infallible {
+    loop {
+        tokio::time::sleep(env.renew_every).await;
+        match env.leases.renew(lease).await {
+            Ok(true) => {
+                if let Err(e) = runs::touch_heartbeat(&env.store, run_id).await {
+                    warn!(error = %e, "Heartbeat write failed");
+                }
+            }
+            Ok(false) => {
+                warn!("Lease renewal found the lease gone");
+                lost.store(true, Ordering::SeqCst);
+                return std::future::pending().await;
+            }
+            // A Redis hiccup is not a loss; the proof before the next checkpoint decides.
+            Err(e) => warn!(error = %e, "Lease renewal failed"),
+        }
+    }
+}
+
+struct LoopState {
+    counts: RunCounts,
+    cursor: Option<Value>,
+    page: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn page_loop(
+    env: &RunEnv,
+    run: &RunRow,
+    definition: &SyncDefinition,
+    lease: &Lease,
+    source: &mut AnySource,
+    destination: &AnyDestination,
+    lost: &AtomicBool,
+    state: &mut LoopState,
+    progress: &mut (dyn FnMut(&PageProgress) + Send),
+) -> Result<RunOutcome, Stop> {
+    let fingerprint = source.fingerprint();
+    loop {
+        if env.stop.is_cancelled() {
+            info!("Stopping at a clean batch boundary");
+            return Ok(RunOutcome::Stopped);
+        }
+        let page = source.fetch_page(state.cursor.as_ref()).await?;
+        if page.records.is_empty() {
+            return Ok(RunOutcome::Succeeded);
+        }
+        state.page += 1;
+        let before = state.counts;
+        let rejected_all = deliver_page(
+            env,
+            run,
+            definition,
+            lease,
+            destination,
+            &fingerprint,
+            state.cursor.as_ref(),
+            &page.records,
+            &mut state.counts,
+        )
+        .await?;
+        if rejected_all {
+            return Err(Stop(
+                FailureCode::DestinationRejectedAll,
+                format!(
+                    "all {} records of page {} were rejected",
+                    page.records.len(),
+                    state.page
+                ),
+            ));
+        }
+        // The page is clean: prove we still own the sync, then move the cursor.
+        if lost.load(Ordering::SeqCst) {
+            return Err(lease_lost("the lease could not be renewed"));
+        }
+        match env.leases.prove(lease).await {
+            Ok(true) => {}
+            Ok(false) => return Err(lease_lost("the lease was gone at the checkpoint")),
+            Err(e) => {
+                return Err(Stop(
+                    FailureCode::StoreUnavailable,
+                    format!("proving the lease: {e}"),
+                ));
+            }
+        }
+        if !cursors::checkpoint_cursor(
+            &env.store,
+            &run.sync_id,
+            page.next_cursor.as_ref(),
+            lease.fence,
+            run.id,
+        )
+        .await?
+        {
+            return Err(lease_lost("a newer fence wrote the cursor"));
+        }
+        state.cursor = page.next_cursor.clone();
+        runs::record_progress(&env.store, run.id, &state.counts, state.cursor.as_ref()).await?;
+        info!(
+            page = state.page,
+            records = page.records.len(),
+            written = state.counts.written - before.written,
+            replayed = state.counts.replayed - before.replayed,
+            rejected = state.counts.rejected - before.rejected,
+            "Page done"
+        );
+        progress(&PageProgress {
+            page: state.page,
+            records: page.records.len(),
+            counts: state.counts,
+        });
+        if page.last {
+            return Ok(RunOutcome::Succeeded);
+        }
+    }
+}
+
+/// One record on its way: its key, where it stands, and its mapped contact.
+struct Pending {
+    key: DeliveryKey,
+    outbound: Outbound,
+    /// Found `pending` from an earlier run: its outcome is unknown.
+    suspect: bool,
+}
+
+/// Delivers one page; returns true when every record of it was rejected.
+#[allow(clippy::too_many_arguments)]
+async fn deliver_page(
+    env: &RunEnv,
+    run: &RunRow,
+    definition: &SyncDefinition,
+    lease: &Lease,
+    destination: &AnyDestination,
+    fingerprint: &str,
+    page_cursor: Option<&Value>,
+    records: &[Value],
+    counts: &mut RunCounts,
+) -> Result<bool, Stop> {
+    counts.read += records.len() as i64;
+    let sync_id = run.sync_id.as_str();
+    let mut rejections = Vec::new();
+    let mut mapped = Vec::with_capacity(records.len());
+    for (position, record) in records.iter().enumerate() {
+        let key = DeliveryKey::derive(sync_id, fingerprint, page_cursor, position as u64, record);
+        match map_record(&definition.mapping, record) {
+            Ok(contact) => mapped.push((key, contact)),
+            Err(e) => rejections.push(Rejection {
+                key: Some(key.0.to_vec()),
+                email: None,
+                code: e.code().to_string(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    let known: HashMap<DeliveryKey, ledger::LedgerEntry> = if env.bench_without_ledger {
+        HashMap::new()
+    } else {
+        let keys: Vec<Vec<u8>> = mapped.iter().map(|(k, _)| k.0.to_vec()).collect();
+        ledger::lookup_keys(&env.store, sync_id, &keys)
+            .await?
+            .into_iter()
+            .filter_map(|e| DeliveryKey::from_slice(&e.key).map(|k| (k, e)))
+            .collect()
+    };
+    let mut fresh = Vec::new();
+    let mut suspects = Vec::new();
+    let mut replayed = 0;
+    for (key, contact) in mapped {
+        let email = contact.email.clone();
+        let item = Pending {
+            key,
+            outbound: Outbound {
+                key_hex: key.hex(),
+                contact,
+            },
+            suspect: false,
+        };
+        match known.get(&key) {
+            Some(entry) if entry.status == "completed" => replayed += 1,
+            Some(entry) if entry.attempts >= env.record_attempts => rejections.push(Rejection {
+                key: Some(key.0.to_vec()),
+                email: Some(email),
+                code: ATTEMPT_BUDGET_EXHAUSTED.into(),
+                message: format!(
+                    "sent {} times without a confirmed answer; not sent again",
+                    entry.attempts
+                ),
+            }),
+            Some(_) => suspects.push(Pending {
+                suspect: true,
+                ..item
+            }),
+            None => fresh.push(item),
+        }
+    }
+    counts.replayed += replayed;
+    let exhausted = rejections
+        .iter()
+        .filter(|r| r.code == ATTEMPT_BUDGET_EXHAUSTED)
+        .count();
+
+    // Suspects go alone, fresh records in the destination's batch size; a bulk
+    // destination takes the whole page in one call.
+    let mut batches: Vec<Vec<Pending>> = Vec::new();
+    match destination.batch_size() {
+        Some(n) => {
+            batches.extend(suspects.into_iter().map(|s| vec![s]));
+            let mut fresh = fresh.into_iter().peekable();
+            while fresh.peek().is_some() {
+                batches.push(fresh.by_ref().take(n.max(1)).collect());
+            }
+        }
+        None => {
+            let mut all = suspects;
+            all.extend(fresh);
+            if !all.is_empty() {
+                batches.push(all);
+            }
+        }
+    }
+
+    let mut delivered = 0;
+    for batch in batches {
+        delivered +=
+            deliver_batch(env, run, lease, destination, batch, counts, &mut rejections).await?;
+    }
+    counts.written += delivered as i64;
+    counts.rejected += rejections.len() as i64;
+    ledger::record_rejections(&env.store, run.id, sync_id, &rejections).await?;
+    let rejected_for_cause = rejections.len() - exhausted;
+    Ok(rejected_for_cause == records.len())
+}
+
+/// Claims, sends and completes one batch; returns how many were delivered.
+async fn deliver_batch(
+    env: &RunEnv,
+    run: &RunRow,
+    lease: &Lease,
+    destination: &AnyDestination,
+    batch: Vec<Pending>,
+    counts: &mut RunCounts,
+    rejections: &mut Vec<Rejection>,
+) -> Result<usize, Stop> {
+    let sync_id = run.sync_id.as_str();
+    let batch = if env.bench_without_ledger {
+        batch
+    } else {
+        let keys: Vec<Vec<u8>> = batch.iter().map(|p| p.key.0.to_vec()).collect();
+        let claimed =
+            match ledger::claim_keys(&env.store, sync_id, &keys, run.id, lease.fence).await? {
+                Claim::Fenced => {
+                    return Err(lease_lost(
+                        "a newer fence was issued before the records were claimed",
+                    ));
+                }
+                Claim::Claimed(claimed) => claimed,
+            };
+        let claimed: HashMap<Vec<u8>, i32> = claimed.into_iter().collect();
+        // A key completed by someone else between lookup and claim is not sent.
+        counts.replayed += (batch.len() - claimed.len()) as i64;
+        batch
+            .into_iter()
+            .filter(|p| claimed.contains_key(&p.key.0[..]))
+            .collect()
+    };
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    let resent = batch.iter().filter(|p| p.suspect).count();
+    if resent > 0 {
+        counts.resent += resent as i64;
+        info!(
+            keys = resent,
+            "Re-sending keys left pending by an earlier run"
+        );
+    }
+    let outbound: Vec<Outbound> = batch.iter().map(|p| p.outbound.clone()).collect();
+    let outcomes = destination.deliver(&outbound).await?;
+    let mut done_keys = Vec::new();
+    let mut done_results = Vec::new();
+    let mut refused_keys = Vec::new();
+    for (item, outcome) in batch.iter().zip(outcomes) {
+        match outcome {
+            RecordOutcome::Delivered(result) => {
+                done_keys.push(item.key.0.to_vec());
+                done_results.push(result);
+            }
+            RecordOutcome::Rejected { code, message } => {
+                refused_keys.push(item.key.0.to_vec());
+                rejections.push(Rejection {
+                    key: Some(item.key.0.to_vec()),
+                    email: Some(item.outbound.contact.email.clone()),
+                    code,
+                    message,
+                });
+            }
+        }
+    }
+    if !env.bench_without_ledger {
+        if !done_keys.is_empty() {
+            ledger::complete_keys(&env.store, sync_id, &done_keys, &done_results).await?;
+        }
+        if !refused_keys.is_empty() {
+            ledger::release_keys(&env.store, sync_id, &refused_keys).await?;
+        }
+    }
+    Ok(done_keys.len())
+}
