@@ -1,6 +1,7 @@
 //! syncward's integration tests: one binary, a module per guarantee or part.
 //! Real Postgres, real Redis, the real binary; a missing service fails loudly.
 
+mod fakes;
 mod helpers;
 
 mod config_loading;
@@ -8,4 +9,5 @@ mod harness;
 mod schema;
 mod sync_commands;
 mod sync_files;
+mod sync_run;
 mod systemd_unit;

@@ -57,12 +57,19 @@ impl PostgresSource {
                 config.url_env
             ))
         })?;
-        let options: PgConnectOptions = url.parse().map_err(|e| {
+        Self::with_url(config, &url).map_err(|_| {
             SourceError::InvalidConfig(format!(
-                "environment variable {} does not hold a Postgres URL: {e}",
+                "environment variable {} does not hold a Postgres URL",
                 config.url_env
             ))
-        })?;
+        })
+    }
+
+    /// A source reading from `url` instead of the variable `url_env` names.
+    pub fn with_url(config: &PostgresSourceConfig, url: &str) -> Result<Self, SourceError> {
+        let options: PgConnectOptions = url
+            .parse()
+            .map_err(|e| SourceError::InvalidConfig(format!("not a Postgres URL: {e}")))?;
         Ok(Self {
             config: config.clone(),
             options,

@@ -4,6 +4,7 @@
 pub mod cli;
 mod db;
 mod redis;
+pub mod scenario;
 
 pub use cli::Syncward;
 pub use db::TestDb;

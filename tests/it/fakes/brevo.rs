@@ -1,0 +1,653 @@
+//! A Brevo API v3 fake (contacts, imports, processes), built from
+//! ../shared/specs/brevo-v3-openapi.2025-08.yml and the facts in its README:
+//! `api-key` auth with Brevo's 401 bodies, request shapes checked against the
+//! spec, upsert by e-mail, and scripted faults (429 with
+//! `x-sib-ratelimit-reset`, 500, a hang, garbage bodies, rejection rules) plus a
+//! hook that runs after a write is applied and before the answer goes out.
+//! Used by the tests and, as `examples/brevo_fake.rs`, by the quick start.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+/// A fault the next write request (contacts or import) gets instead of service.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// 429 with `x-sib-ratelimit-reset: secs`.
+    RateLimited { reset_secs: u64 },
+    /// 500.
+    ServerError,
+    /// Never answers (the client's timeout must fire).
+    Hang,
+    /// A success status with a body that is not JSON.
+    Garbage,
+    /// 401 as for a revoked key.
+    Unauthorized,
+}
+
+/// One request as received.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    pub api_key: Option<String>,
+    pub body: Value,
+    pub status: u16,
+}
+
+/// One contact written (created or updated), by a single create or an import row.
+#[derive(Debug, Clone)]
+pub struct ContactWrite {
+    pub email: String,
+    pub attributes: Value,
+    pub via: &'static str,
+    /// 1-based number of the write request that carried it.
+    pub request: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeContact {
+    pub id: i64,
+    pub attributes: serde_json::Map<String, Value>,
+    pub list_ids: Vec<i64>,
+}
+
+/// What a hook sees: the write request's number and the e-mails it carried.
+#[derive(Debug, Clone)]
+pub struct WriteEvent {
+    pub request: usize,
+    pub emails: Vec<String>,
+}
+
+type Hook = Arc<dyn Fn(&WriteEvent) + Send + Sync>;
+type Rule = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+#[derive(Default)]
+struct Inner {
+    requests: Vec<RecordedRequest>,
+    writes: Vec<ContactWrite>,
+    contacts: BTreeMap<String, FakeContact>,
+    next_contact_id: i64,
+    processes: BTreeMap<i64, Value>,
+    next_process_id: i64,
+    write_requests: usize,
+    faults: VecDeque<Fault>,
+    always: Option<Fault>,
+    reject: Option<Rule>,
+    hook: Option<Hook>,
+    process_status: Option<String>,
+}
+
+struct Shared {
+    api_key: String,
+    inner: Mutex<Inner>,
+}
+
+/// The running fake. Dropping it stops the server.
+pub struct BrevoFake {
+    pub addr: SocketAddr,
+    /// `http://127.0.0.1:PORT/v3`: the sync's `destination.base_url`.
+    pub base_url: String,
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for BrevoFake {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl BrevoFake {
+    /// Starts on an ephemeral loopback port.
+    pub async fn start(api_key: &str) -> anyhow::Result<Self> {
+        Self::start_on("127.0.0.1:0".parse()?, api_key).await
+    }
+
+    pub async fn start_on(addr: SocketAddr, api_key: &str) -> anyhow::Result<Self> {
+        let shared = Arc::new(Shared {
+            api_key: api_key.to_string(),
+            inner: Mutex::new(Inner {
+                next_contact_id: 1,
+                next_process_id: 1,
+                ..Inner::default()
+            }),
+        });
+        let app = Router::new()
+            .route("/v3/contacts", post(create_contact))
+            .route("/v3/contacts/import", post(import_contacts))
+            .route("/v3/processes/{id}", get(get_process))
+            .route("/_fake/contacts", get(list_contacts))
+            // Brevo takes import bodies up to 10 MB.
+            .layer(DefaultBodyLimit::max(11 * 1024 * 1024))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(async move {
+            // The server only ends when the fake is dropped (aborted).
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            addr,
+            base_url: format!("http://{addr}/v3"),
+            shared,
+            server,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        lock(&self.shared)
+    }
+
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.lock().requests.clone()
+    }
+
+    /// Requests to one path (e.g. `/v3/contacts/import`).
+    pub fn requests_to(&self, path: &str) -> Vec<RecordedRequest> {
+        self.lock()
+            .requests
+            .iter()
+            .filter(|r| r.path == path)
+            .cloned()
+            .collect()
+    }
+
+    pub fn writes(&self) -> Vec<ContactWrite> {
+        self.lock().writes.clone()
+    }
+
+    pub fn contacts(&self) -> BTreeMap<String, FakeContact> {
+        self.lock().contacts.clone()
+    }
+
+    /// Faults for the next write requests, in order, one each.
+    pub fn push_faults(&self, faults: impl IntoIterator<Item = Fault>) {
+        self.lock().faults.extend(faults);
+    }
+
+    /// A fault for every write request from now on (`None` to heal).
+    pub fn set_fault_always(&self, fault: Option<Fault>) {
+        self.lock().always = fault;
+    }
+
+    /// E-mails for which Brevo answers 400 (single) or counts a failed row (import).
+    pub fn reject_emails(&self, rule: impl Fn(&str) -> bool + Send + Sync + 'static) {
+        self.lock().reject = Some(Arc::new(rule));
+    }
+
+    /// Runs after each write request's contacts are applied, before the answer.
+    pub fn on_write(&self, hook: impl Fn(&WriteEvent) + Send + Sync + 'static) {
+        self.lock().hook = Some(Arc::new(hook));
+    }
+
+    /// The status new import processes report (default `completed`).
+    pub fn set_process_status(&self, status: &str) {
+        self.lock().process_status = Some(status.to_string());
+    }
+}
+
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Inner> {
+    // A panic while holding the lock only happens in a failing test; keep going.
+    shared.inner.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"code": code, "message": message})),
+    )
+        .into_response()
+}
+
+fn record(
+    shared: &Shared,
+    method: &str,
+    path: &str,
+    headers: &HeaderMap,
+    body: &Value,
+    status: u16,
+) {
+    let api_key = headers
+        .get("api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    lock(shared).requests.push(RecordedRequest {
+        method: method.into(),
+        path: path.into(),
+        api_key,
+        body: body.clone(),
+        status,
+    });
+}
+
+/// Checks `api-key` as Brevo does.
+fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
+    match headers.get("api-key").and_then(|v| v.to_str().ok()) {
+        None => Err(error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "authentication not found in headers",
+        )),
+        Some(key) if key != shared.api_key => Err(error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Key not found",
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// The fault this write request gets, if any.
+fn take_fault(shared: &Shared) -> Option<Fault> {
+    let mut inner = lock(shared);
+    inner.faults.pop_front().or_else(|| inner.always.clone())
+}
+
+async fn apply_fault(fault: Fault) -> Response {
+    match fault {
+        Fault::RateLimited { reset_secs } => {
+            let mut response = (StatusCode::TOO_MANY_REQUESTS, "Too Many Requests").into_response();
+            let h = response.headers_mut();
+            h.insert(
+                "x-sib-ratelimit-limit",
+                "10".parse().expect("static header"),
+            );
+            h.insert(
+                "x-sib-ratelimit-remaining",
+                "0".parse().expect("static header"),
+            );
+            h.insert(
+                "x-sib-ratelimit-reset",
+                reset_secs.to_string().parse().expect("number header"),
+            );
+            response
+        }
+        Fault::ServerError => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error").into_response()
+        }
+        Fault::Hang => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            StatusCode::GATEWAY_TIMEOUT.into_response()
+        }
+        Fault::Garbage => (StatusCode::CREATED, "<html>upstream garbage").into_response(),
+        Fault::Unauthorized => error(StatusCode::UNAUTHORIZED, "unauthorized", "Key not found"),
+    }
+}
+
+fn parse_body(body: &Bytes) -> Result<Value, Response> {
+    serde_json::from_slice(body).map_err(|_| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "Input must be a valid JSON object",
+        )
+    })
+}
+
+/// Validates attributes (`additionalProperties: number | string | boolean | [string]`) and listIds.
+fn check_contact_fields(body: &Value) -> Result<(), Response> {
+    if let Some(attrs) = body.get("attributes") {
+        let Some(map) = attrs.as_object() else {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_parameter",
+                "attributes should be an object",
+            ));
+        };
+        for (name, value) in map {
+            let ok = match value {
+                Value::Number(_) | Value::String(_) | Value::Bool(_) | Value::Null => true,
+                Value::Array(items) => items.iter().all(Value::is_string),
+                Value::Object(_) => false,
+            };
+            if !ok {
+                return Err(error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_parameter",
+                    &format!("attribute {name} has an invalid type"),
+                ));
+            }
+        }
+    }
+    if let Some(lists) = body.get("listIds")
+        && !lists
+            .as_array()
+            .is_some_and(|a| a.iter().all(|v| v.as_i64().is_some()))
+    {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            "listIds should be an array of integers",
+        ));
+    }
+    Ok(())
+}
+
+fn upsert(
+    inner: &mut Inner,
+    email: &str,
+    attributes: &Value,
+    lists: &[i64],
+    via: &'static str,
+    request: usize,
+) -> bool {
+    let key = email.to_lowercase();
+    let attrs = attributes.as_object().cloned().unwrap_or_default();
+    inner.writes.push(ContactWrite {
+        email: key.clone(),
+        attributes: attributes.clone(),
+        via,
+        request,
+    });
+    match inner.contacts.get_mut(&key) {
+        Some(existing) => {
+            existing.attributes.extend(attrs);
+            for l in lists {
+                if !existing.list_ids.contains(l) {
+                    existing.list_ids.push(*l);
+                }
+            }
+            false
+        }
+        None => {
+            let id = inner.next_contact_id;
+            inner.next_contact_id += 1;
+            inner.contacts.insert(
+                key,
+                FakeContact {
+                    id,
+                    attributes: attrs,
+                    list_ids: lists.to_vec(),
+                },
+            );
+            true
+        }
+    }
+}
+
+fn run_hook(shared: &Shared, event: WriteEvent) {
+    let hook = lock(shared).hook.clone();
+    if let Some(hook) = hook {
+        hook(&event);
+    }
+}
+
+async fn create_contact(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = "/v3/contacts";
+    let parsed = parse_body(&body).unwrap_or(Value::Null);
+    let response = create_contact_inner(&shared, &headers, &body).await;
+    record(
+        &shared,
+        "POST",
+        path,
+        &headers,
+        &parsed,
+        response.status().as_u16(),
+    );
+    response
+}
+
+async fn create_contact_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response {
+    if let Err(r) = authorize(shared, headers) {
+        return r;
+    }
+    if let Some(fault) = take_fault(shared) {
+        return apply_fault(fault).await;
+    }
+    let body = match parse_body(body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let Some(email) = body.get("email").and_then(Value::as_str) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "missing_parameter",
+            "email is missing",
+        );
+    };
+    if !email.contains('@') {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            "Invalid email address",
+        );
+    }
+    if let Err(r) = check_contact_fields(&body) {
+        return r;
+    }
+    let rejected = lock(shared).reject.clone().is_some_and(|rule| rule(email));
+    if rejected {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            "Contact rejected by the fake's rule",
+        );
+    }
+    let update_enabled = body
+        .get("updateEnabled")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let lists: Vec<i64> = body
+        .get("listIds")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    let attributes = body.get("attributes").cloned().unwrap_or(json!({}));
+    let (created, id, request) = {
+        let mut inner = lock(shared);
+        let exists = inner.contacts.contains_key(&email.to_lowercase());
+        if exists && !update_enabled {
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(json!({"code": "duplicate_parameter", "message": "Contact already exist", "metadata": {"duplicate_identifiers": ["email"]}})),
+            )
+                .into_response();
+        }
+        inner.write_requests += 1;
+        let request = inner.write_requests;
+        let created = upsert(&mut inner, email, &attributes, &lists, "contacts", request);
+        let id = inner
+            .contacts
+            .get(&email.to_lowercase())
+            .map(|c| c.id)
+            .unwrap_or_default();
+        (created, id, request)
+    };
+    run_hook(
+        shared,
+        WriteEvent {
+            request,
+            emails: vec![email.to_lowercase()],
+        },
+    );
+    if created {
+        (StatusCode::CREATED, axum::Json(json!({"id": id}))).into_response()
+    } else {
+        StatusCode::NO_CONTENT.into_response()
+    }
+}
+
+async fn import_contacts(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let parsed = parse_body(&body).unwrap_or(Value::Null);
+    let response = import_inner(&shared, &headers, &body).await;
+    record(
+        &shared,
+        "POST",
+        "/v3/contacts/import",
+        &headers,
+        &parsed,
+        response.status().as_u16(),
+    );
+    response
+}
+
+async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response {
+    if let Err(r) = authorize(shared, headers) {
+        return r;
+    }
+    if let Some(fault) = take_fault(shared) {
+        return apply_fault(fault).await;
+    }
+    if body.len() > 10 * 1024 * 1024 {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            "Maximum allowed body size is 10MB",
+        );
+    }
+    let body = match parse_body(body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let sources = ["jsonBody", "fileBody", "fileUrl"]
+        .iter()
+        .filter(|k| body.get(**k).is_some())
+        .count();
+    if sources != 1 {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            "Exactly one of fileUrl, fileBody, jsonBody is required",
+        );
+    }
+    let Some(rows) = body.get("jsonBody").and_then(Value::as_array) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            "this fake only imports jsonBody",
+        );
+    };
+    if body.get("listIds").is_none() && body.get("newList").is_none() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "missing_parameter",
+            "listIds or newList is required",
+        );
+    }
+    if let Err(r) =
+        check_contact_fields(&json!({"listIds": body.get("listIds").cloned().unwrap_or(json!([]))}))
+    {
+        return r;
+    }
+    for row in rows {
+        if row.get("email").and_then(Value::as_str).is_none() {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_parameter",
+                "every jsonBody row needs an email",
+            );
+        }
+        if let Err(r) = check_contact_fields(row) {
+            return r;
+        }
+    }
+    let lists: Vec<i64> = body
+        .get("listIds")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    let (process_id, request, emails) = {
+        let mut inner = lock(shared);
+        inner.write_requests += 1;
+        let request = inner.write_requests;
+        let reject = inner.reject.clone();
+        let (mut imported, mut updated, mut invalid) = (0, 0, 0);
+        let mut emails = Vec::new();
+        for row in rows {
+            let email = row["email"].as_str().unwrap_or_default();
+            if !email.contains('@') || reject.as_ref().is_some_and(|rule| rule(email)) {
+                invalid += 1;
+                continue;
+            }
+            emails.push(email.to_lowercase());
+            let attributes = row.get("attributes").cloned().unwrap_or(json!({}));
+            if upsert(&mut inner, email, &attributes, &lists, "import", request) {
+                imported += 1
+            } else {
+                updated += 1
+            }
+        }
+        let id = inner.next_process_id;
+        inner.next_process_id += 1;
+        let status = inner
+            .process_status
+            .clone()
+            .unwrap_or_else(|| "completed".into());
+        inner.processes.insert(
+            id,
+            json!({
+                "id": id, "name": "IMPORTUSER", "status": status,
+                "info": {"import": {"imported": imported, "updated": updated, "invalid_emails": invalid,
+                                     "duplicate_email_id": 0, "duplicate_ext_id": 0, "duplicate_sms": 0}}
+            }),
+        );
+        (id, request, emails)
+    };
+    run_hook(shared, WriteEvent { request, emails });
+    (
+        StatusCode::ACCEPTED,
+        axum::Json(json!({"processId": process_id})),
+    )
+        .into_response()
+}
+
+async fn get_process(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let response = match authorize(&shared, &headers) {
+        Err(r) => r,
+        Ok(()) => match id
+            .parse::<i64>()
+            .ok()
+            .and_then(|id| lock(&shared).processes.get(&id).cloned())
+        {
+            Some(process) => (StatusCode::OK, axum::Json(process)).into_response(),
+            None => error(
+                StatusCode::NOT_FOUND,
+                "invalid_parameter",
+                "processId is invalid",
+            ),
+        },
+    };
+    record(
+        &shared,
+        "GET",
+        &format!("/v3/processes/{id}"),
+        &headers,
+        &Value::Null,
+        response.status().as_u16(),
+    );
+    response
+}
+
+/// Not Brevo: lets people and scripts see what the fake holds.
+async fn list_contacts(State(shared): State<Arc<Shared>>) -> Response {
+    let inner = lock(&shared);
+    let contacts: Vec<Value> = inner
+        .contacts
+        .iter()
+        .map(|(email, c)| json!({"email": email, "id": c.id, "attributes": c.attributes, "listIds": c.list_ids}))
+        .collect();
+    axum::Json(json!({"count": contacts.len(), "writes": inner.writes.len(), "contacts": contacts}))
+        .into_response()
+}

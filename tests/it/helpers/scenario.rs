@@ -1,0 +1,209 @@
+//! `Scenario`: a sync from a Postgres table in the test database to the Brevo
+//! fake, published through the real CLI, ready to run.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::{Syncward, TestDb, TestRedis};
+use crate::fakes::brevo::BrevoFake;
+
+pub const BREVO_KEY: &str = "xkeysib-test-key";
+pub const SYNC_ID: &str = "acme-contacts";
+
+/// Options of the published sync.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    pub mode: &'static str,
+    pub page_size: u32,
+    pub rows: i64,
+    pub concurrency: u32,
+    pub timeout: &'static str,
+}
+
+impl Default for SyncOptions {
+    fn default() -> Self {
+        Self {
+            mode: "bulk",
+            page_size: 10,
+            rows: 30,
+            concurrency: 4,
+            timeout: "5s",
+        }
+    }
+}
+
+pub struct Scenario {
+    pub db: TestDb,
+    pub redis: TestRedis,
+    pub fake: BrevoFake,
+    pub cli: Syncward,
+    pub dir: tempfile::TempDir,
+    /// The pid of the runner a fake hook should kill (0: none).
+    pub runner_pid: Arc<AtomicU32>,
+}
+
+impl Scenario {
+    /// Source table `contacts(id, email, first_name)` with `rows` rows
+    /// (`user{id}@example.com`), the sync published, a runner with short leases.
+    pub async fn new(options: SyncOptions) -> anyhow::Result<Self> {
+        let db = TestDb::new().await?;
+        let redis = TestRedis::new().await?;
+        let fake = BrevoFake::start(BREVO_KEY).await?;
+        sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text, first_name text)")
+            .execute(&db.pool)
+            .await?;
+        sqlx::query(
+            "INSERT INTO contacts SELECT i, 'user' || i || '@example.com', 'First' || i FROM generate_series(1, $1) i",
+        )
+        .bind(options.rows)
+        .execute(&db.pool)
+        .await?;
+        let cli = Syncward::new(&db, Some(&redis))
+            .with_env("TEST_SOURCE_URL", &db.url)
+            .with_env("TEST_BREVO_KEY", BREVO_KEY)
+            // Short leases, so a killed runner's lease frees itself within seconds.
+            .with_env("SYNCWARD__LEASE__TTL", "3s")
+            .with_env("SYNCWARD__LEASE__RENEW_EVERY", "1s");
+        let dir = tempfile::tempdir()?;
+        let scenario = Self {
+            db,
+            redis,
+            fake,
+            cli,
+            dir,
+            runner_pid: Arc::new(AtomicU32::new(0)),
+        };
+        scenario.publish(&options).await?;
+        Ok(scenario)
+    }
+
+    pub async fn publish(&self, o: &SyncOptions) -> anyhow::Result<()> {
+        let text = format!(
+            r#"
+id = "{SYNC_ID}"
+workspace = "acme"
+schedule = "0 */15 * * * *"
+
+[source]
+kind = "postgres"
+url_env = "TEST_SOURCE_URL"
+query = "SELECT id, email, first_name FROM contacts"
+cursor_column = "id"
+page_size = {page_size}
+
+[destination]
+kind = "brevo"
+api_key_env = "TEST_BREVO_KEY"
+base_url = "{base}"
+mode = "{mode}"
+list_ids = [12]
+concurrency = {concurrency}
+timeout = "{timeout}"
+
+[mapping]
+email = "email"
+attributes = {{ FIRSTNAME = "first_name" }}
+"#,
+            page_size = o.page_size,
+            base = self.fake.base_url,
+            mode = o.mode,
+            concurrency = o.concurrency,
+            timeout = o.timeout,
+        );
+        let path = self.dir.path().join("sync.toml");
+        std::fs::write(&path, text)?;
+        self.cli
+            .run(&["sync", "apply", path.to_str().unwrap_or_default()])
+            .await?
+            .ok()?;
+        Ok(())
+    }
+
+    /// Runs the sync in the foreground to its end (or its death).
+    pub async fn run_foreground(&self) -> anyhow::Result<super::cli::Outcome> {
+        let child = self
+            .cli
+            .command(&["sync", "run", SYNC_ID, "--foreground"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        self.runner_pid
+            .store(child.id().unwrap_or(0), Ordering::SeqCst);
+        let output = child.wait_with_output().await?;
+        self.runner_pid.store(0, Ordering::SeqCst);
+        Ok(super::cli::Outcome {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+
+    /// A hook action: SIGKILL the runner now.
+    pub fn killer(&self) -> impl Fn() + Send + Sync + 'static {
+        let pid = self.runner_pid.clone();
+        move || {
+            let pid = pid.load(Ordering::SeqCst);
+            if pid != 0 {
+                // `kill` is the plain way to send a signal without unsafe code.
+                let _ = std::process::Command::new("kill")
+                    .arg("-KILL")
+                    .arg(pid.to_string())
+                    .status();
+            }
+        }
+    }
+
+    pub fn lease_key(&self) -> String {
+        format!("{}:lease:{SYNC_ID}", self.redis.prefix)
+    }
+
+    /// Waits (up to 10 s) until a dead runner's lease has expired.
+    pub async fn wait_for_lease_free(&self) -> anyhow::Result<()> {
+        for _ in 0..100 {
+            let mut conn = self.redis.pool.get().await?;
+            let exists: bool = deadpool_redis::redis::cmd("EXISTS")
+                .arg(self.lease_key())
+                .query_async(&mut conn)
+                .await?;
+            if !exists {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        anyhow::bail!("the lease {} never expired", self.lease_key())
+    }
+
+    /// The saved cursor's value, as text (`None` at the start).
+    pub async fn cursor(&self) -> anyhow::Result<Option<String>> {
+        let value: Option<sqlx::types::Json<serde_json::Value>> =
+            sqlx::query_scalar("SELECT cursor FROM sync_cursors WHERE sync_id = $1")
+                .bind(SYNC_ID)
+                .fetch_one(&self.db.pool)
+                .await?;
+        Ok(value.and_then(|v| {
+            v.0.get("value")
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        }))
+    }
+
+    /// The newest run as JSON (`runs show --json`).
+    pub async fn last_run(&self) -> anyhow::Result<serde_json::Value> {
+        let list = self
+            .cli
+            .run(&["runs", "list", "--sync", SYNC_ID, "--limit", "1", "--json"])
+            .await?
+            .ok()?
+            .json()?;
+        Ok(list[0].clone())
+    }
+
+    /// How often each e-mail was written to the fake.
+    pub fn writes_per_email(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for w in self.fake.writes() {
+            *counts.entry(w.email).or_insert(0) += 1;
+        }
+        counts
+    }
+}

@@ -1,0 +1,451 @@
+//! The crash-safe sync run (guarantees 1, 2, 3 and 7), through the real binary
+//! against real Postgres and Redis and the Brevo fake.
+
+use std::time::{Duration, Instant};
+
+use crate::fakes::brevo::Fault;
+use crate::helpers::scenario::{Scenario, SyncOptions};
+
+const LEASE_LOST: &str =
+    "The run lost its slot part-way through and stopped to avoid writing twice.";
+const LEASE_BUSY: &str = "Another run of this sync was already in progress";
+
+fn email(i: i64) -> String {
+    format!("user{i}@example.com")
+}
+
+/// The seed scenario: 3 pages, the runner SIGKILLed when page 3's write
+/// arrives; the cursor stays at page 3's start, and a new run replays what was
+/// completed and re-sends only what was still pending, at most once.
+async fn follow_one_contact(
+    mode: &'static str,
+    kill_at_request: usize,
+) -> anyhow::Result<Scenario> {
+    let s = Scenario::new(SyncOptions {
+        mode,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let kill = s.killer();
+    s.fake.on_write(move |event| {
+        if event.request == kill_at_request {
+            kill();
+        }
+    });
+    let first = s.run_foreground().await?;
+    assert_ne!(
+        first.code, 0,
+        "the runner should have been killed: {first:?}"
+    );
+    assert_eq!(
+        s.cursor().await?.as_deref(),
+        Some("20"),
+        "the cursor must stay at page 3's start"
+    );
+    let dead = s.last_run().await?;
+    assert_eq!(
+        dead["status"], "running",
+        "a killed run stays running until recovered"
+    );
+
+    s.fake.on_write(|_| {});
+    s.wait_for_lease_free().await?;
+    let second = s.run_foreground().await?.ok()?;
+    assert!(second.stdout.contains("succeeded"), "{}", second.stdout);
+    assert_eq!(s.cursor().await?.as_deref(), Some("30"));
+    let contacts = s.fake.contacts();
+    for i in 1..=30 {
+        assert!(
+            contacts.contains_key(&email(i)),
+            "{} never arrived",
+            email(i)
+        );
+    }
+    Ok(s)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_bulk_runner_resumes_at_page_3_and_resends_only_pending_keys_once()
+-> anyhow::Result<()> {
+    let s = follow_one_contact("bulk", 3).await?;
+    let writes = s.writes_per_email();
+    for i in 1..=20 {
+        assert_eq!(writes[&email(i)], 1, "{} was written again", email(i));
+    }
+    for i in 21..=30 {
+        assert_eq!(
+            writes[&email(i)],
+            2,
+            "page 3's pending keys are re-sent exactly once"
+        );
+    }
+    let run = s.last_run().await?;
+    assert_eq!(run["records_resent"], 10);
+    assert_eq!(run["records_written"], 10);
+    assert_eq!(run["records_read"], 10, "the new run starts at page 3");
+    // Four import calls in all: pages 1, 2, 3 (killed), and 3 again.
+    assert_eq!(s.fake.requests_to("/v3/contacts/import").len(), 4);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_single_runner_replays_completed_records_and_resends_pending_ones_at_most_once()
+-> anyhow::Result<()> {
+    // Page 3 goes out in chunks of 4: records 21–24, then 25–28 (the kill), then 29–30.
+    let s = follow_one_contact("single", 25).await?;
+    let writes = s.writes_per_email();
+    for i in (1..=24).chain(29..=30) {
+        assert_eq!(writes[&email(i)], 1, "{} was written twice", email(i));
+    }
+    for i in 25..=28 {
+        assert!(
+            (1..=2).contains(&writes[&email(i)]),
+            "{} written {} times",
+            email(i),
+            writes[&email(i)]
+        );
+    }
+    let run = s.last_run().await?;
+    assert_eq!(
+        run["records_replayed"], 4,
+        "21–24 completed before the kill"
+    );
+    assert_eq!(run["records_resent"], 4, "25–28 were pending");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn replay_of_a_delivered_range_makes_no_destination_call() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.run_foreground().await?.ok()?;
+    let calls = s.fake.requests().len();
+    sqlx::query("UPDATE sync_cursors SET cursor = NULL")
+        .execute(&s.db.pool)
+        .await?;
+    let again = s.run_foreground().await?.ok()?;
+    assert!(
+        again.stdout.contains("30 read, 0 written, 30 replayed"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(
+        s.fake.requests().len(),
+        calls,
+        "a fully delivered range must send nothing"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_the_lease_mid_run_stops_it_with_lease_lost_before_the_next_checkpoint()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let key = s.lease_key();
+    let url = s.redis.url.clone();
+    s.fake.on_write(move |event| {
+        if event.request == 2 {
+            let client = deadpool_redis::redis::Client::open(url.as_str()).expect("redis url");
+            let mut conn = client.get_connection().expect("redis connection");
+            let _: () = deadpool_redis::redis::cmd("DEL")
+                .arg(&key)
+                .query(&mut conn)
+                .expect("DEL");
+        }
+    });
+    let out = s.run_foreground().await?;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.contains(LEASE_LOST), "{}", out.stdout);
+    assert_eq!(
+        s.cursor().await?.as_deref(),
+        Some("10"),
+        "the cursor stays at the last proven batch"
+    );
+    let run = s.last_run().await?;
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["failure_code"], "lease_lost");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_run_while_the_lease_is_held_is_skipped_with_the_exact_sentence()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let mut conn = s.redis.pool.get().await?;
+    let _: () = deadpool_redis::redis::cmd("SET")
+        .arg(s.lease_key())
+        .arg("other/holder")
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut conn)
+        .await?;
+    let out = s.run_foreground().await?.ok()?;
+    assert!(out.stdout.contains(LEASE_BUSY), "{}", out.stdout);
+    let run = s.last_run().await?;
+    assert_eq!(run["status"], "skipped");
+    assert_eq!(run["failure_detail"], LEASE_BUSY);
+    assert!(s.fake.requests().is_empty());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoked_key_fails_the_run_as_destination_auth_failed() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.fake.push_faults([Fault::Unauthorized]);
+    let out = s.run_foreground().await?;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stdout.contains("destination_auth_failed"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("Renew the API key"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("yours"),
+        "the owner is the customer: {}",
+        out.stdout
+    );
+    assert_eq!(
+        s.last_run().await?["failure_code"],
+        "destination_auth_failed"
+    );
+    assert_eq!(s.cursor().await?, None);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_429_is_waited_out_for_its_reset_and_the_run_succeeds() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.fake.push_faults([Fault::RateLimited { reset_secs: 1 }]);
+    let started = Instant::now();
+    s.run_foreground().await?.ok()?;
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "the reset was not waited for"
+    );
+    let statuses: Vec<u16> = s
+        .fake
+        .requests_to("/v3/contacts/import")
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, [429, 202, 202, 202]);
+    assert_eq!(s.fake.contacts().len(), 30);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_500s_then_ok_succeeds() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.fake
+        .push_faults([Fault::ServerError, Fault::ServerError, Fault::ServerError]);
+    s.run_foreground().await?.ok()?;
+    let statuses: Vec<u16> = s
+        .fake
+        .requests_to("/v3/contacts/import")
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, [500, 500, 500, 202, 202, 202]);
+    assert_eq!(s.last_run().await?["status"], "succeeded");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_destination_that_keeps_failing_ends_as_destination_unavailable() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        timeout: "300ms",
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.fake.push_faults([
+        Fault::Garbage,
+        Fault::Hang,
+        Fault::ServerError,
+        Fault::ServerError,
+        Fault::ServerError,
+    ]);
+    let out = s.run_foreground().await?;
+    assert_eq!(out.code, 1);
+    let run = s.last_run().await?;
+    assert_eq!(run["failure_code"], "destination_unavailable");
+    assert_eq!(
+        s.cursor().await?,
+        None,
+        "nothing was delivered, so the cursor did not move"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_record_rejected_fails_the_run_as_destination_rejected_all() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        mode: "single",
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.fake.reject_emails(|_| true);
+    let out = s.run_foreground().await?;
+    assert_eq!(out.code, 1);
+    assert!(out.stdout.contains("Check the mapping"), "{}", out.stdout);
+    let run = s.last_run().await?;
+    assert_eq!(run["failure_code"], "destination_rejected_all");
+    assert_eq!(
+        s.cursor().await?,
+        None,
+        "a page rejected whole is not skipped over"
+    );
+    let kept: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM rejected_records WHERE code = 'invalid_parameter'",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    assert_eq!(kept, 10);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn some_rejected_records_are_kept_with_code_and_message_and_the_run_succeeds()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        mode: "single",
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.fake
+        .reject_emails(|e| e.starts_with("user7@") || e.starts_with("user17@"));
+    sqlx::query("UPDATE contacts SET email = NULL WHERE id = 23")
+        .execute(&s.db.pool)
+        .await?;
+    let out = s.run_foreground().await?.ok()?;
+    assert!(
+        out.stdout
+            .contains("30 read, 27 written, 0 replayed, 3 rejected"),
+        "{}",
+        out.stdout
+    );
+    let rows: Vec<(Option<String>, String, String)> = sqlx::query_as(
+        "SELECT email, code, message FROM rejected_records ORDER BY email NULLS LAST",
+    )
+    .fetch_all(&s.db.pool)
+    .await?;
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0].0.as_deref(), Some("user17@example.com"));
+    assert_eq!(rows[0].1, "invalid_parameter");
+    assert!(rows[0].2.contains("rejected"), "{}", rows[0].2);
+    assert_eq!(rows[2].0, None);
+    assert_eq!(rows[2].1, "missing_email");
+    assert_eq!(s.cursor().await?.as_deref(), Some("30"));
+    Ok(())
+}
+
+/// A record whose write kills the runner every time is sent at most
+/// `record_attempts` times across restarts, then rejected, and the rest of the
+/// source is delivered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_poison_record_is_sent_at_most_record_attempts_times_then_rejected() -> anyhow::Result<()>
+{
+    let s = Scenario::new(SyncOptions {
+        mode: "single",
+        ..SyncOptions::default()
+    })
+    .await?;
+    let poison = email(14);
+    let kill = s.killer();
+    let p = poison.clone();
+    s.fake.on_write(move |event| {
+        if event.emails.contains(&p) {
+            kill();
+        }
+    });
+    let mut finished = None;
+    for _ in 0..6 {
+        let out = s.run_foreground().await?;
+        if out.code == 0 {
+            finished = Some(out);
+            break;
+        }
+        s.wait_for_lease_free().await?;
+    }
+    let out =
+        finished.ok_or_else(|| anyhow::anyhow!("the sync never got past the poison record"))?;
+    assert!(out.stdout.contains("succeeded"), "{}", out.stdout);
+    let sends = s
+        .fake
+        .requests_to("/v3/contacts")
+        .iter()
+        .filter(|r| r.body["email"] == poison.as_str())
+        .count();
+    assert_eq!(
+        sends, 3,
+        "the poison record is sent exactly record_attempts times"
+    );
+    let code: String = sqlx::query_scalar("SELECT code FROM rejected_records WHERE email = $1")
+        .bind(&poison)
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(code, "attempt_budget_exhausted");
+    let contacts = s.fake.contacts();
+    for i in (1..=30).filter(|i| *i != 14) {
+        assert!(
+            contacts.contains_key(&email(i)),
+            "{} was not delivered",
+            email(i)
+        );
+    }
+    // Its neighbours in the same chunk were re-sent alone, not exhausted.
+    let exhausted: i64 = sqlx::query_scalar("SELECT count(*) FROM rejected_records")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(exhausted, 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delivery_keys_hold_no_email_or_source_value() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.run_foreground().await?.ok()?;
+    let keys: Vec<Vec<u8>> = sqlx::query_scalar("SELECT key FROM deliveries")
+        .fetch_all(&s.db.pool)
+        .await?;
+    assert_eq!(keys.len(), 30);
+    for key in keys {
+        assert_eq!(key.len(), 32);
+        let as_text = String::from_utf8_lossy(&key).to_string();
+        assert!(
+            !as_text.contains("example.com")
+                && !as_text.contains("user")
+                && !as_text.contains("First")
+        );
+    }
+    let completed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM deliveries WHERE status = 'completed' AND result ? 'processId'",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    assert_eq!(
+        completed, 30,
+        "bulk keys keep the import's processId as their result"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ledger_purge_deletes_only_completed_keys_past_retention() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.run_foreground().await?.ok()?;
+    sqlx::query("UPDATE deliveries SET completed_at = now() - interval '8 days' WHERE key IN (SELECT key FROM deliveries LIMIT 12)")
+        .execute(&s.db.pool)
+        .await?;
+    let out = s.cli.run(&["ledger", "purge"]).await?.ok()?;
+    assert!(
+        out.stdout
+            .starts_with("Deleted 12 completed delivery key(s)"),
+        "{}",
+        out.stdout
+    );
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM deliveries")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(left, 18);
+    Ok(())
+}
