@@ -6,6 +6,8 @@ mod helpers;
 
 mod config_loading;
 mod harness;
+mod lease_fence;
+mod postgres_source;
 mod schema;
 mod sync_commands;
 mod sync_files;
