@@ -4,6 +4,7 @@
 mod fakes;
 mod helpers;
 
+mod brevo_fake;
 mod config_loading;
 mod harness;
 mod lease_fence;
@@ -13,3 +14,4 @@ mod sync_commands;
 mod sync_files;
 mod sync_run;
 mod systemd_unit;
+mod webhook_destination;

@@ -3,5 +3,5 @@
 mod client;
 mod config;
 
-pub use client::{SIGNATURE_HEADER, WebhookDestination};
+pub use client::{SIGNATURE_HEADER, WebhookDestination, sign};
 pub use config::WebhookDestinationConfig;

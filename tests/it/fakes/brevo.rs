@@ -6,6 +6,10 @@
 //! hook that runs after a write is applied and before the answer goes out.
 //! Used by the tests and, as `examples/brevo_fake.rs`, by the quick start.
 
+// Handlers return ready-made error responses through `Result`; their size does
+// not matter in a test fake.
+#![allow(clippy::result_large_err)]
+
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -2,3 +2,4 @@
 //! servers on ephemeral ports that record every request and take scripted faults.
 
 pub mod brevo;
+pub mod webhook;

@@ -78,6 +78,29 @@ impl Scenario {
     }
 
     pub async fn publish(&self, o: &SyncOptions) -> anyhow::Result<()> {
+        let destination = format!(
+            r#"kind = "brevo"
+api_key_env = "TEST_BREVO_KEY"
+base_url = "{base}"
+mode = "{mode}"
+list_ids = [12]
+concurrency = {concurrency}
+timeout = "{timeout}""#,
+            base = self.fake.base_url,
+            mode = o.mode,
+            concurrency = o.concurrency,
+            timeout = o.timeout,
+        );
+        self.publish_with_destination(o.page_size, &destination)
+            .await
+    }
+
+    /// Publishes the sync with another `[destination]` table body.
+    pub async fn publish_with_destination(
+        &self,
+        page_size: u32,
+        destination: &str,
+    ) -> anyhow::Result<()> {
         let text = format!(
             r#"
 id = "{SYNC_ID}"
@@ -92,23 +115,12 @@ cursor_column = "id"
 page_size = {page_size}
 
 [destination]
-kind = "brevo"
-api_key_env = "TEST_BREVO_KEY"
-base_url = "{base}"
-mode = "{mode}"
-list_ids = [12]
-concurrency = {concurrency}
-timeout = "{timeout}"
+{destination}
 
 [mapping]
 email = "email"
 attributes = {{ FIRSTNAME = "first_name" }}
 "#,
-            page_size = o.page_size,
-            base = self.fake.base_url,
-            mode = o.mode,
-            concurrency = o.concurrency,
-            timeout = o.timeout,
         );
         let path = self.dir.path().join("sync.toml");
         std::fs::write(&path, text)?;

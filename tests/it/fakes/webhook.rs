@@ -1,0 +1,80 @@
+//! A webhook receiver: records each POST (headers and body) and answers with
+//! scripted statuses (200 once the script runs out).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+
+#[derive(Debug, Clone)]
+pub struct ReceivedPost {
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+#[derive(Default)]
+struct Inner {
+    received: Vec<ReceivedPost>,
+    statuses: VecDeque<u16>,
+}
+
+pub struct WebhookReceiver {
+    pub url: String,
+    inner: Arc<Mutex<Inner>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for WebhookReceiver {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl WebhookReceiver {
+    pub async fn start() -> anyhow::Result<Self> {
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let app = Router::new()
+            .route("/hook", post(receive))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let url = format!("http://{}/hook", listener.local_addr()?);
+        // Runs until the receiver is dropped (aborted).
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { url, inner, server })
+    }
+
+    /// Statuses for the next POSTs, in order.
+    pub fn answer_with(&self, statuses: impl IntoIterator<Item = u16>) {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .statuses
+            .extend(statuses);
+    }
+
+    pub fn received(&self) -> Vec<ReceivedPost> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .received
+            .clone()
+    }
+}
+
+async fn receive(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
+    inner.received.push(ReceivedPost { headers, body });
+    let status = inner.statuses.pop_front().unwrap_or(200);
+    StatusCode::from_u16(status).unwrap_or(StatusCode::OK)
+}
