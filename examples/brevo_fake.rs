@@ -1,9 +1,10 @@
 //! The Brevo fake of the test suite as a stand-alone server, for the quick
 //! start and for trying syncward without a Brevo account.
 //!
-//! `cargo run --example brevo_fake -- [ADDR]` (default 127.0.0.1:8025); the API
-//! key it accepts is `$BREVO_FAKE_API_KEY` (default `xkeysib-local-fake`).
-//! `GET /_fake/contacts` shows what it holds.
+//! `cargo run --example brevo_fake -- serve [ADDR]` (default 127.0.0.1:8025)
+//! serves it; the API key it accepts is `$BREVO_FAKE_API_KEY` (default
+//! `xkeysib-local-fake`). `... -- count [ADDR]` prints how many contacts a
+//! running fake holds (from its `GET /_fake/contacts`).
 
 #[allow(dead_code)]
 #[path = "../tests/it/fakes/brevo.rs"]
@@ -11,15 +12,25 @@ mod brevo;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:8025".into());
-    let key = std::env::var("BREVO_FAKE_API_KEY").unwrap_or_else(|_| "xkeysib-local-fake".into());
-    let fake = brevo::BrevoFake::start_on(addr.parse()?, &key).await?;
-    println!(
-        "Brevo fake listening on {} (base_url {})",
-        fake.addr, fake.base_url
-    );
-    tokio::signal::ctrl_c().await?;
-    Ok(())
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().unwrap_or_else(|| "serve".into());
+    let addr = args.next().unwrap_or_else(|| "127.0.0.1:8025".into());
+    match mode.as_str() {
+        "serve" => {
+            let key = std::env::var("BREVO_FAKE_API_KEY").unwrap_or_else(|_| "xkeysib-local-fake".into());
+            let fake = brevo::BrevoFake::start_on(addr.parse()?, &key).await?;
+            println!("Brevo fake listening on {} (base_url {})", fake.addr, fake.base_url);
+            tokio::signal::ctrl_c().await?;
+            Ok(())
+        }
+        "count" => {
+            // reqwest is built without a default crypto provider.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let state: serde_json::Value =
+                reqwest::get(format!("http://{addr}/_fake/contacts")).await?.error_for_status()?.json().await?;
+            println!("{}", state["count"]);
+            Ok(())
+        }
+        other => anyhow::bail!("unknown mode {other:?}: use serve or count"),
+    }
 }

@@ -9,6 +9,7 @@ mod config_loading;
 mod harness;
 mod lease_fence;
 mod postgres_source;
+mod quickstart;
 mod schema;
 mod sync_commands;
 mod sync_files;
