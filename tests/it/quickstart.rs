@@ -1,27 +1,30 @@
 //! The README's first command, run as a new user would: from a fresh clone of
 //! what is committed, with nothing but the script.
 
+use std::path::PathBuf;
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_quick_start_syncs_every_sample_contact_from_a_fresh_clone() -> anyhow::Result<()> {
     let repo = env!("CARGO_MANIFEST_DIR");
-    let dir = tempfile::tempdir()?;
-    let clone = dir.path().join("syncward");
-    let status = tokio::process::Command::new("git")
-        .args(["clone", "--quiet", repo])
-        .arg(&clone)
-        .status()
-        .await?;
+    // The clone builds into a target dir of its own (kept between test runs so
+    // only syncward itself is compiled again), never into this checkout's, whose
+    // binary the other tests are running.
+    let base = PathBuf::from(repo).join("target").join("quickstart-clone");
+    let clone = base.join("syncward");
+    if clone.exists() {
+        std::fs::remove_dir_all(&clone)?;
+    }
+    std::fs::create_dir_all(&base)?;
+    let status = tokio::process::Command::new("git").args(["clone", "--quiet", repo]).arg(&clone).status().await?;
     anyhow::ensure!(status.success(), "git clone failed");
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("scripts/quickstart").current_dir(&clone);
     for (key, _) in std::env::vars() {
-        if key.starts_with("SYNCWARD") {
+        if key.starts_with("SYNCWARD") || key.starts_with("CARGO_") {
             cmd.env_remove(key);
         }
     }
-    // The clone builds into this checkout's target dir: only syncward itself is
-    // compiled again, not its dependencies.
-    let output = cmd.env("CARGO_TARGET_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/target")).output().await?;
+    let output = cmd.env("CARGO_TARGET_DIR", base.join("target")).output().await?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "quickstart failed:\n{stdout}\n{stderr}");
