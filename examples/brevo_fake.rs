@@ -17,17 +17,24 @@ async fn main() -> anyhow::Result<()> {
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:8025".into());
     match mode.as_str() {
         "serve" => {
-            let key = std::env::var("BREVO_FAKE_API_KEY").unwrap_or_else(|_| "xkeysib-local-fake".into());
+            let key =
+                std::env::var("BREVO_FAKE_API_KEY").unwrap_or_else(|_| "xkeysib-local-fake".into());
             let fake = brevo::BrevoFake::start_on(addr.parse()?, &key).await?;
-            println!("Brevo fake listening on {} (base_url {})", fake.addr, fake.base_url);
+            println!(
+                "Brevo fake listening on {} (base_url {})",
+                fake.addr, fake.base_url
+            );
             tokio::signal::ctrl_c().await?;
             Ok(())
         }
         "count" => {
             // reqwest is built without a default crypto provider.
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let state: serde_json::Value =
-                reqwest::get(format!("http://{addr}/_fake/contacts")).await?.error_for_status()?.json().await?;
+            let state: serde_json::Value = reqwest::get(format!("http://{addr}/_fake/contacts"))
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
             println!("{}", state["count"]);
             Ok(())
         }

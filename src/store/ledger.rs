@@ -23,7 +23,8 @@ pub async fn lookup_keys(
     keys: &[Vec<u8>],
 ) -> sqlx::Result<Vec<LedgerEntry>> {
     sqlx::query_as::<_, LedgerEntry>(
-        "SELECT key, status, attempts, result FROM deliveries WHERE sync_id = $1 AND key = ANY($2)",
+        "SELECT d.key, d.status, d.attempts, d.result
+         FROM unnest($2::bytea[]) AS k(key) JOIN deliveries d ON d.sync_id = $1 AND d.key = k.key",
     )
     .bind(sync_id)
     .bind(keys)

@@ -15,7 +15,11 @@ async fn the_quick_start_syncs_every_sample_contact_from_a_fresh_clone() -> anyh
         std::fs::remove_dir_all(&clone)?;
     }
     std::fs::create_dir_all(&base)?;
-    let status = tokio::process::Command::new("git").args(["clone", "--quiet", repo]).arg(&clone).status().await?;
+    let status = tokio::process::Command::new("git")
+        .args(["clone", "--quiet", repo])
+        .arg(&clone)
+        .status()
+        .await?;
     anyhow::ensure!(status.success(), "git clone failed");
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("scripts/quickstart").current_dir(&clone);
@@ -24,11 +28,23 @@ async fn the_quick_start_syncs_every_sample_contact_from_a_fresh_clone() -> anyh
             cmd.env_remove(key);
         }
     }
-    let output = cmd.env("CARGO_TARGET_DIR", base.join("target")).output().await?;
+    let output = cmd
+        .env("CARGO_TARGET_DIR", base.join("target"))
+        .output()
+        .await?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "quickstart failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("Run 1 succeeded: 3000 read, 3000 written"), "{stdout}");
-    assert!(stdout.contains("The destination now holds 3000 contacts (the source has 3000)."), "{stdout}");
+    assert!(
+        output.status.success(),
+        "quickstart failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("Run 1 succeeded: 3000 read, 3000 written"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("The destination now holds 3000 contacts (the source has 3000)."),
+        "{stdout}"
+    );
     Ok(())
 }

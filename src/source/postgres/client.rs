@@ -1,9 +1,10 @@
 //! `PostgresSource`: keyset pages over the operator's query, read in a READ
 //! ONLY transaction with a statement timeout.
 //!
-//! Paging: rows are ordered by the cursor column, then by the row's JSON text
-//! (so the order is total and repeatable). A page never splits a group of rows
-//! that share a cursor value: when the row after a full page ties with the
+//! Paging: rows are ordered by the cursor column in SQL (so an index on it
+//! serves the page), and rows sharing a cursor value are then ordered by their
+//! JSON text here, so the order is total and repeatable. A page never splits a
+//! group of rows that share a cursor value: when the row after a full page ties with the
 //! page's last row, the whole tie group joins the page, and the next page starts
 //! after that value. So a non-unique cursor column loses and repeats nothing;
 //! only one tie group larger than memory would hurt. Rows whose cursor column
@@ -114,7 +115,7 @@ fn page_sql(
                     pg_typeof({column})::text AS cursor_type
              FROM ({query}) AS q
              WHERE {column} IS NOT NULL {filter}
-             ORDER BY {column}, row_to_json(q)::text {limit_clause}",
+             ORDER BY {column} {limit_clause}",
         query = config.query
     )
 }
@@ -186,6 +187,7 @@ impl PostgresSource {
             }
         }
         tx.commit().await.map_err(classify_io_error)?;
+        order_ties(&mut rows);
         let next_cursor = match rows.last() {
             Some(r) => {
                 if !CURSOR_TYPES.contains(&r.cursor_type.as_str()) {
@@ -223,6 +225,8 @@ impl Source for PostgresSource {
 
 struct DecodedRow {
     record: Value,
+    /// The row as Postgres wrote it: the tie-break order.
+    text: String,
     cursor_value: String,
     cursor_type: String,
 }
@@ -233,9 +237,27 @@ fn decode_row(row: sqlx::postgres::PgRow) -> Result<DecodedRow, SourceError> {
         .map_err(|e| SourceError::Query(format!("row is not JSON: {e}")))?;
     Ok(DecodedRow {
         record,
+        text,
         cursor_value: row.try_get("cursor_value").map_err(classify_query_error)?,
         cursor_type: row.try_get("cursor_type").map_err(classify_query_error)?,
     })
+}
+
+/// Orders rows of equal cursor value by their JSON text. Such rows are
+/// contiguous (SQL ordered them by the cursor), so sorting each run is enough,
+/// and a page keeps its records at the same positions on every read.
+fn order_ties(rows: &mut [DecodedRow]) {
+    let mut start = 0;
+    while start < rows.len() {
+        let mut end = start + 1;
+        while end < rows.len() && rows[end].cursor_value == rows[start].cursor_value {
+            end += 1;
+        }
+        if end - start > 1 {
+            rows[start..end].sort_by(|a, b| a.text.cmp(&b.text));
+        }
+        start = end;
+    }
 }
 
 /// A stored cursor: `{"type": <postgres type>, "value": <text form>}`.
