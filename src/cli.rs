@@ -22,6 +22,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the daemon: workers, scheduler and sweeper, until SIGTERM or SIGINT.
+    Run,
     /// Apply the store's migrations (safe to repeat).
     Migrate,
     /// Validate the config and print the effective settings, secrets redacted.

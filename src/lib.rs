@@ -5,7 +5,9 @@
 //! statement: syncs, runs, cursors, ledger, audit, alerts), `lease` (Redis
 //! leases and fencing), `worker` (one run's batch loop and delivery keys),
 //! `source` and `destination` (connectors), `mapping` (record → contact),
-//! `failure` (the failure catalogue), `commands` (what the CLI does), `logging`.
+//! `failure` (the failure catalogue), `scheduler` (cron → queue), `sweeper`
+//! (stuck and dead runs, ledger purge), `shutdown` (the drain), `commands`
+//! (what the CLI does), `logging`.
 
 pub mod cli;
 pub mod commands;
@@ -15,6 +17,9 @@ pub mod failure;
 pub mod lease;
 pub mod logging;
 pub mod mapping;
+pub mod scheduler;
+pub mod shutdown;
 pub mod source;
 pub mod store;
+pub mod sweeper;
 pub mod worker;

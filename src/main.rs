@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use clap::error::ErrorKind;
-use syncward::cli::Cli;
+use syncward::cli::{Cli, Command};
 use syncward::config::BadInput;
 
 fn main() -> ExitCode {
@@ -47,7 +47,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(syncward::commands::execute(cli)) {
+    let result = match cli.command {
+        Command::Run => runtime.block_on(run_daemon(cli.config)),
+        _ => runtime.block_on(syncward::commands::execute(cli)),
+    };
+    // Dropping a runtime waits for its blocking tasks without limit; the work is
+    // done, so give them a moment and no more.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if let Some(bad) = error.chain().find_map(|e| e.downcast_ref::<BadInput>()) {
@@ -76,4 +83,49 @@ fn one_line(error: &anyhow::Error) -> String {
         }
     }
     parts.join(": ")
+}
+
+/// `syncward run`: the only place that touches OS signals. The first SIGTERM or
+/// SIGINT starts the drain and arms the hard exit; a second one exits at once.
+async fn run_daemon(config: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use syncward::config::{ConfigSource, Settings};
+    use syncward::shutdown::Shutdown;
+
+    let settings = Settings::load(&ConfigSource::resolve(config))?;
+    syncward::logging::init(&settings.log, syncward::logging::Audience::Daemon)?;
+    let shutdown = Shutdown::new(settings.shutdown.drain_deadline);
+    let hard_exit_after = settings.shutdown.hard_exit_after;
+    let mut signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT])?;
+    let on_signal = shutdown.clone();
+    // Not on the shutdown's tracker: this task waits for a second signal for as
+    // long as the drain lasts, so the drain must not wait for it.
+    tokio::spawn(async move {
+        let Some(first) = signals.next().await else {
+            return;
+        };
+        tracing::info!(signal = first, "Signal received; draining");
+        on_signal.begin();
+        // A plain thread, so the hard exit happens even if the runtime is stuck
+        // in blocking code.
+        std::thread::spawn(move || {
+            std::thread::sleep(hard_exit_after);
+            eprintln!(
+                "syncward: still running {}s after the signal; exiting now",
+                hard_exit_after.as_secs()
+            );
+            std::process::exit(1);
+        });
+        if signals.next().await.is_some() {
+            eprintln!("syncward: second signal; exiting now");
+            std::process::exit(130);
+        }
+    });
+    let result = syncward::commands::daemon::run(settings, shutdown.clone()).await;
+    if result.is_err() {
+        // Startup failed: stop the signal task too.
+        shutdown.begin();
+    }
+    result
 }

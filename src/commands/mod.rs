@@ -1,6 +1,7 @@
 //! What each CLI command does: load settings, call the library, print for a
 //! person (or JSON with `--json`).
 
+pub mod daemon;
 mod run_once;
 mod runs;
 mod sync;
@@ -18,6 +19,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::load(&source)?;
     crate::logging::init(&settings.log, crate::logging::Audience::Command)?;
     match cli.command {
+        Command::Run => anyhow::bail!("`syncward run` is started by main with its signal handling"),
         Command::CheckConfig => {
             let from = if source.path.exists() {
                 source.path.display().to_string()

@@ -9,10 +9,10 @@ use uuid::Uuid;
 use crate::config::{BadInput, Settings, SyncDefinition};
 use crate::destination::RetryPolicy;
 use crate::failure::FailureCode;
-use crate::lease::{LeaseManager, connect_redis};
+use crate::lease::{LeaseManager, clear_liveness, connect_redis, refresh_liveness};
 use crate::store::runs::{self, Executor, RunCounts};
 use crate::store::syncs;
-use crate::worker::{PageProgress, RunEnv, RunOutcome, execute_run};
+use crate::worker::{PageProgress, RunEnv, RunOutcome, RunReport, execute_run, record_outcome};
 
 pub async fn enqueue(settings: &Settings, pool: &PgPool, id: &str) -> anyhow::Result<()> {
     let max_attempts = i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX);
@@ -32,12 +32,14 @@ pub async fn foreground(
 ) -> anyhow::Result<()> {
     let redis = connect_redis(&settings.redis).await?;
     let boot_id = Uuid::new_v4();
-    let leases = LeaseManager::new(
-        redis,
-        &settings.redis.key_prefix,
-        boot_id,
-        settings.lease.ttl,
+    // This process holds a liveness key like a daemon does, so no daemon's
+    // sweeper mistakes the run for an orphan.
+    let (prefix, ttl) = (
+        settings.redis.key_prefix.clone(),
+        settings.workers.liveness_ttl,
     );
+    refresh_liveness(&redis, &prefix, boot_id, ttl).await?;
+    let leases = LeaseManager::new(redis.clone(), &prefix, boot_id, settings.lease.ttl);
     let executor = Executor {
         worker_id: format!("cli-{}", std::process::id()),
         boot_id,
@@ -81,7 +83,20 @@ pub async fn foreground(
                     p.counts.resent
                 );
             };
-            let report = execute_run(&env, &run, &definition, &mut progress).await;
+            let keep_alive = async {
+                loop {
+                    tokio::time::sleep(ttl / 3).await;
+                    if let Err(e) = refresh_liveness(&redis, &prefix, boot_id, ttl).await {
+                        tracing::warn!(error = %e, "Refreshing the liveness key failed");
+                    }
+                }
+            };
+            let report = tokio::select! {
+                report = execute_run(&env, &run, &definition, &mut progress) => report,
+                never = keep_alive => never,
+            };
+            // The key would expire on its own; removing it is tidiness.
+            let _ = clear_liveness(&redis, &prefix, boot_id).await;
             (report.outcome, report.counts)
         }
         Err(e) => (
@@ -92,7 +107,12 @@ pub async fn foreground(
             RunCounts::default(),
         ),
     };
-    record_outcome(pool, run.id, &outcome, &counts).await?;
+    let report = RunReport {
+        outcome: outcome.clone(),
+        counts,
+        cursor: None,
+    };
+    record_outcome(pool, &run, &report, None).await?;
     let summary = format!(
         "{} read, {} written, {} replayed, {} rejected, {} re-sent",
         counts.read, counts.written, counts.replayed, counts.rejected, counts.resent
@@ -127,43 +147,6 @@ fn owner_words(code: FailureCode) -> &'static str {
         crate::failure::Owner::Customer => "yours (the sync's owner)",
         crate::failure::Owner::Operator => "the operators'",
     }
-}
-
-/// Writes the final state of a foreground run.
-async fn record_outcome(
-    pool: &PgPool,
-    run_id: i64,
-    outcome: &RunOutcome,
-    counts: &RunCounts,
-) -> anyhow::Result<()> {
-    let (status, failure) = match outcome {
-        RunOutcome::Succeeded => ("succeeded", None),
-        RunOutcome::Skipped => (
-            "skipped",
-            Some((
-                FailureCode::LeaseBusy,
-                FailureCode::LeaseBusy.what_happened().to_string(),
-            )),
-        ),
-        RunOutcome::Stopped => (
-            "failed",
-            Some((
-                FailureCode::Interrupted,
-                "stopped at a batch boundary".to_string(),
-            )),
-        ),
-        RunOutcome::Failed { code, detail } => ("failed", Some((*code, detail.clone()))),
-    };
-    let failure_ref = failure.as_ref().map(|(c, d)| (c.as_str(), d.as_str()));
-    runs::finish_run(pool, run_id, status, counts, failure_ref).await?;
-    runs::add_run_event(
-        pool,
-        run_id,
-        status,
-        serde_json::json!({"failure_code": failure.as_ref().map(|f| f.0)}),
-    )
-    .await?;
-    Ok(())
 }
 
 /// Looks a sync up for a command, as bad input when it does not exist.

@@ -72,3 +72,15 @@ async fn applied_migrations(pool: &PgPool) -> anyhow::Result<usize> {
         .context("reading the migration history failed")?;
     Ok(usize::try_from(count).unwrap_or(0))
 }
+
+/// Versions of the migrations applied to the store.
+pub async fn applied_migration_versions(pool: &PgPool) -> anyhow::Result<Vec<i64>> {
+    if applied_migrations(pool).await? == 0 {
+        return Ok(Vec::new());
+    }
+    Ok(
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+            .fetch_all(pool)
+            .await?,
+    )
+}

@@ -37,6 +37,19 @@ pub struct RunRow {
     pub failure_detail: Option<String>,
 }
 
+impl RunRow {
+    /// The counts recorded so far.
+    pub fn counts(&self) -> RunCounts {
+        RunCounts {
+            read: self.records_read,
+            written: self.records_written,
+            replayed: self.records_replayed,
+            rejected: self.records_rejected,
+            resent: self.records_resent,
+        }
+    }
+}
+
 /// One entry of a run's timeline.
 #[derive(Debug, Clone, Serialize, FromRow)]
 pub struct RunEventRow {
@@ -244,4 +257,126 @@ pub async fn enqueue_run(
             .fetch_one(pool)
             .await?;
     Ok((existing, false))
+}
+
+/// Claims the oldest due queued run for `executor`: one short transaction that
+/// sets it `running` and spends an attempt before anything external happens.
+pub async fn claim_next_run(pool: &PgPool, executor: &Executor) -> sqlx::Result<Option<RunRow>> {
+    let mut tx = pool.begin().await?;
+    // The CTE keeps LIMIT 1 honoured under SKIP LOCKED (crates.io worker style).
+    let run: Option<RunRow> = sqlx::query_as::<_, RunRow>(
+        "WITH next AS (
+           SELECT id FROM runs WHERE status = 'queued' AND scheduled_at <= now()
+           ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+         UPDATE runs r SET status = 'running', attempt = r.attempt + 1, started_at = now(),
+                heartbeat_at = now(), worker_id = $1, boot_id = $2, lease_token = NULL, finished_at = NULL
+         FROM next WHERE r.id = next.id
+         RETURNING r.*",
+    )
+    .bind(&executor.worker_id)
+    .bind(executor.boot_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(run) = &run {
+        sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, 'claimed', $2)")
+            .bind(run.id)
+            .bind(Json(
+                serde_json::json!({"attempt": run.attempt, "worker": executor.worker_id}),
+            ))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(run)
+}
+
+/// Puts a running run back in the queue, due at `due_in` from now. With
+/// `give_back_attempt` the attempt it spent is returned (a clean stop at a
+/// batch boundary is not a failed attempt). A queued run of the same sync that
+/// appeared meanwhile (the schedule's) is merged into this one: it ends
+/// `skipped`, so the queue keeps one queued run per sync.
+pub async fn requeue_run(
+    pool: &PgPool,
+    run_id: i64,
+    due_in: std::time::Duration,
+    give_back_attempt: bool,
+    trigger: &str,
+    counts: &RunCounts,
+    reason: &str,
+) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "UPDATE runs SET status = 'skipped', finished_at = now(),
+                failure_detail = 'merged into run ' || $1 || ', which was put back in the queue'
+         WHERE status = 'queued' AND sync_id = (SELECT sync_id FROM runs WHERE id = $1)",
+    )
+    .bind(run_id)
+    .execute(&mut *tx)
+    .await?;
+    let requeued = sqlx::query(
+        "UPDATE runs SET status = 'queued', trigger = $2,
+                attempt = CASE WHEN $3 THEN greatest(attempt - 1, 0) ELSE attempt END,
+                scheduled_at = now() + make_interval(secs => $4), worker_id = NULL, boot_id = NULL,
+                lease_token = NULL, records_read = $5, records_written = $6, records_replayed = $7,
+                records_rejected = $8, records_resent = $9
+         WHERE id = $1 AND status = 'running'",
+    )
+    .bind(run_id)
+    .bind(trigger)
+    .bind(give_back_attempt)
+    .bind(due_in.as_secs_f64())
+    .bind(counts.read)
+    .bind(counts.written)
+    .bind(counts.replayed)
+    .bind(counts.rejected)
+    .bind(counts.resent)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if requeued {
+        sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, 'requeued', $2)")
+            .bind(run_id)
+            .bind(Json(serde_json::json!({"trigger": trigger, "reason": reason, "due_in_s": due_in.as_secs_f64()})))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(requeued)
+}
+
+/// `running` runs started before `started_before`: candidates for the sweeper.
+pub async fn running_runs(
+    pool: &PgPool,
+    started_before: Option<chrono::DateTime<chrono::Utc>>,
+) -> sqlx::Result<Vec<RunRow>> {
+    sqlx::query_as::<_, RunRow>(
+        "SELECT * FROM runs WHERE status = 'running' AND ($1::timestamptz IS NULL OR started_at < $1) ORDER BY id",
+    )
+    .bind(started_before)
+    .fetch_all(pool)
+    .await
+}
+
+/// Records a run that failed before it reached the queue (the schedule could
+/// not build it): the failure is counted like any other.
+pub async fn record_failed_enqueue(
+    pool: &PgPool,
+    sync_id: &str,
+    trigger: &str,
+    code: &str,
+    detail: &str,
+) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, status, attempt,
+                           finished_at, failure_code, failure_detail)
+         SELECT id, workspace_id, version, $2, 1, 'failed', 0, now(), $3, $4 FROM syncs WHERE id = $1
+         RETURNING id",
+    )
+    .bind(sync_id)
+    .bind(trigger)
+    .bind(code)
+    .bind(detail)
+    .fetch_one(pool)
+    .await
 }

@@ -2,7 +2,11 @@
 //! daemon and `sync run --foreground`) and the delivery keys it derives.
 
 mod delivery_key;
+mod outcome;
+mod pool;
 mod run;
 
 pub use delivery_key::{DeliveryKey, canonical_json};
+pub use outcome::{Recorded, backoff, record_outcome};
+pub use pool::{Daemon, start_workers};
 pub use run::{PageProgress, RunEnv, RunOutcome, RunReport, execute_run};

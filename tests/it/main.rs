@@ -6,6 +6,7 @@ mod helpers;
 
 mod brevo_fake;
 mod config_loading;
+mod daemon;
 mod harness;
 mod lease_fence;
 mod postgres_source;

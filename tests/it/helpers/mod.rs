@@ -2,6 +2,7 @@
 //! the real `syncward` binary as a subprocess.
 
 pub mod cli;
+pub mod daemon;
 mod db;
 mod redis;
 pub mod scenario;

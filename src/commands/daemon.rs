@@ -1,0 +1,95 @@
+//! `syncward run`: the daemon. Workers, scheduler and sweeper under one
+//! `Shutdown`; a per-boot liveness key in Redis while it lives; systemd
+//! notifications (READY, STOPPING, WATCHDOG) when started by systemd.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use sd_notify::NotifyState;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::config::Settings;
+use crate::lease::{LeaseManager, clear_liveness, connect_redis, refresh_liveness};
+use crate::shutdown::Shutdown;
+use crate::worker::{Daemon, start_workers};
+use crate::{scheduler, store, sweeper};
+
+/// Runs until `shutdown` has begun and every task has drained.
+pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
+    let store = store::connect(&settings.database).await?;
+    let applied = store::applied_migration_versions(&store).await?;
+    let pending: Vec<i64> = store::MIGRATOR
+        .iter()
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect();
+    anyhow::ensure!(
+        pending.is_empty(),
+        "the store's schema is behind (migrations {pending:?} pending); run `syncward migrate` first"
+    );
+    let redis = connect_redis(&settings.redis).await?;
+    let boot_id = Uuid::new_v4();
+    let settings = Arc::new(settings);
+    let prefix = settings.redis.key_prefix.clone();
+    let ttl = settings.workers.liveness_ttl;
+    refresh_liveness(&redis, &prefix, boot_id, ttl)
+        .await
+        .context("writing the liveness key failed")?;
+    let leases = LeaseManager::new(redis.clone(), &prefix, boot_id, settings.lease.ttl);
+    let daemon = Daemon {
+        store,
+        leases,
+        settings: settings.clone(),
+    };
+
+    start_workers(&daemon, &shutdown);
+    shutdown.spawn(sweeper::run(daemon.clone(), shutdown.clone()));
+    let scheduled = daemon.clone();
+    let scheduler_shutdown = shutdown.clone();
+    shutdown.spawn(async move {
+        if let Err(e) = scheduler::run(scheduled, scheduler_shutdown).await {
+            warn!(error = %e, "The scheduler stopped");
+        }
+    });
+    info!(boot_id = %boot_id, workers = settings.workers.count, "syncward is running");
+    // Without NOTIFY_SOCKET (not under systemd) this does nothing.
+    let _ = sd_notify::notify(&[NotifyState::Ready]);
+
+    // The liveness key and the watchdog are kept up until every task has
+    // ended: runs draining after SIGTERM are still alive.
+    let keep_alive = async {
+        let every = (ttl / 3).max(std::time::Duration::from_millis(100));
+        let watchdog = sd_notify::watchdog_enabled();
+        loop {
+            tokio::time::sleep(every.min(watchdog.map(|w| w / 2).unwrap_or(every))).await;
+            if let Err(e) = refresh_liveness(&redis, &prefix, boot_id, ttl).await {
+                warn!(error = %e, "Refreshing the liveness key failed");
+            }
+            if watchdog.is_some() {
+                // Best effort: a failed ping shows up as a watchdog restart.
+                let _ = sd_notify::notify(&[NotifyState::Watchdog]);
+            }
+        }
+    };
+    let drained = async {
+        shutdown.stopping().await;
+        info!("Shutting down: no new claims; runs stop at their next clean batch");
+        let _ = sd_notify::notify(&[NotifyState::Stopping]);
+        shutdown.wait().await;
+    };
+    tokio::select! {
+        never = keep_alive => never,
+        () = drained => {}
+    }
+    if let Err(e) = clear_liveness(&redis, &prefix, boot_id).await {
+        warn!(error = %e, "Clearing the liveness key failed; it expires on its own");
+    }
+    let cut_off = shutdown.cut_off_runs();
+    anyhow::ensure!(
+        cut_off == 0,
+        "{cut_off} run(s) were still busy at the drain deadline; they were put back in the queue"
+    );
+    info!("Drained; exiting");
+    Ok(())
+}

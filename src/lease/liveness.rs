@@ -1,0 +1,47 @@
+//! Per-boot liveness keys: each daemon process keeps `{prefix}:daemon:{boot id}`
+//! alive while it runs; a run whose holder's key is gone belongs to a dead
+//! daemon.
+
+use std::time::Duration;
+
+use deadpool_redis::Pool;
+use deadpool_redis::redis::{self, AsyncCommands};
+use uuid::Uuid;
+
+use super::LeaseError;
+
+pub fn liveness_key(prefix: &str, boot_id: Uuid) -> String {
+    format!("{prefix}:daemon:{}", boot_id.simple())
+}
+
+/// Sets (or refreshes) this daemon's liveness key for `ttl`.
+pub async fn refresh_liveness(
+    pool: &Pool,
+    prefix: &str,
+    boot_id: Uuid,
+    ttl: Duration,
+) -> Result<(), LeaseError> {
+    let mut conn = pool.get().await?;
+    let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+    let _: () = redis::cmd("SET")
+        .arg(liveness_key(prefix, boot_id))
+        .arg("alive")
+        .arg("PX")
+        .arg(millis)
+        .query_async(&mut conn)
+        .await?;
+    Ok(())
+}
+
+/// Whether the daemon with `boot_id` still shows signs of life.
+pub async fn is_alive(pool: &Pool, prefix: &str, boot_id: Uuid) -> Result<bool, LeaseError> {
+    let mut conn = pool.get().await?;
+    Ok(conn.exists(liveness_key(prefix, boot_id)).await?)
+}
+
+/// Removes this daemon's key at a clean exit, so nothing waits out its TTL.
+pub async fn clear_liveness(pool: &Pool, prefix: &str, boot_id: Uuid) -> Result<(), LeaseError> {
+    let mut conn = pool.get().await?;
+    let _: () = conn.del(liveness_key(prefix, boot_id)).await?;
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! The sweeper: puts back runs whose worker is gone, and purges the ledger.
+//!
+//! Two rules. Fast: a `running` run whose daemon's liveness key has expired
+//! belongs to a dead process; its lease is broken (only if it still holds the
+//! value the run recorded) and the run is re-queued at once. Slow: a `running`
+//! run started longer ago than `sweeper.stuck_after` whose lease is free is
+//! re-queued. A run that already spent its last attempt is failed instead.
+
+use chrono::Utc;
+use tracing::{info, warn};
+
+use crate::failure::FailureCode;
+use crate::lease::is_alive;
+use crate::shutdown::Shutdown;
+use crate::store::ledger;
+use crate::store::runs::{self, RunRow};
+use crate::worker::Daemon;
+
+/// What one sweep did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SweepReport {
+    pub requeued: Vec<i64>,
+    pub failed: Vec<i64>,
+    pub purged: u64,
+}
+
+/// Sweeps every `sweeper.every` until shutdown begins.
+pub async fn run(daemon: Daemon, shutdown: Shutdown) {
+    loop {
+        match sweep_once(&daemon).await {
+            Ok(report) if report != SweepReport::default() => info!(?report, "Sweep done"),
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "Sweep failed; trying again next round"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(daemon.settings.sweeper.every) => {}
+            _ = shutdown.stopping() => return,
+        }
+    }
+}
+
+pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
+    let mut report = SweepReport::default();
+    let prefix = &daemon.settings.redis.key_prefix;
+    let stuck_after = chrono::Duration::from_std(daemon.settings.sweeper.stuck_after)?;
+    for run in runs::running_runs(&daemon.store, None).await? {
+        let dead_holder = match run.boot_id {
+            Some(boot) if boot != daemon.leases.boot_id() => {
+                !is_alive(daemon.leases.pool(), prefix, boot).await?
+            }
+            _ => false,
+        };
+        if dead_holder {
+            if let Some(value) = &run.lease_token {
+                daemon.leases.break_lease(&run.sync_id, value).await?;
+            }
+            put_back(
+                daemon,
+                &run,
+                "recovery",
+                "its daemon stopped showing signs of life",
+                &mut report,
+            )
+            .await?;
+            continue;
+        }
+        let started = run.started_at.unwrap_or(run.created_at);
+        let stuck = Utc::now() - started > stuck_after;
+        if stuck && daemon.leases.holder(&run.sync_id).await?.is_none() {
+            put_back(
+                daemon,
+                &run,
+                "sweeper",
+                "running for longer than sweeper.stuck_after with a free lease",
+                &mut report,
+            )
+            .await?;
+        }
+    }
+    report.purged =
+        ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000).await?;
+    Ok(report)
+}
+
+async fn put_back(
+    daemon: &Daemon,
+    run: &RunRow,
+    trigger: &str,
+    reason: &str,
+    report: &mut SweepReport,
+) -> anyhow::Result<()> {
+    if run.attempt >= run.max_attempts {
+        // Its last attempt died with it: the attempt was spent at the claim.
+        let detail = format!("the worker died during the last attempt ({reason})");
+        runs::finish_run(
+            &daemon.store,
+            run.id,
+            "failed",
+            &run.counts(),
+            Some((FailureCode::Interrupted.as_str(), &detail)),
+        )
+        .await?;
+        runs::add_run_event(
+            &daemon.store,
+            run.id,
+            "failed",
+            serde_json::json!({"failure_code": "interrupted", "reason": reason}),
+        )
+        .await?;
+        warn!(run.id = run.id, sync.id = %run.sync_id, "Dead run had no attempts left; failed");
+        report.failed.push(run.id);
+    } else if runs::requeue_run(
+        &daemon.store,
+        run.id,
+        std::time::Duration::ZERO,
+        false,
+        trigger,
+        &run.counts(),
+        reason,
+    )
+    .await?
+    {
+        warn!(run.id = run.id, sync.id = %run.sync_id, trigger, "Re-queued a run whose worker is gone");
+        report.requeued.push(run.id);
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! Recording how a run ended: finished, retried with backoff, or put back in
+//! the queue after a clean stop. One place, for the daemon and the CLI.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use super::run::{RunOutcome, RunReport};
+use crate::config::RetrySettings;
+use crate::failure::FailureCode;
+use crate::store::runs::{self, RunCounts, RunRow};
+
+/// What became of the run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recorded {
+    Finished {
+        status: &'static str,
+        failure: Option<FailureCode>,
+    },
+    Requeued {
+        due_in: Duration,
+        trigger: &'static str,
+    },
+}
+
+/// Wait before attempt `attempt + 1`: `backoff_base × 2^(attempt−1)`, ±10 %
+/// jitter, at most `backoff_max`.
+pub fn backoff(retry: &RetrySettings, attempt: i32) -> Duration {
+    let exponent = u32::try_from(attempt.saturating_sub(1))
+        .unwrap_or(0)
+        .min(20);
+    let wait = retry
+        .backoff_base
+        .saturating_mul(1 << exponent)
+        .min(retry.backoff_max);
+    wait.mul_f64(rand::random_range(0.9..=1.1))
+        .min(retry.backoff_max)
+}
+
+/// Records a run's end. With `retry` (daemon runs), a retryable failure with
+/// attempts left goes back in the queue after its backoff, and a clean stop at a
+/// batch boundary goes back at once with its attempt returned.
+pub async fn record_outcome(
+    store: &PgPool,
+    run: &RunRow,
+    report: &RunReport,
+    retry: Option<&RetrySettings>,
+) -> sqlx::Result<Recorded> {
+    let counts = &report.counts;
+    match &report.outcome {
+        RunOutcome::Succeeded => finish(store, run.id, "succeeded", counts, None).await,
+        RunOutcome::Skipped => {
+            let detail = FailureCode::LeaseBusy.what_happened().to_string();
+            finish(
+                store,
+                run.id,
+                "skipped",
+                counts,
+                Some((FailureCode::LeaseBusy, detail)),
+            )
+            .await
+        }
+        RunOutcome::Stopped => match retry {
+            Some(_) => {
+                runs::requeue_run(
+                    store,
+                    run.id,
+                    Duration::ZERO,
+                    true,
+                    "shutdown",
+                    counts,
+                    "stopped at a clean batch boundary",
+                )
+                .await?;
+                Ok(Recorded::Requeued {
+                    due_in: Duration::ZERO,
+                    trigger: "shutdown",
+                })
+            }
+            None => {
+                let detail = "stopped at a batch boundary".to_string();
+                finish(
+                    store,
+                    run.id,
+                    "failed",
+                    counts,
+                    Some((FailureCode::Interrupted, detail)),
+                )
+                .await
+            }
+        },
+        RunOutcome::Failed { code, detail } => match retry {
+            Some(settings) if code.is_retryable() && run.attempt < run.max_attempts => {
+                let due_in = backoff(settings, run.attempt);
+                let reason = format!("{code}: {detail}");
+                runs::requeue_run(store, run.id, due_in, false, "retry", counts, &reason).await?;
+                Ok(Recorded::Requeued {
+                    due_in,
+                    trigger: "retry",
+                })
+            }
+            _ => {
+                finish(
+                    store,
+                    run.id,
+                    "failed",
+                    counts,
+                    Some((*code, detail.clone())),
+                )
+                .await
+            }
+        },
+    }
+}
+
+async fn finish(
+    store: &PgPool,
+    run_id: i64,
+    status: &'static str,
+    counts: &RunCounts,
+    failure: Option<(FailureCode, String)>,
+) -> sqlx::Result<Recorded> {
+    let failure_ref = failure.as_ref().map(|(c, d)| (c.as_str(), d.as_str()));
+    runs::finish_run(store, run_id, status, counts, failure_ref).await?;
+    runs::add_run_event(
+        store,
+        run_id,
+        status,
+        serde_json::json!({"failure_code": failure.as_ref().map(|f| f.0)}),
+    )
+    .await?;
+    Ok(Recorded::Finished {
+        status,
+        failure: failure.map(|f| f.0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
+        let retry = RetrySettings {
+            max_attempts: 5,
+            backoff_base: Duration::from_secs(60),
+            backoff_max: Duration::from_secs(3600),
+        };
+        let near = |d: Duration, secs: f64| (d.as_secs_f64() - secs).abs() <= secs * 0.1 + 1e-9;
+        assert!(near(backoff(&retry, 1), 60.0));
+        assert!(near(backoff(&retry, 2), 120.0));
+        assert!(near(backoff(&retry, 4), 480.0));
+        assert!(backoff(&retry, 30) <= Duration::from_secs(3600));
+        assert!(near(backoff(&retry, 30), 3600.0));
+    }
+}

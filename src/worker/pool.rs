@@ -1,0 +1,214 @@
+//! The worker pool: `workers.count` loops of claim → run → record, woken by
+//! LISTEN/NOTIFY with a poll fallback. A panicking run fails that run, never
+//! the worker; runs still busy at the drain deadline are cut off and put back.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio::sync::Notify;
+use tracing::{Instrument, error, info, info_span, warn};
+
+use super::outcome::{Recorded, record_outcome};
+use super::run::{RunEnv, RunOutcome, RunReport, execute_run};
+use crate::config::Settings;
+use crate::destination::RetryPolicy;
+use crate::failure::FailureCode;
+use crate::lease::LeaseManager;
+use crate::shutdown::Shutdown;
+use crate::store::runs::{self, Executor, RunCounts, RunRow};
+use crate::store::syncs;
+
+/// What every part of a daemon shares.
+#[derive(Debug, Clone)]
+pub struct Daemon {
+    pub store: PgPool,
+    pub leases: LeaseManager,
+    pub settings: Arc<Settings>,
+}
+
+impl Daemon {
+    fn run_env(&self, shutdown: &Shutdown) -> RunEnv {
+        RunEnv {
+            store: self.store.clone(),
+            leases: self.leases.clone(),
+            record_attempts: i32::try_from(self.settings.ledger.record_attempts)
+                .unwrap_or(i32::MAX),
+            renew_every: self.settings.lease.renew_every,
+            retry: RetryPolicy::default(),
+            stop: shutdown.stop_token(),
+            bench_without_ledger: false,
+        }
+    }
+}
+
+/// Starts the listener and the workers under `shutdown`'s tracker.
+pub fn start_workers(daemon: &Daemon, shutdown: &Shutdown) {
+    let wake = Arc::new(Notify::new());
+    shutdown.spawn(listen_for_runs(
+        daemon.store.clone(),
+        wake.clone(),
+        shutdown.clone(),
+    ));
+    for n in 0..daemon.settings.workers.count {
+        let executor = Executor {
+            worker_id: format!(
+                "{}-w{n}",
+                &daemon.leases.boot_id().simple().to_string()[..8]
+            ),
+            boot_id: daemon.leases.boot_id(),
+        };
+        let span = info_span!("worker", worker = %executor.worker_id);
+        shutdown.spawn(
+            worker_loop(daemon.clone(), executor, wake.clone(), shutdown.clone()).instrument(span),
+        );
+    }
+}
+
+/// LISTEN on `syncward_runs` and wake every idle worker on each NOTIFY.
+async fn listen_for_runs(store: PgPool, wake: Arc<Notify>, shutdown: Shutdown) {
+    while !shutdown.is_stopping() {
+        let listener = async {
+            let mut listener = PgListener::connect_with(&store).await?;
+            listener.listen("syncward_runs").await?;
+            loop {
+                listener.recv().await?;
+                wake.notify_waiters();
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), sqlx::Error>(())
+        };
+        tokio::select! {
+            result = listener => {
+                if let Err(e) = result {
+                    warn!(error = %e, "LISTEN connection lost; workers poll until it is back");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                    _ = shutdown.stopping() => {}
+                }
+            }
+            _ = shutdown.stopping() => {}
+        }
+    }
+}
+
+async fn worker_loop(daemon: Daemon, executor: Executor, wake: Arc<Notify>, shutdown: Shutdown) {
+    loop {
+        if shutdown.is_stopping() {
+            return;
+        }
+        // Registered before the query, so a NOTIFY that lands in between is not lost.
+        let notified = wake.notified();
+        match runs::claim_next_run(&daemon.store, &executor).await {
+            Ok(Some(run)) => process(&daemon, run, &shutdown).await,
+            Ok(None) => {
+                tokio::select! {
+                    _ = notified => {}
+                    _ = tokio::time::sleep(daemon.settings.workers.poll_interval) => {}
+                    _ = shutdown.stopping() => {}
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "Claiming a run failed; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(daemon.settings.workers.poll_interval) => {}
+                    _ = shutdown.stopping() => {}
+                }
+            }
+        }
+    }
+}
+
+async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
+    let span =
+        info_span!("claimed", run.id = run.id, sync.id = %run.sync_id, attempt = run.attempt);
+    async {
+        let definition = match syncs::get_sync(&daemon.store, &run.sync_id).await {
+            Ok(Some(sync)) => sync.definition().map_err(|e| format!("the stored definition no longer validates: {e}")),
+            Ok(None) => Err("the sync no longer exists".to_string()),
+            Err(e) => Err(format!("reading the sync failed: {e}")),
+        };
+        let report = match definition {
+            Err(detail) => RunReport {
+                outcome: RunOutcome::Failed { code: FailureCode::ConfigInvalid, detail },
+                counts: RunCounts::default(),
+                cursor: None,
+            },
+            Ok(definition) => {
+                let env = daemon.run_env(shutdown);
+                let mut quiet = |_: &super::run::PageProgress| {};
+                let execution = AssertUnwindSafe(execute_run(&env, &run, &definition, &mut quiet)).catch_unwind();
+                tokio::select! {
+                    result = execution => match result {
+                        Ok(report) => report,
+                        Err(panic) => {
+                            let what = panic
+                                .downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| panic.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "a panic".into());
+                            error!(panic = %what, "Run panicked");
+                            // The lease of a panicked run is not released by it.
+                            break_recorded_lease(daemon, run.id).await;
+                            RunReport {
+                                outcome: RunOutcome::Failed { code: FailureCode::Internal, detail: format!("the run panicked: {what}") },
+                                counts: RunCounts::default(),
+                                cursor: None,
+                            }
+                        }
+                    },
+                    _ = shutdown.drain_expired() => {
+                        shutdown.record_cut_off();
+                        cut_off(daemon, &run).await;
+                        return;
+                    }
+                }
+            }
+        };
+        match record_outcome(&daemon.store, &run, &report, Some(&daemon.settings.retry)).await {
+            Ok(Recorded::Finished { status, failure }) => info!(status, failure = ?failure, "Run finished"),
+            Ok(Recorded::Requeued { due_in, trigger }) => info!(trigger, due_in_s = due_in.as_secs_f64(), "Run put back in the queue"),
+            Err(e) => error!(error = %e, "Recording the run's outcome failed; the sweeper will recover it"),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// The drain deadline passed while the run was busy: its future is dropped; put
+/// it back with its attempt spent and free its lease for whoever resumes it.
+async fn cut_off(daemon: &Daemon, run: &RunRow) {
+    warn!("Drain deadline reached; cutting the run off");
+    break_recorded_lease(daemon, run.id).await;
+    // Keep the counts its last clean batch recorded.
+    let counts = match runs::get_run(&daemon.store, run.id).await {
+        Ok(Some(row)) => row.counts(),
+        _ => RunCounts::default(),
+    };
+    if let Err(e) = runs::requeue_run(
+        &daemon.store,
+        run.id,
+        std::time::Duration::ZERO,
+        false,
+        "shutdown",
+        &counts,
+        "cut off at the drain deadline",
+    )
+    .await
+    {
+        error!(error = %e, "Re-queuing a cut-off run failed; the sweeper will recover it");
+    }
+}
+
+/// Breaks the lease a run recorded, if it still holds exactly that value.
+async fn break_recorded_lease(daemon: &Daemon, run_id: i64) {
+    if let Ok(Some(row)) = runs::get_run(&daemon.store, run_id).await
+        && let Some(value) = row.lease_token
+        && let Err(e) = daemon.leases.break_lease(&row.sync_id, &value).await
+    {
+        warn!(error = %e, "Breaking the run's lease failed; it expires on its own");
+    }
+}

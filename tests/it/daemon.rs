@@ -1,0 +1,301 @@
+//! The daemon (guarantees 4 and 8): the real binary, real signals, real
+//! Postgres and Redis, the Brevo fake.
+
+use std::time::Duration;
+
+use crate::fakes::brevo::Fault;
+use crate::helpers::daemon::{DaemonProcess, eventually};
+use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
+
+async fn run_field(s: &Scenario, field: &str) -> anyhow::Result<serde_json::Value> {
+    Ok(s.last_run().await?[field].clone())
+}
+
+/// A sync of 40 pages whose every import takes ~150 ms at the fake.
+async fn slow_scenario(liveness: &str) -> anyhow::Result<Scenario> {
+    let mut s = Scenario::new(SyncOptions {
+        rows: 80,
+        page_size: 2,
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__LIVENESS_TTL", liveness)
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms")
+        .with_env("SYNCWARD__SWEEPER__EVERY", "500ms")
+        .with_env("SYNCWARD__WORKERS__COUNT", "2");
+    s.fake
+        .on_write(|_| std::thread::sleep(Duration::from_millis(150)));
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    Ok(s)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_drains_at_a_batch_boundary_and_a_second_daemon_resumes_without_resending()
+-> anyhow::Result<()> {
+    let s = slow_scenario("30s").await?;
+    let mut first = DaemonProcess::spawn(&s.cli).await?;
+    eventually(Duration::from_secs(20), "five pages written", || async {
+        Ok(s.fake.requests_to("/v3/contacts/import").len() >= 5)
+    })
+    .await?;
+    first.signal("TERM")?;
+    let (code, took) = first.wait(Duration::from_secs(30)).await?;
+    assert_eq!(
+        code,
+        Some(0),
+        "a clean drain exits 0; the log ends:\n{}",
+        first.log_tail()
+    );
+    assert!(took < Duration::from_secs(17), "drained in {took:?}");
+    let run = s.last_run().await?;
+    assert_eq!(run["status"], "queued", "{run}");
+    assert_eq!(run["trigger"], "shutdown");
+    assert_eq!(run["attempt"], 0, "a clean stop gives its attempt back");
+    let cursor: i64 = s.cursor().await?.unwrap_or_default().parse()?;
+    let written = s.fake.writes().len() as i64;
+    assert_eq!(
+        cursor, written,
+        "the cursor is at the last clean batch: every written record is checkpointed"
+    );
+
+    let mut second = DaemonProcess::spawn(&s.cli).await?;
+    eventually(Duration::from_secs(40), "the run finishing", || async {
+        Ok(run_field(&s, "status").await? == "succeeded")
+    })
+    .await?;
+    second.signal("TERM")?;
+    second.wait(Duration::from_secs(30)).await?;
+    assert_eq!(s.fake.contacts().len(), 80);
+    let writes = s.writes_per_email();
+    assert!(
+        writes.values().all(|n| *n == 1),
+        "a key completed before the drain was sent again: {writes:?}"
+    );
+    assert_eq!(run_field(&s, "attempt").await?, 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sigkilled_daemons_run_is_taken_over_once_its_liveness_key_expires() -> anyhow::Result<()>
+{
+    let s = slow_scenario("2s").await?;
+    let mut first = DaemonProcess::spawn(&s.cli).await?;
+    eventually(Duration::from_secs(20), "five pages written", || async {
+        Ok(s.fake.requests_to("/v3/contacts/import").len() >= 5)
+    })
+    .await?;
+    first.signal("KILL")?;
+    first.wait(Duration::from_secs(10)).await?;
+    assert_eq!(
+        run_field(&s, "status").await?,
+        "running",
+        "a killed daemon leaves its run running"
+    );
+
+    let mut second = DaemonProcess::spawn(&s.cli).await?;
+    eventually(Duration::from_secs(40), "the run finishing", || async {
+        Ok(run_field(&s, "status").await? == "succeeded")
+    })
+    .await?;
+    second.signal("TERM")?;
+    second.wait(Duration::from_secs(30)).await?;
+    let run = s.last_run().await?;
+    assert_eq!(run["attempt"], 2, "the killed attempt stays spent");
+    assert_eq!(s.fake.contacts().len(), 80);
+    let twice: Vec<_> = s
+        .writes_per_email()
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .collect();
+    assert!(
+        twice.len() <= 2 && twice.iter().all(|(_, n)| *n == 2),
+        "only the pending page may be re-sent, once: {twice:?}"
+    );
+    let recovered: i64 = sqlx::query_scalar("SELECT count(*) FROM run_events WHERE kind = 'requeued' AND detail->>'trigger' = 'recovery'")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(recovered, 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failing_attempts_back_off_and_the_run_fails_after_max_attempts() -> anyhow::Result<()> {
+    let mut s = Scenario::new(SyncOptions::default()).await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__RETRY__MAX_ATTEMPTS", "3")
+        .with_env("SYNCWARD__RETRY__BACKOFF_BASE", "1s")
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
+    s.fake.set_fault_always(Some(Fault::ServerError));
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    eventually(
+        Duration::from_secs(60),
+        "the run failing for good",
+        || async { Ok(run_field(&s, "status").await? == "failed") },
+    )
+    .await?;
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    let run = s.last_run().await?;
+    assert_eq!(run["attempt"], 3);
+    assert_eq!(run["failure_code"], "destination_unavailable");
+    let waits: Vec<f64> = sqlx::query_scalar(
+        "SELECT (detail->>'due_in_s')::float8 FROM run_events WHERE kind = 'requeued' ORDER BY id",
+    )
+    .fetch_all(&s.db.pool)
+    .await?;
+    assert_eq!(waits.len(), 2, "two retries between three attempts");
+    assert!(
+        (0.9..=1.1).contains(&waits[0]),
+        "first backoff {}",
+        waits[0]
+    );
+    assert!(
+        (1.8..=2.2).contains(&waits[1]),
+        "second backoff {}",
+        waits[1]
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqueue_failures()
+-> anyhow::Result<()> {
+    let mut s = Scenario::new(SyncOptions {
+        rows: 3,
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
+    let every_second = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
+        .replace("0 */15 * * * *", "* * * * * *");
+    std::fs::write(s.dir.path().join("sync.toml"), &every_second)?;
+    s.cli
+        .run(&[
+            "sync",
+            "apply",
+            s.dir.path().join("sync.toml").to_str().unwrap_or_default(),
+        ])
+        .await?
+        .ok()?;
+    let count = |status: &'static str| {
+        let pool = s.db.pool.clone();
+        async move {
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM runs WHERE status = $1")
+                .bind(status)
+                .fetch_one(&pool)
+                .await?;
+            anyhow::Ok(n)
+        }
+    };
+    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    eventually(
+        Duration::from_secs(20),
+        "scheduled runs succeeding",
+        || async { Ok(count("succeeded").await? >= 2) },
+    )
+    .await?;
+
+    s.cli.run(&["sync", "pause", SYNC_ID]).await?.ok()?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let paused_at: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
+        .fetch_one(&s.db.pool)
+        .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(later, paused_at, "a paused sync got new runs");
+
+    s.cli.run(&["sync", "resume", SYNC_ID]).await?.ok()?;
+    eventually(Duration::from_secs(20), "runs after resume", || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
+            .fetch_one(&s.db.pool)
+            .await?;
+        Ok(n >= later + 2)
+    })
+    .await?;
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+
+    // The same daemon without the Brevo key: each tick records a failed run.
+    let without_key = crate::helpers::Syncward {
+        env: s
+            .cli
+            .env
+            .iter()
+            .filter(|(k, _)| k != "TEST_BREVO_KEY")
+            .cloned()
+            .collect(),
+        config: None,
+    };
+    let mut daemon = DaemonProcess::spawn(&without_key).await?;
+    eventually(Duration::from_secs(20), "failed enqueues", || async {
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM runs WHERE failure_code = 'config_invalid'")
+                .fetch_one(&s.db.pool)
+                .await?;
+        Ok(n >= 3)
+    })
+    .await?;
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    let detail: String = sqlx::query_scalar(
+        "SELECT failure_detail FROM runs WHERE failure_code = 'config_invalid' LIMIT 1",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    assert!(detail.contains("TEST_BREVO_KEY is not set"), "{detail}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_hanging_at_the_drain_deadline_is_cut_off_and_put_back_and_the_exit_is_not_clean()
+-> anyhow::Result<()> {
+    let mut s = Scenario::new(SyncOptions {
+        timeout: "120s",
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
+    s.fake.set_fault_always(Some(Fault::Hang));
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    eventually(Duration::from_secs(20), "the run starting", || async {
+        Ok(run_field(&s, "status").await? == "running")
+    })
+    .await?;
+    // Its first import is now hanging at the fake.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    daemon.signal("TERM")?;
+    let (code, took) = daemon.wait(Duration::from_secs(40)).await?;
+    assert!(
+        took >= Duration::from_secs(14),
+        "exited before the drain deadline: {took:?}"
+    );
+    assert!(took <= Duration::from_secs(30), "took {took:?}");
+    assert_ne!(code, Some(0), "a cut-off shutdown is not a clean exit");
+    assert!(
+        daemon
+            .log_tail()
+            .contains("still busy at the drain deadline"),
+        "{}",
+        daemon.log_tail()
+    );
+    // Cut off at the drain deadline: back in the queue with its attempt spent.
+    let run = s.last_run().await?;
+    assert_eq!(run["status"], "queued", "{run}");
+    assert_eq!(run["attempt"], 1);
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! `DaemonProcess`: the real `syncward run` as a subprocess, signalled with
+//! real signals.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::Syncward;
+
+pub struct DaemonProcess {
+    pub child: tokio::process::Child,
+    pub pid: u32,
+    /// The daemon's log (stderr), kept in a file: an unread pipe would fill up
+    /// and block the daemon.
+    pub log: tempfile::NamedTempFile,
+}
+
+impl DaemonProcess {
+    pub async fn spawn(cli: &Syncward) -> anyhow::Result<Self> {
+        let log = tempfile::NamedTempFile::new()?;
+        let child = cli
+            .command(&["run"])
+            .stdout(Stdio::null())
+            .stderr(log.reopen()?)
+            .spawn()?;
+        let pid = child
+            .id()
+            .ok_or_else(|| anyhow::anyhow!("the daemon exited at once"))?;
+        Ok(Self { child, pid, log })
+    }
+
+    /// The last lines the daemon logged, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid.to_string())
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{signal} {} failed", self.pid);
+        Ok(())
+    }
+
+    /// Waits for the process to end (at most `limit`); its exit code and how long it took.
+    pub async fn wait(&mut self, limit: Duration) -> anyhow::Result<(Option<i32>, Duration)> {
+        let started = Instant::now();
+        let status = tokio::time::timeout(limit, self.child.wait()).await??;
+        Ok((status.code(), started.elapsed()))
+    }
+}
+
+/// Polls `check` every 100 ms until it holds or `limit` passes.
+pub async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if check().await? {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("{what} did not happen within {limit:?}")
+}
