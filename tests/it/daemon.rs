@@ -299,3 +299,165 @@ async fn a_run_hanging_at_the_drain_deadline_is_cut_off_and_put_back_and_the_exi
     assert_eq!(run["attempt"], 1);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_liveness_a_killed_run_is_requeued_only_after_stuck_after_and_once_its_lease_expired()
+-> anyhow::Result<()> {
+    // A liveness key that outlives the test: only the slow rule can act.
+    let mut s = slow_scenario("1h").await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__LEASE__TTL", "6s")
+        .with_env("SYNCWARD__LEASE__RENEW_EVERY", "2s");
+    let mut first = DaemonProcess::spawn(&s.cli).await?;
+    eventually(Duration::from_secs(20), "three pages written", || async {
+        Ok(s.fake.requests_to("/v3/contacts/import").len() >= 3)
+    })
+    .await?;
+    first.signal("KILL")?;
+    first.wait(Duration::from_secs(10)).await?;
+    let killed_at = std::time::Instant::now();
+
+    let second_cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__SWEEPER__STUCK_AFTER", "2s");
+    let mut second = DaemonProcess::spawn(&second_cli).await?;
+    eventually(Duration::from_secs(40), "the run finishing", || async {
+        Ok(run_field(&s, "status").await? == "succeeded")
+    })
+    .await?;
+    let requeued_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+        "SELECT at FROM run_events WHERE kind = 'requeued' AND detail->>'trigger' = 'sweeper'",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    let claimed_first: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT min(at) FROM run_events WHERE kind = 'claimed'")
+            .fetch_one(&s.db.pool)
+            .await?;
+    assert!(
+        requeued_at - claimed_first >= chrono::Duration::seconds(2),
+        "re-queued before stuck_after"
+    );
+    assert!(
+        killed_at.elapsed() >= Duration::from_secs(4),
+        "the lease (6 s) had to expire first"
+    );
+    second.signal("TERM")?;
+    second.wait(Duration::from_secs(30)).await?;
+    assert_eq!(s.fake.contacts().len(), 80);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_killed_during_its_last_attempt_is_not_attempted_again() -> anyhow::Result<()> {
+    let s = slow_scenario("2s").await?;
+    // Four attempts already spent (by earlier daemons): the next claim is the fifth and last.
+    sqlx::query("UPDATE runs SET attempt = 4, max_attempts = 5 WHERE status = 'queued'")
+        .execute(&s.db.pool)
+        .await?;
+    let mut first = DaemonProcess::spawn(&s.cli).await?;
+    eventually(Duration::from_secs(20), "two pages written", || async {
+        Ok(s.fake.requests_to("/v3/contacts/import").len() >= 2)
+    })
+    .await?;
+    first.signal("KILL")?;
+    first.wait(Duration::from_secs(10)).await?;
+    assert_eq!(run_field(&s, "attempt").await?, 5);
+
+    let mut second = DaemonProcess::spawn(&s.cli).await?;
+    eventually(Duration::from_secs(30), "the run failing", || async {
+        Ok(run_field(&s, "status").await? == "failed")
+    })
+    .await?;
+    let writes = s.fake.requests_to("/v3/contacts/import").len();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    second.signal("TERM")?;
+    second.wait(Duration::from_secs(30)).await?;
+    let run = s.last_run().await?;
+    assert_eq!(run["attempt"], 5, "no sixth attempt");
+    assert_eq!(run["failure_code"], "interrupted");
+    let claims: i64 = sqlx::query_scalar("SELECT count(*) FROM run_events WHERE kind = 'claimed'")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(claims, 1);
+    assert_eq!(
+        s.fake.requests_to("/v3/contacts/import").len(),
+        writes,
+        "nothing was sent after the kill"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_daemons_never_overlap_runs_of_one_sync_and_claim_each_run_once() -> anyhow::Result<()>
+{
+    let s = Scenario::new(SyncOptions {
+        rows: 2,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let template = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
+        .replace("0 */15 * * * *", "* * * * * *");
+    let mut files = Vec::new();
+    for i in 0..50 {
+        let path = s.dir.path().join(format!("sync-{i}.toml"));
+        std::fs::write(
+            &path,
+            template.replace(
+                &format!("id = \"{SYNC_ID}\""),
+                &format!("id = \"sync-{i}\""),
+            ),
+        )?;
+        files.push(path.display().to_string());
+    }
+    s.cli.run(&["sync", "pause", SYNC_ID]).await?.ok()?;
+    let mut args = vec!["sync", "apply"];
+    args.extend(files.iter().map(String::as_str));
+    s.cli.run(&args).await?.ok()?;
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms");
+    let mut a = DaemonProcess::spawn(&cli).await?;
+    let mut b = DaemonProcess::spawn(&cli).await?;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    a.signal("TERM")?;
+    b.signal("TERM")?;
+    a.wait(Duration::from_secs(30)).await?;
+    b.wait(Duration::from_secs(30)).await?;
+
+    let finished: i64 = sqlx::query_scalar("SELECT count(*) FROM runs WHERE status = 'succeeded'")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert!(finished >= 100, "only {finished} runs succeeded");
+    let overlaps: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM runs a JOIN runs b ON a.sync_id = b.sync_id AND a.id < b.id
+         WHERE a.started_at IS NOT NULL AND b.started_at IS NOT NULL
+           AND tstzrange(a.started_at, coalesce(a.finished_at, 'infinity')) && tstzrange(b.started_at, coalesce(b.finished_at, 'infinity'))",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    assert_eq!(overlaps, 0, "two runs of one sync overlapped in time");
+    let mismatched: i64 = sqlx::query_scalar(
+        // A clean stop at the drain gives its attempt back: count those out.
+        "SELECT count(*) FROM runs r WHERE r.attempt <>
+           (SELECT count(*) FILTER (WHERE e.kind = 'claimed')
+                 - count(*) FILTER (WHERE e.kind = 'requeued' AND e.detail->>'reason' = 'stopped at a clean batch boundary')
+            FROM run_events e WHERE e.run_id = r.id)",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    assert_eq!(
+        mismatched, 0,
+        "a run was claimed more (or less) often than its attempts say"
+    );
+    let workers: i64 =
+        sqlx::query_scalar("SELECT count(DISTINCT boot_id) FROM runs WHERE boot_id IS NOT NULL")
+            .fetch_one(&s.db.pool)
+            .await?;
+    assert_eq!(workers, 2, "both daemons took runs");
+    Ok(())
+}
