@@ -8,6 +8,16 @@ use reqwest::{RequestBuilder, StatusCode};
 
 use super::record::DestinationError;
 
+/// The HTTP client every destination uses: its timeout per request, and a
+/// User-Agent naming syncward.
+pub fn http_client(timeout: Duration) -> Result<reqwest::Client, DestinationError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .user_agent(concat!("syncward/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| DestinationError::InvalidConfig(format!("cannot build the HTTP client: {e}")))
+}
+
 /// How hard a destination call tries before giving up for this run.
 #[derive(Debug, Clone)]
 pub struct RetryPolicy {

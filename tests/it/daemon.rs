@@ -461,3 +461,43 @@ async fn two_daemons_never_overlap_runs_of_one_sync_and_claim_each_run_once() ->
     assert_eq!(workers, 2, "both daemons took runs");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_log_format_json_every_log_line_is_a_json_object() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__LOG__FORMAT", "json")
+        .with_env("SYNCWARD__LOG__LEVEL", "syncward=debug,info");
+    let mut daemon = DaemonProcess::spawn(&cli).await?;
+    eventually(
+        Duration::from_secs(10),
+        "the daemon logging that it runs",
+        || async {
+            Ok(std::fs::read_to_string(daemon.log.path())?.contains("syncward is running"))
+        },
+    )
+    .await?;
+    daemon.signal("TERM")?;
+    let (code, _) = daemon.wait(Duration::from_secs(30)).await?;
+    assert_eq!(code, Some(0));
+    let text = std::fs::read_to_string(daemon.log.path())?;
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("{e}: {text}"))?;
+    assert!(lines.len() >= 3);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["level"].is_string() && l["timestamp"].is_string())
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"] == "syncward is running" && l["workers"] == 4)
+    );
+    Ok(())
+}

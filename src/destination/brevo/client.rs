@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::config::{BrevoDestinationConfig, BrevoMode};
 use crate::destination::delivery::Destination;
 use crate::destination::record::{DestinationError, Outbound, RecordOutcome};
-use crate::destination::retry::{RetryPolicy, Verdict, send_with_retry};
+use crate::destination::retry::{RetryPolicy, Verdict, http_client, send_with_retry};
 
 /// Largest import body sent; Brevo takes 10 MB and recommends about 8 MB.
 pub const IMPORT_BODY_LIMIT: usize = 8_000_000;
@@ -54,13 +54,7 @@ impl BrevoDestination {
                 config.api_key_env
             ))
         })?;
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .user_agent(concat!("syncward/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                DestinationError::InvalidConfig(format!("cannot build the HTTP client: {e}"))
-            })?;
+        let client = http_client(config.timeout)?;
         Ok(Self {
             client,
             config: config.clone(),

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use super::config::WebhookDestinationConfig;
 use crate::destination::delivery::Destination;
 use crate::destination::record::{DestinationError, Outbound, RecordOutcome};
-use crate::destination::retry::{RetryPolicy, Verdict, send_with_retry};
+use crate::destination::retry::{RetryPolicy, Verdict, http_client, send_with_retry};
 
 /// Header carrying `sha256=<hex HMAC of the body>`.
 pub const SIGNATURE_HEADER: &str = "X-Syncward-Signature";
@@ -49,13 +49,7 @@ impl WebhookDestination {
             })?)),
             None => None,
         };
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .user_agent(concat!("syncward/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                DestinationError::InvalidConfig(format!("cannot build the HTTP client: {e}"))
-            })?;
+        let client = http_client(config.timeout)?;
         Ok(Self {
             client,
             config: config.clone(),

@@ -31,47 +31,32 @@ impl TestDb {
     /// A fresh database on the server of `admin` (a URL whose role may create
     /// databases); an unreachable server is an error that says so.
     pub async fn at(admin: &str) -> anyhow::Result<Self> {
+        Self::create(admin, true).await
+    }
+
+    /// A database with no schema at all, for migration tests.
+    pub async fn empty() -> anyhow::Result<Self> {
+        Self::create(&admin_url(), false).await
+    }
+
+    async fn create(admin: &str, migrated: bool) -> anyhow::Result<Self> {
         super::install_crypto();
         let admin = admin.to_string();
         let mut conn = PgConnection::connect(&admin).await.with_context(|| {
             format!("tests need Postgres at {admin} (run scripts/services); it is not reachable")
         })?;
-        let template = ensure_template(&mut conn, &admin).await?;
         let name = format!("syncward_test_{}", uuid::Uuid::new_v4().simple());
-        conn.execute(sqlx::AssertSqlSafe(format!(
-            "CREATE DATABASE {name} TEMPLATE {template}"
-        )))
-        .await?;
+        let create = if migrated {
+            let template = ensure_template(&mut conn, &admin).await?;
+            format!("CREATE DATABASE {name} TEMPLATE {template}")
+        } else {
+            format!("CREATE DATABASE {name}")
+        };
+        conn.execute(sqlx::AssertSqlSafe(create)).await?;
         conn.close().await?;
         let url = with_database(&admin, &name)?;
         let pool = PgPoolOptions::new()
             .max_connections(10)
-            .connect(&url)
-            .await?;
-        Ok(Self {
-            pool,
-            name,
-            url,
-            admin,
-        })
-    }
-}
-
-impl TestDb {
-    /// A database with no schema at all, for migration tests.
-    pub async fn empty() -> anyhow::Result<Self> {
-        super::install_crypto();
-        let admin = admin_url();
-        let mut conn = PgConnection::connect(&admin).await.with_context(|| {
-            format!("tests need Postgres at {admin} (run scripts/services); it is not reachable")
-        })?;
-        let name = format!("syncward_test_{}", uuid::Uuid::new_v4().simple());
-        conn.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .await?;
-        conn.close().await?;
-        let url = with_database(&admin, &name)?;
-        let pool = PgPoolOptions::new()
-            .max_connections(5)
             .connect(&url)
             .await?;
         Ok(Self {
