@@ -8,14 +8,21 @@ use reqwest::{RequestBuilder, StatusCode};
 
 use super::record::DestinationError;
 
-/// The HTTP client every destination uses: its timeout per request, and a
-/// User-Agent naming syncward.
-pub fn http_client(timeout: Duration) -> Result<reqwest::Client, DestinationError> {
-    reqwest::Client::builder()
-        .timeout(timeout)
+/// The HTTP client every destination shares (a User-Agent naming syncward;
+/// timeouts are set per request). Built once per process: building one loads
+/// the TLS roots, which costs more than a whole no-op run.
+pub fn http_client() -> Result<reqwest::Client, DestinationError> {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    if let Some(client) = CLIENT.get() {
+        return Ok(client.clone());
+    }
+    let client = reqwest::Client::builder()
         .user_agent(concat!("syncward/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| DestinationError::InvalidConfig(format!("cannot build the HTTP client: {e}")))
+        .map_err(|e| {
+            DestinationError::InvalidConfig(format!("cannot build the HTTP client: {e}"))
+        })?;
+    Ok(CLIENT.get_or_init(|| client).clone())
 }
 
 /// How hard a destination call tries before giving up for this run.

@@ -54,7 +54,7 @@ impl BrevoDestination {
                 config.api_key_env
             ))
         })?;
-        let client = http_client(config.timeout)?;
+        let client = http_client()?;
         Ok(Self {
             client,
             config: config.clone(),
@@ -83,6 +83,7 @@ impl BrevoDestination {
         let build = || {
             self.client
                 .post(&url)
+                .timeout(self.config.timeout)
                 .header("api-key", self.api_key.expose_secret())
                 .header("accept", "application/json")
                 .json(&body)
@@ -126,6 +127,7 @@ impl BrevoDestination {
             let build = || {
                 self.client
                     .post(&url)
+                    .timeout(self.config.timeout)
                     .header("api-key", self.api_key.expose_secret())
                     .header("accept", "application/json")
                     .json(&body)

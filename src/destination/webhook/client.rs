@@ -49,7 +49,7 @@ impl WebhookDestination {
             })?)),
             None => None,
         };
-        let client = http_client(config.timeout)?;
+        let client = http_client()?;
         Ok(Self {
             client,
             config: config.clone(),
@@ -72,6 +72,7 @@ impl WebhookDestination {
             let mut request = self
                 .client
                 .post(self.config.url.as_str())
+                .timeout(self.config.timeout)
                 .header("content-type", "application/json")
                 .header("Idempotency-Key", idempotency_key)
                 .body(body.clone());
