@@ -1,7 +1,7 @@
 //! syncward: a daemon that moves records from sources to destinations on
 //! schedules, for many workspaces, without ever writing a record twice.
 //!
-//! Parts (DESIGN §2): `config` (settings and sync files), `store` (every SQL
+//! Parts (DESIGN §2): `breaker` (pauses failing syncs), `alerts`, `config` (settings and sync files), `store` (every SQL
 //! statement: syncs, runs, cursors, ledger, audit, alerts), `lease` (Redis
 //! leases and fencing), `worker` (one run's batch loop and delivery keys),
 //! `source` and `destination` (connectors), `mapping` (record → contact),
@@ -9,6 +9,8 @@
 //! (stuck and dead runs, ledger purge), `shutdown` (the drain), `commands`
 //! (what the CLI does), `logging`.
 
+pub mod alerts;
+pub mod breaker;
 pub mod cli;
 pub mod commands;
 pub mod config;

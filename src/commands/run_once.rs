@@ -112,7 +112,14 @@ pub async fn foreground(
         counts,
         cursor: None,
     };
-    record_outcome(pool, &run, &report, None).await?;
+    record_outcome(
+        pool,
+        &run,
+        &report,
+        None,
+        settings.breaker.consecutive_failures,
+    )
+    .await?;
     let summary = format!(
         "{} read, {} written, {} replayed, {} rejected, {} re-sent",
         counts.read, counts.written, counts.replayed, counts.rejected, counts.resent

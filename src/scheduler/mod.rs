@@ -108,6 +108,9 @@ pub async fn enqueue_scheduled(daemon: &Daemon, sync_id: &str) {
             let run_id = runs::record_failed_enqueue(&daemon.store, sync_id, "schedule", FailureCode::ConfigInvalid.as_str(), &detail)
                 .await?;
             warn!(sync.id = %sync_id, run.id = run_id, detail = %detail, "Scheduled run could not be built");
+            if let Err(e) = crate::breaker::after_failure(&daemon.store, sync_id, daemon.settings.breaker.consecutive_failures).await {
+                warn!(error = %e, "The circuit breaker check failed");
+            }
             return Ok(());
         }
         let max_attempts = i32::try_from(daemon.settings.retry.max_attempts).unwrap_or(i32::MAX);

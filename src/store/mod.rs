@@ -1,6 +1,7 @@
 //! The store: every SQL statement syncward runs, one file per table family.
 //! Other parts call these functions and never write SQL themselves.
 
+pub mod alerts;
 pub mod audit;
 pub mod cursors;
 pub mod ledger;

@@ -380,3 +380,22 @@ pub async fn record_failed_enqueue(
     .fetch_one(pool)
     .await
 }
+
+/// The last `limit` finished runs (succeeded or failed; skipped ones do not
+/// count) of a sync that finished after `since`, newest first.
+pub async fn last_finished_runs(
+    pool: &PgPool,
+    sync_id: &str,
+    since: DateTime<Utc>,
+    limit: i64,
+) -> sqlx::Result<Vec<RunRow>> {
+    sqlx::query_as::<_, RunRow>(
+        "SELECT * FROM runs WHERE sync_id = $1 AND status IN ('succeeded', 'failed') AND finished_at > $2
+         ORDER BY finished_at DESC, id DESC LIMIT $3",
+    )
+    .bind(sync_id)
+    .bind(since)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}

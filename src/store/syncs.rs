@@ -212,3 +212,56 @@ pub async fn resume_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<
     tx.commit().await?;
     Ok(previous.is_some())
 }
+
+/// Pauses the sync for the breaker, only if it is still active and unchanged
+/// since `changed_at` (so two daemons trip it once), with the last error and an
+/// audit row naming the failed runs, in one transaction. Returns whether this
+/// call tripped it.
+pub async fn trip_breaker(
+    pool: &PgPool,
+    sync_id: &str,
+    changed_at: DateTime<Utc>,
+    last_error: &serde_json::Value,
+    run_ids: &[i64],
+) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let tripped = sqlx::query(
+        "UPDATE syncs SET status = 'paused', paused_reason = $2, paused_at = now(), last_error = $3, updated_at = now()
+         WHERE id = $1 AND status = 'active' AND changed_at = $4",
+    )
+    .bind(sync_id)
+    .bind(PAUSED_BY_BREAKER)
+    .bind(Json(last_error))
+    .bind(changed_at)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if tripped {
+        record_audit(
+            &mut tx,
+            Actor::Breaker,
+            "pause",
+            sync_id,
+            Some(PAUSED_BY_BREAKER),
+            serde_json::json!({ "failed_runs": run_ids }),
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(tripped)
+}
+
+/// Keeps a failure as the sync's last error.
+pub async fn set_last_error(
+    pool: &PgPool,
+    sync_id: &str,
+    last_error: &serde_json::Value,
+) -> sqlx::Result<()> {
+    sqlx::query("UPDATE syncs SET last_error = $2 WHERE id = $1")
+        .bind(sync_id)
+        .bind(Json(last_error))
+        .execute(pool)
+        .await?;
+    Ok(())
+}

@@ -108,6 +108,12 @@ async fn put_back(
         )
         .await?;
         warn!(run.id = run.id, sync.id = %run.sync_id, "Dead run had no attempts left; failed");
+        crate::breaker::after_failure(
+            &daemon.store,
+            &run.sync_id,
+            daemon.settings.breaker.consecutive_failures,
+        )
+        .await?;
         report.failed.push(run.id);
     } else if runs::requeue_run(
         &daemon.store,

@@ -45,6 +45,28 @@ pub async fn record_outcome(
     run: &RunRow,
     report: &RunReport,
     retry: Option<&RetrySettings>,
+    breaker_threshold: u32,
+) -> sqlx::Result<Recorded> {
+    let recorded = record(store, run, report, retry).await?;
+    if let Recorded::Finished {
+        status: "failed", ..
+    } = recorded
+    {
+        // The breaker reads what was just recorded; its own failure must not
+        // hide the run's outcome.
+        if let Err(e) = crate::breaker::after_failure(store, &run.sync_id, breaker_threshold).await
+        {
+            tracing::error!(error = %e, sync.id = %run.sync_id, "The circuit breaker check failed");
+        }
+    }
+    Ok(recorded)
+}
+
+async fn record(
+    store: &PgPool,
+    run: &RunRow,
+    report: &RunReport,
+    retry: Option<&RetrySettings>,
 ) -> sqlx::Result<Recorded> {
     let counts = &report.counts;
     match &report.outcome {

@@ -168,7 +168,7 @@ async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
                 }
             }
         };
-        match record_outcome(&daemon.store, &run, &report, Some(&daemon.settings.retry)).await {
+        match record_outcome(&daemon.store, &run, &report, Some(&daemon.settings.retry), daemon.settings.breaker.consecutive_failures).await {
             Ok(Recorded::Finished { status, failure }) => info!(status, failure = ?failure, "Run finished"),
             Ok(Recorded::Requeued { due_in, trigger }) => info!(trigger, due_in_s = due_in.as_secs_f64(), "Run put back in the queue"),
             Err(e) => error!(error = %e, "Recording the run's outcome failed; the sweeper will recover it"),

@@ -253,7 +253,10 @@ async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqu
     )
     .fetch_one(&s.db.pool)
     .await?;
-    assert!(detail.contains("TEST_BREVO_KEY is not set"), "{detail}");
+    assert!(
+        detail.contains("TEST_BREVO_KEY") && detail.contains("is not set"),
+        "{detail}"
+    );
     Ok(())
 }
 

@@ -1,0 +1,84 @@
+//! The circuit breaker: after every recorded failure, whatever path recorded
+//! it, read the sync's last N finished runs since it last changed (published,
+//! edited or resumed). If all N failed, pause it (a conditional update, so
+//! concurrent daemons trip it once), keep the last failure as its last error,
+//! write an audit row naming the runs, and raise one critical alert. N is the
+//! sync file's `breaker_failures`, else `breaker.consecutive_failures`.
+
+use serde_json::json;
+use sqlx::PgPool;
+use tracing::info;
+
+use crate::alerts::{Alert, raise};
+use crate::failure::FailureCode;
+use crate::store::{runs, syncs};
+
+/// Called after a failure of `sync_id` was recorded. Returns whether this call
+/// paused the sync.
+pub async fn after_failure(
+    store: &PgPool,
+    sync_id: &str,
+    default_threshold: u32,
+) -> anyhow::Result<bool> {
+    let Some(sync) = syncs::get_sync(store, sync_id).await? else {
+        return Ok(false);
+    };
+    let threshold = sync
+        .definition()
+        .ok()
+        .and_then(|d| d.breaker_failures)
+        .unwrap_or(default_threshold)
+        .max(1);
+    let recent =
+        runs::last_finished_runs(store, sync_id, sync.changed_at, i64::from(threshold)).await?;
+    let Some(last) = recent.first() else {
+        return Ok(false);
+    };
+    let code = last.failure_code.as_deref().and_then(FailureCode::parse);
+    let last_error = json!({
+        "run_id": last.id,
+        "code": last.failure_code,
+        "detail": last.failure_detail,
+        "what_happened": code.map(FailureCode::what_happened),
+        "what_next": code.map(FailureCode::what_next),
+        "owner": code.map(|c| c.owner()),
+        "at": last.finished_at,
+    });
+    if last.status == "failed" {
+        syncs::set_last_error(store, sync_id, &last_error).await?;
+    }
+    if sync.status != "active"
+        || recent.len() < threshold as usize
+        || recent.iter().any(|r| r.status != "failed")
+    {
+        return Ok(false);
+    }
+    let run_ids: Vec<i64> = recent.iter().map(|r| r.id).collect();
+    if !syncs::trip_breaker(store, sync_id, sync.changed_at, &last_error, &run_ids).await? {
+        return Ok(false);
+    }
+    info!(sync.id = %sync_id, failures = threshold, "Circuit breaker tripped; sync paused");
+    let what = code
+        .map(FailureCode::what_happened)
+        .unwrap_or("The runs failed.");
+    let next = code
+        .map(FailureCode::what_next)
+        .unwrap_or("See the runs for details.");
+    raise(
+        store,
+        &Alert {
+            kind: "circuit_breaker_tripped",
+            workspace: Some(sync.workspace_id.clone()),
+            sync: Some(sync_id.to_string()),
+            run_id: Some(last.id),
+            message: format!(
+                "Sync {sync_id} failed {threshold} times in a row and was paused. Last failure ({}): {what} Next: {next} \
+                 It stays paused until someone resumes it (`syncward sync resume {sync_id}`).",
+                last.failure_code.as_deref().unwrap_or("unknown")
+            ),
+            failure: code,
+        },
+    )
+    .await;
+    Ok(true)
+}
