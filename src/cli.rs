@@ -37,6 +37,15 @@ pub enum Command {
     /// The delivery ledger.
     #[command(subcommand)]
     Ledger(LedgerCommand),
+    /// The dead-man check.
+    #[command(subcommand)]
+    Deadman(DeadmanCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeadmanCommand {
+    /// Run the dead-man check once now.
+    Check,
 }
 
 #[derive(Debug, Subcommand)]

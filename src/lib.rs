@@ -14,6 +14,7 @@ pub mod breaker;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod deadman;
 pub mod destination;
 pub mod failure;
 pub mod lease;

@@ -8,7 +8,7 @@ mod sync;
 
 use anyhow::Context;
 
-use crate::cli::{Cli, Command, LedgerCommand};
+use crate::cli::{Cli, Command, DeadmanCommand, LedgerCommand};
 use crate::config::{ConfigSource, Settings};
 use crate::store;
 
@@ -55,6 +55,25 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
                 "Deleted {deleted} completed delivery key(s) older than {}.",
                 humantime::format_duration(settings.ledger.retention)
             );
+            Ok(())
+        }
+        Command::Deadman(DeadmanCommand::Check) => {
+            let pool = store::connect(&settings.database).await?;
+            let redis = crate::lease::connect_redis(&settings.redis).await?;
+            let report =
+                crate::deadman::check(&pool, &redis, &settings.redis.key_prefix, &settings.deadman)
+                    .await?;
+            for target in &report.alerted {
+                println!("{target}: silent; alert raised");
+            }
+            for target in &report.still_silent {
+                println!("{target}: still silent; already alerted");
+            }
+            if report.alerted.is_empty() && report.still_silent.is_empty() {
+                println!(
+                    "No silence: every workspace and sync old enough to judge had a successful run."
+                );
+            }
             Ok(())
         }
         Command::Runs(command) => {

@@ -120,6 +120,9 @@ pub async fn foreground(
         settings.breaker.consecutive_failures,
     )
     .await?;
+    if report.outcome == RunOutcome::Succeeded {
+        crate::deadman::on_success(pool, &redis, &prefix, &run.workspace_id, &run.sync_id).await?;
+    }
     let summary = format!(
         "{} read, {} written, {} replayed, {} rejected, {} re-sent",
         counts.read, counts.written, counts.replayed, counts.rejected, counts.resent

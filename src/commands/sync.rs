@@ -111,10 +111,11 @@ async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
     let sync = require_sync(pool, id).await?;
     let cursor = cursors::get_cursor(pool, id).await?;
     let recent = runs::list_runs(pool, Some(id), 10).await?;
+    let incidents = crate::store::deadman::open_incidents_for_sync(pool, id).await?;
     if json {
-        return print_json(
-            &serde_json::json!({ "sync": sync, "cursor": cursor, "recent_runs": recent }),
-        );
+        return print_json(&serde_json::json!({
+            "sync": sync, "cursor": cursor, "recent_runs": recent, "deadman_incidents": incidents,
+        }));
     }
     println!("Sync {} (workspace {})", sync.id, sync.workspace_id);
     match &sync.paused_reason {
@@ -146,6 +147,19 @@ async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
             when(Some(c.updated_at))
         ),
         None => println!("  cursor:     none (the next run starts at the beginning of the source)"),
+    }
+    for i in &incidents {
+        let silence = if i.silence == "no_runs" {
+            "no runs were recorded at all"
+        } else {
+            "runs were recorded but none succeeded"
+        };
+        println!(
+            "  silent:     since {} ({} {}: {silence})",
+            when(Some(i.opened_at)),
+            i.scope,
+            i.sync_id.as_deref().unwrap_or(&i.workspace_id)
+        );
     }
     println!("  recent runs:");
     if recent.is_empty() {

@@ -23,6 +23,7 @@ const RELOAD_EVERY: Duration = Duration::from_secs(5);
 
 pub async fn run(daemon: Daemon, shutdown: Shutdown) -> anyhow::Result<()> {
     let mut scheduler = JobScheduler::new().await?;
+    add_deadman_job(&daemon, &scheduler).await?;
     scheduler.start().await?;
     let mut jobs: HashMap<String, (String, Uuid)> = HashMap::new();
     let mut listener = PgListener::connect_with(&daemon.store).await.ok();
@@ -90,6 +91,32 @@ async fn reload(
         info!(sync.id = %id, schedule = %schedule, "Scheduled");
         jobs.insert(id, (schedule, uuid));
     }
+    Ok(())
+}
+
+/// The dead-man check at `deadman.schedule` (minute 13 of every hour).
+async fn add_deadman_job(daemon: &Daemon, scheduler: &JobScheduler) -> anyhow::Result<()> {
+    let checker = daemon.clone();
+    let job = Job::new_async(daemon.settings.deadman.schedule.as_str(), move |_, _| {
+        let daemon = checker.clone();
+        Box::pin(async move {
+            let settings = &daemon.settings;
+            match crate::deadman::check(
+                &daemon.store,
+                daemon.leases.pool(),
+                &settings.redis.key_prefix,
+                &settings.deadman,
+            )
+            .await
+            {
+                Ok(report) => {
+                    info!(alerted = ?report.alerted, still_silent = ?report.still_silent, "Dead-man check done")
+                }
+                Err(e) => warn!(error = %e, "Dead-man check failed"),
+            }
+        })
+    })?;
+    scheduler.add(job).await?;
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 pub mod alerts;
 pub mod audit;
 pub mod cursors;
+pub mod deadman;
 pub mod ledger;
 pub mod runs;
 pub mod syncs;

@@ -169,7 +169,21 @@ async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
             }
         };
         match record_outcome(&daemon.store, &run, &report, Some(&daemon.settings.retry), daemon.settings.breaker.consecutive_failures).await {
-            Ok(Recorded::Finished { status, failure }) => info!(status, failure = ?failure, "Run finished"),
+            Ok(Recorded::Finished { status, failure }) => {
+                info!(status, failure = ?failure, "Run finished");
+                if status == "succeeded"
+                    && let Err(e) = crate::deadman::on_success(
+                        &daemon.store,
+                        daemon.leases.pool(),
+                        &daemon.settings.redis.key_prefix,
+                        &run.workspace_id,
+                        &run.sync_id,
+                    )
+                    .await
+                {
+                    warn!(error = %e, "Ending a dead-man incident failed");
+                }
+            }
             Ok(Recorded::Requeued { due_in, trigger }) => info!(trigger, due_in_s = due_in.as_secs_f64(), "Run put back in the queue"),
             Err(e) => error!(error = %e, "Recording the run's outcome failed; the sweeper will recover it"),
         }

@@ -8,6 +8,7 @@ mod breaker;
 mod brevo_fake;
 mod config_loading;
 mod daemon;
+mod deadman;
 mod harness;
 mod lease_fence;
 mod postgres_source;

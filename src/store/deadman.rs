@@ -1,0 +1,112 @@
+//! Dead-man queries: who is active, what ran, and the incidents opened.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{FromRow, PgPool};
+
+/// An active sync with what the dead-man check needs.
+#[derive(Debug, Clone, FromRow)]
+pub struct ActiveSync {
+    pub id: String,
+    pub workspace_id: String,
+    pub activated_at: Option<DateTime<Utc>>,
+    /// The sync file's `silence_window`, as humantime text, if set.
+    pub silence_window: Option<String>,
+}
+
+pub async fn active_syncs(pool: &PgPool) -> sqlx::Result<Vec<ActiveSync>> {
+    sqlx::query_as::<_, ActiveSync>(
+        "SELECT id, workspace_id, activated_at, definition->>'silence_window' AS silence_window
+         FROM syncs WHERE status = 'active' ORDER BY workspace_id, id",
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Runs finished within `window` (succeeded, all finished) of a workspace, or
+/// of one sync when `sync_id` is given.
+pub async fn activity(
+    pool: &PgPool,
+    workspace_id: &str,
+    sync_id: Option<&str>,
+    window: std::time::Duration,
+) -> sqlx::Result<(i64, i64)> {
+    sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*)
+         FROM runs
+         WHERE workspace_id = $1 AND ($2::text IS NULL OR sync_id = $2)
+           AND status IN ('succeeded', 'failed') AND finished_at > now() - make_interval(secs => $3)",
+    )
+    .bind(workspace_id)
+    .bind(sync_id)
+    .bind(window.as_secs_f64())
+    .fetch_one(pool)
+    .await
+}
+
+/// Opens an incident; `None` when one is already open for the target.
+pub async fn open_incident(
+    pool: &PgPool,
+    workspace_id: &str,
+    sync_id: Option<&str>,
+    silence: &str,
+    runs_seen: i64,
+) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar(
+        "INSERT INTO deadman_incidents (scope, workspace_id, sync_id, silence, runs_seen)
+         VALUES (CASE WHEN $2::text IS NULL THEN 'workspace' ELSE 'sync' END, $1, $2, $3, $4)
+         ON CONFLICT (scope, workspace_id, coalesce(sync_id, '')) WHERE closed_at IS NULL DO NOTHING
+         RETURNING id",
+    )
+    .bind(workspace_id)
+    .bind(sync_id)
+    .bind(silence)
+    .bind(runs_seen)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Closes the open incidents of a workspace and of one of its syncs; returns
+/// the closed ones.
+pub async fn close_incidents(
+    pool: &PgPool,
+    workspace_id: &str,
+    sync_id: &str,
+) -> sqlx::Result<Vec<IncidentRow>> {
+    sqlx::query_as::<_, IncidentRow>(
+        "UPDATE deadman_incidents SET closed_at = now()
+         WHERE closed_at IS NULL AND workspace_id = $1 AND (scope = 'workspace' OR sync_id = $2)
+         RETURNING *",
+    )
+    .bind(workspace_id)
+    .bind(sync_id)
+    .fetch_all(pool)
+    .await
+}
+
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct IncidentRow {
+    pub id: i64,
+    pub scope: String,
+    pub workspace_id: String,
+    pub sync_id: Option<String>,
+    pub silence: String,
+    pub runs_seen: i64,
+    pub opened_at: DateTime<Utc>,
+    pub closed_at: Option<DateTime<Utc>>,
+}
+
+/// Open incidents touching a sync (its own and its workspace's).
+pub async fn open_incidents_for_sync(
+    pool: &PgPool,
+    sync_id: &str,
+) -> sqlx::Result<Vec<IncidentRow>> {
+    sqlx::query_as::<_, IncidentRow>(
+        "SELECT i.* FROM deadman_incidents i JOIN syncs s ON s.id = $1
+         WHERE i.closed_at IS NULL AND i.workspace_id = s.workspace_id AND (i.scope = 'workspace' OR i.sync_id = $1)
+         ORDER BY i.id",
+    )
+    .bind(sync_id)
+    .fetch_all(pool)
+    .await
+}
