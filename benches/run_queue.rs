@@ -113,10 +113,12 @@ email = "email"
             let boot = Uuid::new_v4();
             refresh_liveness(&redis, &prefix, boot, Duration::from_secs(600)).await?;
             let leases = LeaseManager::new(redis.clone(), &prefix, boot, Duration::from_secs(900));
+            let alerter = syncward::alerts::Alerter::new(pool.clone(), &settings.alerts);
             let daemon = Daemon {
                 store: pool.clone(),
                 leases,
                 settings: Arc::new(settings),
+                alerter,
             };
             start_workers(&daemon, &shutdown);
         }

@@ -1,10 +1,16 @@
-//! Alerts: every critical alert is always a log line at ERROR, and is stored
-//! with the outcome of each channel. (Sentry, webhook and e-mail channels are
-//! the guards issue's next step; until then the log is the only channel.)
+//! Alerts: every critical alert is always a log line at ERROR; it goes to the
+//! alert webhook (HMAC-signed JSON) when one is configured, and is stored with
+//! the outcome of each channel. One channel failing never stops another.
+//! (Sentry and e-mail channels are not built yet.)
 
-use serde_json::json;
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
 use sqlx::PgPool;
-use tracing::error;
+use tracing::{error, warn};
+
+use crate::config::AlertSettings;
 
 use crate::failure::FailureCode;
 use crate::store::alerts::{NewAlert, record_alert};
@@ -20,28 +26,124 @@ pub struct Alert {
     pub failure: Option<FailureCode>,
 }
 
-/// Raises a critical alert: logs it, then stores it. A storage failure is
-/// logged and does not stop the caller.
-pub async fn raise(store: &PgPool, alert: &Alert) {
-    store_alert(store, alert, "critical").await
+/// Header carrying `sha256=<hex HMAC-SHA256 of the body>` on alert webhooks.
+pub const SIGNATURE_HEADER: &str = "X-Syncward-Signature";
+
+/// Tries per alert webhook delivery, and the timeout of each.
+const WEBHOOK_TRIES: u32 = 3;
+const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Sends alerts to every configured channel and records the outcome.
+#[derive(Clone)]
+pub struct Alerter {
+    store: PgPool,
+    webhook: Option<(url::Url, SecretString)>,
+    retry_base: Duration,
 }
 
-/// A recovery notice: the incident an earlier alert opened is over.
-pub async fn notify_recovery(store: &PgPool, alert: &Alert) {
-    tracing::info!(
-        alert.kind = alert.kind,
-        workspace = alert.workspace.as_deref().unwrap_or("-"),
-        sync = alert.sync.as_deref().unwrap_or("-"),
-        "{}",
-        alert.message
-    );
-    store_alert(store, alert, "info").await
-}
-
-async fn store_alert(store: &PgPool, alert: &Alert, severity: &str) {
-    if severity == "critical" {
-        log_critical(alert);
+impl std::fmt::Debug for Alerter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Alerter")
+            .field("webhook", &self.webhook.as_ref().map(|w| w.0.as_str()))
+            .finish()
     }
+}
+
+impl Alerter {
+    pub fn new(store: PgPool, settings: &AlertSettings) -> Self {
+        let webhook = settings
+            .webhook_url
+            .clone()
+            .zip(settings.webhook_secret.clone());
+        Self {
+            store,
+            webhook,
+            retry_base: Duration::from_millis(500),
+        }
+    }
+
+    pub fn store(&self) -> &PgPool {
+        &self.store
+    }
+
+    /// Raises a critical alert on every channel. Failures are recorded and
+    /// logged; they never stop the caller.
+    pub async fn raise(&self, alert: &Alert) {
+        log_critical(alert);
+        self.deliver(alert, "critical").await
+    }
+
+    /// A recovery notice: the incident an earlier alert opened is over.
+    pub async fn notify_recovery(&self, alert: &Alert) {
+        tracing::info!(
+            alert.kind = alert.kind,
+            workspace = alert.workspace.as_deref().unwrap_or("-"),
+            sync = alert.sync.as_deref().unwrap_or("-"),
+            "{}",
+            alert.message
+        );
+        self.deliver(alert, "info").await
+    }
+
+    async fn deliver(&self, alert: &Alert, severity: &str) {
+        let mut channels = serde_json::Map::new();
+        channels.insert("log".into(), json!("sent"));
+        if let Some((url, secret)) = &self.webhook {
+            let outcome = self.post_webhook(url, secret, alert, severity).await;
+            channels.insert("webhook".into(), json!(outcome));
+        }
+        store_alert(&self.store, alert, severity, Value::Object(channels)).await
+    }
+
+    /// POSTs the alert as JSON (DESIGN §3), signed, with a few retries; returns
+    /// the outcome to record.
+    async fn post_webhook(
+        &self,
+        url: &url::Url,
+        secret: &SecretString,
+        alert: &Alert,
+        severity: &str,
+    ) -> String {
+        let body = json!({
+            "kind": alert.kind,
+            "severity": severity,
+            "workspace": alert.workspace,
+            "sync": alert.sync,
+            "message": alert.message,
+            "at": chrono::Utc::now().to_rfc3339(),
+        })
+        .to_string();
+        let signature =
+            crate::destination::webhook::sign(secret.expose_secret().as_bytes(), body.as_bytes());
+        let client = match crate::destination::http_client() {
+            Ok(c) => c,
+            Err(e) => return format!("failed: {e}"),
+        };
+        let mut last = String::new();
+        for attempt in 0..WEBHOOK_TRIES {
+            if attempt > 0 {
+                tokio::time::sleep(self.retry_base * 2u32.pow(attempt - 1)).await;
+            }
+            let sent = client
+                .post(url.as_str())
+                .timeout(WEBHOOK_TIMEOUT)
+                .header("content-type", "application/json")
+                .header(SIGNATURE_HEADER, &signature)
+                .body(body.clone())
+                .send()
+                .await;
+            match sent {
+                Ok(r) if r.status().is_success() => return "sent".into(),
+                Ok(r) => last = format!("HTTP {}", r.status()),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        warn!(alert.kind = alert.kind, error = %last, "Alert webhook failed");
+        format!("failed after {WEBHOOK_TRIES} tries: {last}")
+    }
+}
+
+async fn store_alert(store: &PgPool, alert: &Alert, severity: &str, channels: Value) {
     let stored = NewAlert {
         kind: alert.kind,
         severity,
@@ -51,7 +153,7 @@ async fn store_alert(store: &PgPool, alert: &Alert, severity: &str) {
         message: &alert.message,
         failure_code: alert.failure.map(|c| c.as_str()),
         owner: alert.failure.map(|c| c.owner().as_str()),
-        channels: json!({ "log": "sent" }),
+        channels,
     };
     if let Err(e) = record_alert(store, &stored).await {
         error!(error = %e, "Storing an alert failed");

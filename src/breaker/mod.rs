@@ -6,20 +6,20 @@
 //! sync file's `breaker_failures`, else `breaker.consecutive_failures`.
 
 use serde_json::json;
-use sqlx::PgPool;
 use tracing::info;
 
-use crate::alerts::{Alert, raise};
+use crate::alerts::{Alert, Alerter};
 use crate::failure::FailureCode;
 use crate::store::{runs, syncs};
 
 /// Called after a failure of `sync_id` was recorded. Returns whether this call
 /// paused the sync.
 pub async fn after_failure(
-    store: &PgPool,
+    alerter: &Alerter,
     sync_id: &str,
     default_threshold: u32,
 ) -> anyhow::Result<bool> {
+    let store = alerter.store();
     let Some(sync) = syncs::get_sync(store, sync_id).await? else {
         return Ok(false);
     };
@@ -64,9 +64,8 @@ pub async fn after_failure(
     let next = code
         .map(FailureCode::what_next)
         .unwrap_or("See the runs for details.");
-    raise(
-        store,
-        &Alert {
+    alerter
+        .raise(&Alert {
             kind: "circuit_breaker_tripped",
             workspace: Some(sync.workspace_id.clone()),
             sync: Some(sync_id.to_string()),
@@ -77,8 +76,7 @@ pub async fn after_failure(
                 last.failure_code.as_deref().unwrap_or("unknown")
             ),
             failure: code,
-        },
-    )
-    .await;
+        })
+        .await;
     Ok(true)
 }

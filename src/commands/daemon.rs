@@ -37,10 +37,12 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         .await
         .context("writing the liveness key failed")?;
     let leases = LeaseManager::new(redis.clone(), &prefix, boot_id, settings.lease.ttl);
+    let alerter = crate::alerts::Alerter::new(store.clone(), &settings.alerts);
     let daemon = Daemon {
         store,
         leases,
         settings: settings.clone(),
+        alerter,
     };
 
     start_workers(&daemon, &shutdown);

@@ -60,9 +60,13 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Deadman(DeadmanCommand::Check) => {
             let pool = store::connect(&settings.database).await?;
             let redis = crate::lease::connect_redis(&settings.redis).await?;
-            let report =
-                crate::deadman::check(&pool, &redis, &settings.redis.key_prefix, &settings.deadman)
-                    .await?;
+            let report = crate::deadman::check(
+                &crate::alerts::Alerter::new(pool.clone(), &settings.alerts),
+                &redis,
+                &settings.redis.key_prefix,
+                &settings.deadman,
+            )
+            .await?;
             for target in &report.alerted {
                 println!("{target}: silent; alert raised");
             }

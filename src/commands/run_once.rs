@@ -112,8 +112,9 @@ pub async fn foreground(
         counts,
         cursor: None,
     };
+    let alerter = crate::alerts::Alerter::new(pool.clone(), &settings.alerts);
     record_outcome(
-        pool,
+        &alerter,
         &run,
         &report,
         None,
@@ -121,7 +122,8 @@ pub async fn foreground(
     )
     .await?;
     if report.outcome == RunOutcome::Succeeded {
-        crate::deadman::on_success(pool, &redis, &prefix, &run.workspace_id, &run.sync_id).await?;
+        crate::deadman::on_success(&alerter, &redis, &prefix, &run.workspace_id, &run.sync_id)
+            .await?;
     }
     let summary = format!(
         "{} read, {} written, {} replayed, {} rejected, {} re-sent",

@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use deadpool_redis::Pool;
 use deadpool_redis::redis::{self, AsyncCommands};
-use sqlx::PgPool;
 use tracing::info;
 
-use crate::alerts::{Alert, raise};
+use crate::alerts::{Alert, Alerter};
 use crate::config::DeadmanSettings;
 use crate::store::deadman;
 
@@ -32,11 +31,12 @@ fn marker(prefix: &str, target: &str) -> String {
 }
 
 pub async fn check(
-    store: &PgPool,
+    alerter: &Alerter,
     redis: &Pool,
     prefix: &str,
     settings: &DeadmanSettings,
 ) -> anyhow::Result<DeadmanReport> {
+    let store = alerter.store();
     let mut report = DeadmanReport::default();
     let syncs = deadman::active_syncs(store).await?;
     let now = chrono::Utc::now();
@@ -65,7 +65,7 @@ pub async fn check(
         }
         let target = format!("workspace:{workspace}");
         judge(
-            store,
+            alerter,
             redis,
             prefix,
             settings.silence_window,
@@ -84,7 +84,7 @@ pub async fn check(
             }
             let target = format!("sync:{}", s.id);
             judge(
-                store,
+                alerter,
                 redis,
                 prefix,
                 window,
@@ -101,7 +101,7 @@ pub async fn check(
 
 #[allow(clippy::too_many_arguments)]
 async fn judge(
-    store: &PgPool,
+    alerter: &Alerter,
     redis: &Pool,
     prefix: &str,
     window: Duration,
@@ -110,6 +110,7 @@ async fn judge(
     target: &str,
     report: &mut DeadmanReport,
 ) -> anyhow::Result<()> {
+    let store = alerter.store();
     let (succeeded, finished) = deadman::activity(store, workspace, sync, window).await?;
     if succeeded > 0 {
         return Ok(());
@@ -164,9 +165,8 @@ async fn judge(
             },
         ),
     };
-    raise(
-        store,
-        &Alert {
+    alerter
+        .raise(&Alert {
             kind: "deadman_silence",
             workspace: Some(workspace.to_string()),
             sync: sync.map(str::to_string),
@@ -175,9 +175,8 @@ async fn judge(
                 "{subject} has had no successful run for {window_text}: {what}. Next: {next}"
             ),
             failure: None,
-        },
-    )
-    .await;
+        })
+        .await;
     report.alerted.push(target.to_string());
     Ok(())
 }
@@ -185,7 +184,7 @@ async fn judge(
 /// The success path of a run: ends the silence of its sync and its workspace,
 /// deleting their markers, closing their incidents and sending a recovery notice.
 pub async fn on_success(
-    store: &PgPool,
+    alerter: &Alerter,
     redis: &Pool,
     prefix: &str,
     workspace: &str,
@@ -198,25 +197,23 @@ pub async fn on_success(
             marker(prefix, &format!("sync:{sync_id}")),
         ])
         .await?;
-    let closed = deadman::close_incidents(store, workspace, sync_id).await?;
+    let closed = deadman::close_incidents(alerter.store(), workspace, sync_id).await?;
     for incident in &closed {
         let subject = match &incident.sync_id {
             Some(id) => format!("Sync {id}"),
             None => format!("Workspace {}", incident.workspace_id),
         };
         info!(incident = incident.id, "Dead-man incident closed");
-        crate::alerts::notify_recovery(
-            store,
-            &Alert {
+        alerter
+            .notify_recovery(&Alert {
                 kind: "deadman_recovered",
                 workspace: Some(incident.workspace_id.clone()),
                 sync: incident.sync_id.clone(),
                 run_id: None,
                 message: format!("{subject} is no longer silent: a run of {sync_id} succeeded."),
                 failure: None,
-            },
-        )
-        .await;
+            })
+            .await;
     }
     Ok(closed.len())
 }

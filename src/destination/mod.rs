@@ -13,4 +13,4 @@ pub use any::AnyDestination;
 pub use config::DestinationConfig;
 pub use delivery::Destination;
 pub use record::{Contact, DestinationError, Outbound, RecordOutcome};
-pub use retry::RetryPolicy;
+pub use retry::{RetryPolicy, http_client};

@@ -102,7 +102,7 @@ async fn add_deadman_job(daemon: &Daemon, scheduler: &JobScheduler) -> anyhow::R
         Box::pin(async move {
             let settings = &daemon.settings;
             match crate::deadman::check(
-                &daemon.store,
+                &daemon.alerter,
                 daemon.leases.pool(),
                 &settings.redis.key_prefix,
                 &settings.deadman,
@@ -135,7 +135,7 @@ pub async fn enqueue_scheduled(daemon: &Daemon, sync_id: &str) {
             let run_id = runs::record_failed_enqueue(&daemon.store, sync_id, "schedule", FailureCode::ConfigInvalid.as_str(), &detail)
                 .await?;
             warn!(sync.id = %sync_id, run.id = run_id, detail = %detail, "Scheduled run could not be built");
-            if let Err(e) = crate::breaker::after_failure(&daemon.store, sync_id, daemon.settings.breaker.consecutive_failures).await {
+            if let Err(e) = crate::breaker::after_failure(&daemon.alerter, sync_id, daemon.settings.breaker.consecutive_failures).await {
                 warn!(error = %e, "The circuit breaker check failed");
             }
             return Ok(());

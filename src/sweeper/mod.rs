@@ -109,7 +109,7 @@ async fn put_back(
         .await?;
         warn!(run.id = run.id, sync.id = %run.sync_id, "Dead run had no attempts left; failed");
         crate::breaker::after_failure(
-            &daemon.store,
+            &daemon.alerter,
             &run.sync_id,
             daemon.settings.breaker.consecutive_failures,
         )

@@ -41,12 +41,13 @@ pub fn backoff(retry: &RetrySettings, attempt: i32) -> Duration {
 /// attempts left goes back in the queue after its backoff, and a clean stop at a
 /// batch boundary goes back at once with its attempt returned.
 pub async fn record_outcome(
-    store: &PgPool,
+    alerter: &crate::alerts::Alerter,
     run: &RunRow,
     report: &RunReport,
     retry: Option<&RetrySettings>,
     breaker_threshold: u32,
 ) -> sqlx::Result<Recorded> {
+    let store = alerter.store();
     let recorded = record(store, run, report, retry).await?;
     if let Recorded::Finished {
         status: "failed", ..
@@ -54,7 +55,8 @@ pub async fn record_outcome(
     {
         // The breaker reads what was just recorded; its own failure must not
         // hide the run's outcome.
-        if let Err(e) = crate::breaker::after_failure(store, &run.sync_id, breaker_threshold).await
+        if let Err(e) =
+            crate::breaker::after_failure(alerter, &run.sync_id, breaker_threshold).await
         {
             tracing::error!(error = %e, sync.id = %run.sync_id, "The circuit breaker check failed");
         }

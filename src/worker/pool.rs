@@ -13,6 +13,7 @@ use tracing::{Instrument, error, info, info_span, warn};
 
 use super::outcome::{Recorded, record_outcome};
 use super::run::{RunEnv, RunOutcome, RunReport, execute_run};
+use crate::alerts::Alerter;
 use crate::config::Settings;
 use crate::destination::RetryPolicy;
 use crate::failure::FailureCode;
@@ -27,6 +28,7 @@ pub struct Daemon {
     pub store: PgPool,
     pub leases: LeaseManager,
     pub settings: Arc<Settings>,
+    pub alerter: Alerter,
 }
 
 impl Daemon {
@@ -168,12 +170,13 @@ async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
                 }
             }
         };
-        match record_outcome(&daemon.store, &run, &report, Some(&daemon.settings.retry), daemon.settings.breaker.consecutive_failures).await {
+        match record_outcome(
+            &daemon.alerter, &run, &report, Some(&daemon.settings.retry), daemon.settings.breaker.consecutive_failures).await {
             Ok(Recorded::Finished { status, failure }) => {
                 info!(status, failure = ?failure, "Run finished");
                 if status == "succeeded"
                     && let Err(e) = crate::deadman::on_success(
-                        &daemon.store,
+                        &daemon.alerter,
                         daemon.leases.pool(),
                         &daemon.settings.redis.key_prefix,
                         &run.workspace_id,

@@ -60,6 +60,7 @@ fn daemon_for(s: &Scenario) -> Daemon {
         store: s.db.pool.clone(),
         leases,
         settings: Arc::new(Settings::default()),
+        alerter: syncward::alerts::Alerter::new(s.db.pool.clone(), &Settings::default().alerts),
     }
 }
 
@@ -201,9 +202,10 @@ async fn two_daemons_recording_failures_at_once_trip_the_breaker_once() -> anyho
         )
         .await?;
     }
+    let alerter = syncward::alerts::Alerter::new(s.db.pool.clone(), &Settings::default().alerts);
     let (a, b) = tokio::join!(
-        syncward::breaker::after_failure(&s.db.pool, SYNC_ID, 5),
-        syncward::breaker::after_failure(&s.db.pool, SYNC_ID, 5)
+        syncward::breaker::after_failure(&alerter, SYNC_ID, 5),
+        syncward::breaker::after_failure(&alerter, SYNC_ID, 5)
     );
     assert_eq!(
         [a?, b?].iter().filter(|t| **t).count(),

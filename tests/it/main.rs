@@ -4,6 +4,7 @@
 mod fakes;
 mod helpers;
 
+mod alerts;
 mod breaker;
 mod brevo_fake;
 mod config_loading;

@@ -1,0 +1,80 @@
+//! Alert channels: the signed webhook, retried, recorded per channel.
+
+use crate::fakes::webhook::WebhookReceiver;
+use crate::helpers::scenario::{Scenario, SyncOptions};
+
+async fn silent_workspace(hook: &WebhookReceiver) -> anyhow::Result<Scenario> {
+    let mut s = Scenario::new(SyncOptions::default()).await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__ALERTS__WEBHOOK_URL", &hook.url)
+        .with_env("SYNCWARD__ALERTS__WEBHOOK_SECRET", "alert-secret");
+    sqlx::query("UPDATE syncs SET activated_at = now() - interval '25 hours'")
+        .execute(&s.db.pool)
+        .await?;
+    Ok(s)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_alert_webhook_gets_signed_json_and_a_failed_post_is_retried() -> anyhow::Result<()> {
+    let hook = WebhookReceiver::start().await?;
+    hook.answer_with([500]);
+    let s = silent_workspace(&hook).await?;
+    s.cli.run(&["deadman", "check"]).await?.ok()?;
+    let received = hook.received();
+    // Two alerts (workspace and sync); the first POST failed once and was retried.
+    assert_eq!(received.len(), 3, "{received:?}");
+    for post in &received {
+        let expected = syncward::destination::webhook::sign(b"alert-secret", &post.body);
+        assert_eq!(post.headers["x-syncward-signature"].to_str()?, expected);
+        let body: serde_json::Value = serde_json::from_slice(&post.body)?;
+        for field in ["kind", "severity", "workspace", "sync", "message", "at"] {
+            assert!(body.get(field).is_some(), "{field} missing from {body}");
+        }
+        assert_eq!(body["kind"], "deadman_silence");
+        assert_eq!(body["severity"], "critical");
+        assert_eq!(body["workspace"], "acme");
+    }
+    let channels: Vec<serde_json::Value> =
+        sqlx::query_scalar("SELECT channels FROM alerts ORDER BY id")
+            .fetch_all(&s.db.pool)
+            .await?;
+    assert_eq!(channels.len(), 2);
+    assert!(
+        channels
+            .iter()
+            .all(|c| c["webhook"] == "sent" && c["log"] == "sent"),
+        "{channels:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_webhook_that_keeps_failing_is_recorded_and_does_not_stop_the_alert() -> anyhow::Result<()>
+{
+    let hook = WebhookReceiver::start().await?;
+    hook.answer_with([503; 20]);
+    let s = silent_workspace(&hook).await?;
+    s.cli.run(&["deadman", "check"]).await?.ok()?;
+    let channels: Vec<serde_json::Value> =
+        sqlx::query_scalar("SELECT channels FROM alerts ORDER BY id")
+            .fetch_all(&s.db.pool)
+            .await?;
+    assert_eq!(
+        channels.len(),
+        2,
+        "both alerts are stored whatever the webhook does"
+    );
+    for c in channels {
+        assert_eq!(c["log"], "sent");
+        assert!(
+            c["webhook"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("failed after 3 tries: HTTP 503")),
+            "{c}"
+        );
+    }
+    assert_eq!(hook.received().len(), 6);
+    Ok(())
+}
