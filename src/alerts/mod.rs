@@ -1,8 +1,10 @@
-//! Alerts: every critical alert is always a log line at ERROR; it goes to the
-//! alert webhook (HMAC-signed JSON) when one is configured, and is stored with
+//! Alerts: every critical alert is always a log line at ERROR; it goes to
+//! Sentry (level fatal, tagged with workspace, sync and kind) and to the alert
+//! webhook (HMAC-signed JSON) when those are configured, and is stored with
 //! the outcome of each channel. One channel failing never stops another.
-//! (Sentry and e-mail channels are not built yet.)
+//! (The e-mail channel is not built yet.)
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
@@ -38,6 +40,7 @@ const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Alerter {
     store: PgPool,
     webhook: Option<(url::Url, SecretString)>,
+    sentry: Option<Arc<sentry::Client>>,
     retry_base: Duration,
 }
 
@@ -55,9 +58,23 @@ impl Alerter {
             .webhook_url
             .clone()
             .zip(settings.webhook_secret.clone());
+        // A client of our own rather than the global hub: alerts are the only
+        // events syncward sends, and tests run several alerters in one process.
+        // The DSN was checked when the settings were loaded.
+        let sentry = settings
+            .sentry_dsn
+            .as_ref()
+            .and_then(|dsn| dsn.expose_secret().parse::<sentry::types::Dsn>().ok())
+            .map(|dsn| {
+                let mut options = sentry::ClientOptions::default();
+                options.dsn = Some(dsn);
+                options.release = Some(concat!("syncward@", env!("CARGO_PKG_VERSION")).into());
+                Arc::new(sentry::Client::from(sentry::apply_defaults(options)))
+            });
         Self {
             store,
             webhook,
+            sentry,
             retry_base: Duration::from_millis(500),
         }
     }
@@ -88,6 +105,12 @@ impl Alerter {
     async fn deliver(&self, alert: &Alert, severity: &str) {
         let mut channels = serde_json::Map::new();
         channels.insert("log".into(), json!("sent"));
+        if let Some(client) = &self.sentry {
+            channels.insert(
+                "sentry".into(),
+                json!(send_to_sentry(client.clone(), alert, severity).await),
+            );
+        }
         if let Some((url, secret)) = &self.webhook {
             let outcome = self.post_webhook(url, secret, alert, severity).await;
             channels.insert("webhook".into(), json!(outcome));
@@ -140,6 +163,42 @@ impl Alerter {
         }
         warn!(alert.kind = alert.kind, error = %last, "Alert webhook failed");
         format!("failed after {WEBHOOK_TRIES} tries: {last}")
+    }
+}
+
+/// Sends the alert as a Sentry event and waits (briefly) for the transport to
+/// hand it over.
+async fn send_to_sentry(client: Arc<sentry::Client>, alert: &Alert, severity: &str) -> String {
+    use sentry::protocol::{Event, Level};
+    let mut tags = std::collections::BTreeMap::new();
+    tags.insert("kind".to_string(), alert.kind.to_string());
+    if let Some(w) = &alert.workspace {
+        tags.insert("workspace".to_string(), w.clone());
+    }
+    if let Some(s) = &alert.sync {
+        tags.insert("sync".to_string(), s.clone());
+    }
+    if let Some(code) = alert.failure {
+        tags.insert("failure_code".to_string(), code.as_str().to_string());
+        tags.insert("owner".to_string(), code.owner().as_str().to_string());
+    }
+    let event = Event {
+        message: Some(alert.message.clone()),
+        level: if severity == "critical" {
+            Level::Fatal
+        } else {
+            Level::Info
+        },
+        tags,
+        ..Default::default()
+    };
+    let hub = sentry::Hub::new(Some(client.clone()), Arc::new(sentry::Scope::default()));
+    hub.capture_event(event);
+    // The transport sends from its own thread; flushing blocks, so off the runtime.
+    match tokio::task::spawn_blocking(move || client.flush(Some(Duration::from_secs(10)))).await {
+        Ok(true) => "sent".into(),
+        Ok(false) => "failed: not delivered within 10s".into(),
+        Err(e) => format!("failed: {e}"),
     }
 }
 

@@ -78,3 +78,50 @@ async fn a_webhook_that_keeps_failing_is_recorded_and_does_not_stop_the_alert() 
     assert_eq!(hook.received().len(), 6);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sentry_receives_a_fatal_event_tagged_with_workspace_sync_and_kind() -> anyhow::Result<()> {
+    let sentry = crate::fakes::sentry::SentryFake::start().await?;
+    let mut s = Scenario::new(SyncOptions::default()).await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__ALERTS__SENTRY_DSN", &sentry.dsn);
+    sqlx::query("UPDATE syncs SET activated_at = now() - interval '25 hours'")
+        .execute(&s.db.pool)
+        .await?;
+    s.cli.run(&["deadman", "check"]).await?.ok()?;
+    let events = sentry.events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    for (project, auth, event) in &events {
+        assert_eq!(project, "42");
+        assert!(
+            auth.as_deref()
+                .is_some_and(|a| a.contains("sentry_key=fakepublickey")),
+            "{auth:?}"
+        );
+        assert_eq!(event["level"], "fatal");
+        assert_eq!(event["tags"]["kind"], "deadman_silence");
+        assert_eq!(event["tags"]["workspace"], "acme");
+        assert!(
+            event["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no runs were recorded at all")),
+            "{event}"
+        );
+    }
+    assert!(
+        events
+            .iter()
+            .any(|(_, _, e)| e["tags"]["sync"] == "acme-contacts")
+    );
+    let channels: Vec<serde_json::Value> =
+        sqlx::query_scalar("SELECT channels FROM alerts ORDER BY id")
+            .fetch_all(&s.db.pool)
+            .await?;
+    assert!(
+        channels.iter().all(|c| c["sentry"] == "sent"),
+        "{channels:?}"
+    );
+    Ok(())
+}

@@ -2,4 +2,5 @@
 //! servers on ephemeral ports that record every request and take scripted faults.
 
 pub mod brevo;
+pub mod sentry;
 pub mod webhook;
