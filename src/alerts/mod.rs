@@ -1,8 +1,9 @@
 //! Alerts: every critical alert is always a log line at ERROR; it goes to
 //! Sentry (level fatal, tagged with workspace, sync and kind) and to the alert
 //! webhook (HMAC-signed JSON) when those are configured, and is stored with
-//! the outcome of each channel. One channel failing never stops another.
-//! (The e-mail channel is not built yet.)
+//! the outcome of each channel, and by e-mail over SMTP to the operators (plus,
+//! for failures that are the customer's, to the workspace's own address from
+//! `alerts.workspace_email`). One channel failing never stops another.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +42,18 @@ pub struct Alerter {
     store: PgPool,
     webhook: Option<(url::Url, SecretString)>,
     sentry: Option<Arc<sentry::Client>>,
+    email: Option<EmailChannel>,
     retry_base: Duration,
+}
+
+/// The SMTP transport, the sender, the operators, and the workspaces' own
+/// addresses for customer-owned alerts.
+#[derive(Clone)]
+struct EmailChannel {
+    transport: lettre::AsyncSmtpTransport<lettre::Tokio1Executor>,
+    from: String,
+    operators: Vec<String>,
+    workspaces: std::collections::BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for Alerter {
@@ -71,10 +83,27 @@ impl Alerter {
                 options.release = Some(concat!("syncward@", env!("CARGO_PKG_VERSION")).into());
                 Arc::new(sentry::Client::from(sentry::apply_defaults(options)))
             });
+        let email = settings.email.as_ref().and_then(|e| {
+            // The URL was checked when the settings were loaded; a transport that
+            // cannot be built is reported once here and the channel left out.
+            match lettre::AsyncSmtpTransport::<lettre::Tokio1Executor>::from_url(e.smtp_url.expose_secret()) {
+                Ok(builder) => Some(EmailChannel {
+                    transport: builder.timeout(Some(Duration::from_secs(10))).build(),
+                    from: e.from.clone(),
+                    operators: e.to.clone(),
+                    workspaces: settings.workspace_email.clone(),
+                }),
+                Err(err) => {
+                    error!(error = %err, "alerts.email.smtp_url cannot be used; e-mail alerts are off");
+                    None
+                }
+            }
+        });
         Self {
             store,
             webhook,
             sentry,
+            email,
             retry_base: Duration::from_millis(500),
         }
     }
@@ -110,6 +139,9 @@ impl Alerter {
                 "sentry".into(),
                 json!(send_to_sentry(client.clone(), alert, severity).await),
             );
+        }
+        if let Some(email) = &self.email {
+            channels.insert("email".into(), json!(email.send(alert, severity).await));
         }
         if let Some((url, secret)) = &self.webhook {
             let outcome = self.post_webhook(url, secret, alert, severity).await;
@@ -163,6 +195,72 @@ impl Alerter {
         }
         warn!(alert.kind = alert.kind, error = %last, "Alert webhook failed");
         format!("failed after {WEBHOOK_TRIES} tries: {last}")
+    }
+}
+
+impl EmailChannel {
+    /// Mails the alert; customer-owned failures also go to the workspace's address.
+    async fn send(&self, alert: &Alert, severity: &str) -> String {
+        use lettre::AsyncTransport;
+        let mut to = self.operators.clone();
+        let customer_owned = alert
+            .failure
+            .is_some_and(|c| c.owner() == crate::failure::Owner::Customer);
+        if customer_owned
+            && let Some(address) = alert
+                .workspace
+                .as_ref()
+                .and_then(|w| self.workspaces.get(w))
+        {
+            to.push(address.clone());
+        }
+        let subject = format!(
+            "[syncward] {severity}: {} ({})",
+            alert.kind,
+            alert
+                .sync
+                .as_deref()
+                .or(alert.workspace.as_deref())
+                .unwrap_or("syncward")
+        );
+        let mut body = format!("{}\n\n", alert.message);
+        body.push_str(&format!("Kind: {}\n", alert.kind));
+        if let Some(w) = &alert.workspace {
+            body.push_str(&format!("Workspace: {w}\n"));
+        }
+        if let Some(s) = &alert.sync {
+            body.push_str(&format!("Sync: {s}\n"));
+        }
+        if let Some(code) = alert.failure {
+            body.push_str(&format!(
+                "Failure: {code}\nWhat happened: {}\nWhat next: {}\nWhose job: {}\n",
+                code.what_happened(),
+                code.what_next(),
+                code.owner().as_str()
+            ));
+        }
+        let mut builder = lettre::Message::builder().subject(subject);
+        match self.from.parse() {
+            Ok(from) => builder = builder.from(from),
+            Err(e) => return format!("failed: alerts.email.from: {e}"),
+        }
+        for address in &to {
+            match address.parse() {
+                Ok(mailbox) => builder = builder.to(mailbox),
+                Err(e) => return format!("failed: {address}: {e}"),
+            }
+        }
+        let message = match builder.body(body) {
+            Ok(m) => m,
+            Err(e) => return format!("failed: {e}"),
+        };
+        match self.transport.send(message).await {
+            Ok(_) => format!("sent to {}", to.join(", ")),
+            Err(e) => {
+                warn!(alert.kind = alert.kind, error = %e, "Alert e-mail failed");
+                format!("failed: {e}")
+            }
+        }
     }
 }
 

@@ -263,6 +263,10 @@ pub struct AlertSettings {
     pub webhook_secret: Option<SecretString>,
     /// E-mail over SMTP. Default: none.
     pub email: Option<EmailSettings>,
+    /// Owner routing: workspace id → address that also receives the alerts
+    /// whose failure is the customer's (a revoked key, a mapping every record is
+    /// rejected for). Needs `alerts.email`. Default: none.
+    pub workspace_email: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -491,6 +495,23 @@ impl Settings {
                 );
             }
         }
+        if !self.alerts.workspace_email.is_empty() && self.alerts.email.is_none() {
+            return bad(
+                "alerts.workspace_email",
+                "needs alerts.email (the SMTP server) to be set".into(),
+            );
+        }
+        if let Some((ws, to)) = self
+            .alerts
+            .workspace_email
+            .iter()
+            .find(|(_, to)| !to.contains('@'))
+        {
+            return bad(
+                &format!("alerts.workspace_email.{ws}"),
+                format!("\"{to}\" is not an e-mail address"),
+            );
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return bad(
                 "log.level",
@@ -520,6 +541,7 @@ impl Settings {
                 "sentry_dsn": secret(&self.alerts.sentry_dsn),
                 "webhook_url": self.alerts.webhook_url.as_ref().map(|u| u.to_string()),
                 "webhook_secret": secret(&self.alerts.webhook_secret),
+                "workspace_email": self.alerts.workspace_email,
                 "email": self.alerts.email.as_ref().map(|e| serde_json::json!({
                     "smtp_url": redact_url(&e.smtp_url), "from": e.from, "to": e.to,
                 })),

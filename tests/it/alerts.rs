@@ -125,3 +125,88 @@ async fn sentry_receives_a_fatal_event_tagged_with_workspace_sync_and_kind() -> 
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn alerts_are_mailed_to_operators_and_customer_owned_ones_to_the_workspace_too()
+-> anyhow::Result<()> {
+    let smtp = crate::fakes::smtp::SmtpSink::start().await?;
+    let mut s = Scenario::new(SyncOptions::default()).await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__ALERTS__EMAIL__SMTP_URL", &smtp.url)
+        .with_env("SYNCWARD__ALERTS__EMAIL__FROM", "syncward@ops.example")
+        .with_env("SYNCWARD__ALERTS__EMAIL__TO", "oncall@ops.example")
+        .with_env(
+            "SYNCWARD__ALERTS__WORKSPACE_EMAIL__ACME",
+            "owner@acme.example",
+        );
+    // The breaker trips at the first failure; the failure (a missing table) is the customer's.
+    let path = s.dir.path().join("sync.toml");
+    let text = std::fs::read_to_string(&path)?.replace(
+        "workspace = \"acme\"",
+        "workspace = \"acme\"\nbreaker_failures = 1",
+    );
+    std::fs::write(&path, text)?;
+    s.cli
+        .run(&["sync", "apply", path.to_str().unwrap_or_default()])
+        .await?
+        .ok()?;
+    sqlx::raw_sql("ALTER TABLE contacts RENAME TO contacts_gone")
+        .execute(&s.db.pool)
+        .await?;
+    assert_eq!(s.run_foreground().await?.code, 1);
+
+    let mails = smtp.mails();
+    assert_eq!(mails.len(), 1, "{mails:?}");
+    let mail = &mails[0];
+    assert_eq!(mail.to, ["oncall@ops.example", "owner@acme.example"]);
+    assert!(
+        mail.data.contains("circuit_breaker_tripped"),
+        "{}",
+        mail.data
+    );
+    assert!(mail.data.contains("Sync: acme-contacts"), "{}", mail.data);
+    assert!(
+        mail.data.contains("What next: Fix the sync's query"),
+        "{}",
+        mail.data
+    );
+    assert!(mail.data.contains("Whose job: customer"), "{}", mail.data);
+
+    // A silence is the operators' alone.
+    sqlx::query("UPDATE syncs SET activated_at = now() - interval '25 hours', status = 'active', paused_reason = NULL")
+        .execute(&s.db.pool)
+        .await?;
+    sqlx::query("UPDATE runs SET finished_at = now() - interval '25 hours'")
+        .execute(&s.db.pool)
+        .await?;
+    s.cli.run(&["deadman", "check"]).await?.ok()?;
+    let mails = smtp.mails();
+    let silence: Vec<_> = mails
+        .iter()
+        .filter(|m| m.data.contains("deadman_silence"))
+        .collect();
+    assert_eq!(silence.len(), 2, "{mails:?}");
+    assert!(silence.iter().all(|m| m.to == ["oncall@ops.example"]));
+    // Long body lines arrive quoted-printable, folded with soft breaks.
+    let unfold = |data: &str| data.replace("=\n", "");
+    assert!(
+        silence
+            .iter()
+            .any(|m| unfold(&m.data).contains("no runs were recorded at all")
+                && unfold(&m.data).contains("Next:")),
+        "{silence:?}"
+    );
+    let channels: Vec<serde_json::Value> =
+        sqlx::query_scalar("SELECT channels FROM alerts ORDER BY id")
+            .fetch_all(&s.db.pool)
+            .await?;
+    assert!(
+        channels.iter().all(|c| c["email"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("sent to"))),
+        "{channels:?}"
+    );
+    Ok(())
+}

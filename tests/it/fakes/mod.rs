@@ -3,4 +3,5 @@
 
 pub mod brevo;
 pub mod sentry;
+pub mod smtp;
 pub mod webhook;
