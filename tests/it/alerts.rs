@@ -161,6 +161,7 @@ async fn alerts_are_mailed_to_operators_and_customer_owned_ones_to_the_workspace
     assert_eq!(mails.len(), 1, "{mails:?}");
     let mail = &mails[0];
     assert_eq!(mail.to, ["oncall@ops.example", "owner@acme.example"]);
+    assert_eq!(mail.from, "<syncward@ops.example>");
     assert!(
         mail.data.contains("circuit_breaker_tripped"),
         "{}",
