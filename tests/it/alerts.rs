@@ -211,3 +211,42 @@ async fn alerts_are_mailed_to_operators_and_customer_owned_ones_to_the_workspace
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_webhook_does_not_block_the_email() -> anyhow::Result<()> {
+    let smtp = crate::fakes::smtp::SmtpSink::start().await?;
+    let hook = WebhookReceiver::start().await?;
+    hook.answer_with([500; 20]);
+    let mut s = silent_workspace(&hook).await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__ALERTS__EMAIL__SMTP_URL", &smtp.url)
+        .with_env("SYNCWARD__ALERTS__EMAIL__FROM", "syncward@ops.example")
+        .with_env("SYNCWARD__ALERTS__EMAIL__TO", "oncall@ops.example");
+    s.cli.run(&["deadman", "check"]).await?.ok()?;
+    assert_eq!(
+        smtp.mails().len(),
+        2,
+        "both silences were mailed although the webhook kept failing"
+    );
+    let channels: Vec<serde_json::Value> =
+        sqlx::query_scalar("SELECT channels FROM alerts ORDER BY id")
+            .fetch_all(&s.db.pool)
+            .await?;
+    for c in channels {
+        assert!(
+            c["webhook"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("failed")),
+            "{c}"
+        );
+        assert!(
+            c["email"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("sent to")),
+            "{c}"
+        );
+    }
+    Ok(())
+}
