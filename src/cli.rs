@@ -83,6 +83,16 @@ pub enum SyncCommand {
         #[arg(long)]
         foreground: bool,
     },
+    /// The next page as a run would see it: mapped records, delivery keys and
+    /// their ledger state. Writes nothing anywhere.
+    Preview {
+        id: String,
+        /// How many records of the page to show.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Forget the saved cursor: the next run starts from the beginning of the
     /// source. Delivered records are still not sent twice (the ledger keeps them).
     ResetCursor { id: String },

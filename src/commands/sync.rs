@@ -96,6 +96,44 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 run_once::enqueue(settings, &pool, &id).await
             }
         }
+        SyncCommand::Preview { id, limit, json } => {
+            let sync = require_sync(&pool, &id).await?;
+            let definition = sync
+                .definition()
+                .context("the stored definition no longer validates")?;
+            let preview = crate::worker::preview(&pool, &definition, limit).await?;
+            if json.json {
+                return print_json(&preview);
+            }
+            let from = preview
+                .cursor
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "the start".into());
+            println!(
+                "{id}: next page from {from}: {} record(s); showing {}",
+                preview.page_records,
+                preview.records.len()
+            );
+            for r in &preview.records {
+                let what = match (&r.email, &r.rejected) {
+                    (_, Some(why)) => format!("rejected ({why})"),
+                    (Some(email), None) => format!(
+                        "{email} {}",
+                        serde_json::Value::Object(r.attributes.clone())
+                    ),
+                    (None, None) => String::new(),
+                };
+                println!(
+                    "  #{:<4} {}  {:<22} {what}",
+                    r.position,
+                    &r.key[..16],
+                    r.ledger
+                );
+            }
+            println!("Nothing was written.");
+            Ok(())
+        }
         SyncCommand::ResetCursor { id } => {
             require_sync(&pool, &id).await?;
             cursors::reset_cursor(&pool, &id, Actor::Cli).await?;

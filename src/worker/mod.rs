@@ -4,9 +4,11 @@
 mod delivery_key;
 mod outcome;
 mod pool;
+mod preview;
 mod run;
 
 pub use delivery_key::{DeliveryKey, canonical_json};
 pub use outcome::{Recorded, backoff, record_outcome};
 pub use pool::{Daemon, start_workers};
+pub use preview::{Preview, PreviewRecord, preview};
 pub use run::{PageProgress, RunEnv, RunOutcome, RunReport, execute_run};

@@ -13,6 +13,7 @@ mod deadman;
 mod harness;
 mod lease_fence;
 mod postgres_source;
+mod preview;
 mod quickstart;
 mod schema;
 mod sync_commands;

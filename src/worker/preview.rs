@@ -1,0 +1,100 @@
+//! `sync preview`: the next page as a run would see it — mapped records, their
+//! delivery keys and what the ledger holds for each — writing nothing.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sqlx::PgPool;
+
+use super::delivery_key::DeliveryKey;
+use crate::config::SyncDefinition;
+use crate::mapping::map_record;
+use crate::source::{AnySource, Source};
+use crate::store::{cursors, ledger};
+
+/// One record of the preview.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreviewRecord {
+    pub position: usize,
+    pub key: String,
+    pub email: Option<String>,
+    pub attributes: Map<String, Value>,
+    /// `new`, `pending (N attempts)`, `completed` — or why it would be rejected.
+    pub ledger: String,
+    pub rejected: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Preview {
+    pub cursor: Option<Value>,
+    pub next_cursor: Option<Value>,
+    pub page_records: usize,
+    pub records: Vec<PreviewRecord>,
+}
+
+/// Reads the page after the saved cursor and describes its first `limit`
+/// records. Read-only: the source is read in a READ ONLY transaction and the
+/// store is only queried.
+pub async fn preview(
+    store: &PgPool,
+    definition: &SyncDefinition,
+    limit: usize,
+) -> anyhow::Result<Preview> {
+    let sync_id = definition.id.as_str();
+    let cursor = cursors::get_cursor(store, sync_id)
+        .await?
+        .and_then(|c| c.cursor.map(|v| v.0));
+    let mut source = AnySource::open(&definition.source)?;
+    let fingerprint = source.fingerprint();
+    let page = source.fetch_page(cursor.as_ref()).await?;
+    // Keys over the whole page: a record's position is its place on the page.
+    let keyed: Vec<(usize, DeliveryKey, &Value)> = page
+        .records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            (
+                i,
+                DeliveryKey::derive(sync_id, &fingerprint, cursor.as_ref(), i as u64, r),
+                r,
+            )
+        })
+        .take(limit)
+        .collect();
+    let keys: Vec<Vec<u8>> = keyed.iter().map(|(_, k, _)| k.0.to_vec()).collect();
+    let known = ledger::lookup_keys(store, sync_id, &keys).await?;
+    let records = keyed
+        .into_iter()
+        .map(|(position, key, record)| {
+            let entry = known.iter().find(|e| e.key == key.0);
+            let ledger = match entry {
+                None => "new".to_string(),
+                Some(e) if e.status == "completed" => "completed".to_string(),
+                Some(e) => format!("pending ({} attempts)", e.attempts),
+            };
+            match map_record(&definition.mapping, record) {
+                Ok(contact) => PreviewRecord {
+                    position,
+                    key: key.hex(),
+                    email: Some(contact.email),
+                    attributes: contact.attributes,
+                    ledger,
+                    rejected: None,
+                },
+                Err(e) => PreviewRecord {
+                    position,
+                    key: key.hex(),
+                    email: None,
+                    attributes: Map::new(),
+                    ledger,
+                    rejected: Some(format!("{}: {e}", e.code())),
+                },
+            }
+        })
+        .collect();
+    Ok(Preview {
+        cursor,
+        next_cursor: page.next_cursor,
+        page_records: page.records.len(),
+        records,
+    })
+}
