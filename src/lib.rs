@@ -17,6 +17,7 @@ pub mod config;
 pub mod deadman;
 pub mod destination;
 pub mod failure;
+pub mod http;
 pub mod lease;
 pub mod logging;
 pub mod mapping;

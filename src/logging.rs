@@ -23,8 +23,11 @@ pub fn init(settings: &LogSettings, audience: Audience) -> anyhow::Result<()> {
             EnvFilter::try_new(&settings.level).context("log.level is not a valid filter")?
         }
     };
+    // Colours only on a terminal: journald and log files get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     // try_init fails only when a subscriber is already set (tests that call
     // `execute` twice in one process); the first one stays.

@@ -45,6 +45,15 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         alerter,
     };
 
+    let listener = crate::http::bind(&settings).await?;
+    info!(address = %listener.local_addr()?, "Admin HTTP listening");
+    let http_state = crate::http::HttpState {
+        store: daemon.store.clone(),
+        redis: redis.clone(),
+        token: settings.http.admin_token.clone(),
+        max_attempts: i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX),
+    };
+    shutdown.spawn(crate::http::serve(listener, http_state, shutdown.clone()));
     start_workers(&daemon, &shutdown);
     shutdown.spawn(sweeper::run(daemon.clone(), shutdown.clone()));
     let scheduled = daemon.clone();

@@ -11,6 +11,7 @@ mod config_loading;
 mod daemon;
 mod deadman;
 mod harness;
+mod http_api;
 mod lease_fence;
 mod postgres_source;
 mod preview;

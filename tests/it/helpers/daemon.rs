@@ -17,8 +17,12 @@ pub struct DaemonProcess {
 impl DaemonProcess {
     pub async fn spawn(cli: &Syncward) -> anyhow::Result<Self> {
         let log = tempfile::NamedTempFile::new()?;
-        let child = cli
-            .command(&["run"])
+        let mut command = cli.command(&["run"]);
+        // Every test daemon gets a port of its own unless the test chose one.
+        if !cli.env.iter().any(|(k, _)| k == "SYNCWARD__HTTP__LISTEN") {
+            command.env("SYNCWARD__HTTP__LISTEN", "127.0.0.1:0");
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(log.reopen()?)
             .spawn()?;
@@ -26,6 +30,27 @@ impl DaemonProcess {
             .id()
             .ok_or_else(|| anyhow::anyhow!("the daemon exited at once"))?;
         Ok(Self { child, pid, log })
+    }
+
+    /// The admin HTTP address, once the daemon has logged it.
+    pub async fn http_address(&self) -> anyhow::Result<String> {
+        for _ in 0..100 {
+            let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
+            if let Some(line) = text.lines().find(|l| l.contains("Admin HTTP listening")) {
+                let address = line
+                    .split("address=")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next());
+                if let Some(address) = address {
+                    return Ok(address.to_string());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::bail!(
+            "the daemon never logged its HTTP address:\n{}",
+            self.log_tail()
+        )
     }
 
     /// The last lines the daemon logged, for failure messages.

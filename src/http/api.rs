@@ -1,0 +1,133 @@
+//! The JSON API (DESIGN §3).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::HttpState;
+use crate::failure::FailureCode;
+use crate::store::audit::Actor;
+use crate::store::{cursors, deadman, ledger, runs, syncs};
+
+fn not_found(what: &str) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(json!({"error": format!("no such {what}")})),
+    )
+        .into_response()
+}
+
+fn internal(e: impl std::fmt::Display) -> Response {
+    tracing::error!(error = %e, "API request failed");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        axum::Json(json!({"error": "internal error; see the daemon's log"})),
+    )
+        .into_response()
+}
+
+pub async fn list_syncs(State(state): State<HttpState>) -> Response {
+    match syncs::list_syncs(&state.store).await {
+        Ok(list) => axum::Json(list).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+pub async fn show_sync(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
+    let result = async {
+        let Some(sync) = syncs::get_sync(&state.store, &id).await? else {
+            return Ok(None);
+        };
+        let cursor = cursors::get_cursor(&state.store, &id).await?;
+        let incidents = deadman::open_incidents_for_sync(&state.store, &id).await?;
+        let recent = runs::list_runs(&state.store, Some(&id), 10).await?;
+        Ok::<_, sqlx::Error>(Some(json!({
+            "sync": sync, "cursor": cursor, "deadman_incidents": incidents, "recent_runs": recent,
+        })))
+    }
+    .await;
+    match result {
+        Ok(Some(body)) => axum::Json(body).into_response(),
+        Ok(None) => not_found("sync"),
+        Err(e) => internal(e),
+    }
+}
+
+pub async fn sync_runs(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
+    match syncs::get_sync(&state.store, &id).await {
+        Ok(None) => return not_found("sync"),
+        Err(e) => return internal(e),
+        Ok(Some(_)) => {}
+    }
+    match runs::list_runs(&state.store, Some(&id), 100).await {
+        Ok(list) => axum::Json(list).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+pub async fn show_run(State(state): State<HttpState>, Path(id): Path<i64>) -> Response {
+    let result = async {
+        let Some(run) = runs::get_run(&state.store, id).await? else { return Ok(None) };
+        let events = runs::list_run_events(&state.store, id).await?;
+        let rejected = ledger::list_rejections(&state.store, id, 100).await?;
+        let code = run.failure_code.as_deref().and_then(FailureCode::parse);
+        Ok::<_, sqlx::Error>(Some(json!({
+            "run": run,
+            "failure": code.map(|c| json!({
+                "code": c, "what_happened": c.what_happened(), "what_next": c.what_next(), "owner": c.owner(),
+            })),
+            "events": events,
+            "rejected_records": rejected,
+        })))
+    }
+    .await;
+    match result {
+        Ok(Some(body)) => axum::Json(body).into_response(),
+        Ok(None) => not_found("run"),
+        Err(e) => internal(e),
+    }
+}
+
+pub async fn pause(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
+    match syncs::get_sync(&state.store, &id).await {
+        Ok(None) => not_found("sync"),
+        Err(e) => internal(e),
+        Ok(Some(_)) => match syncs::pause_sync(&state.store, &id, syncs::PAUSED_MANUAL, Actor::Api)
+            .await
+        {
+            Ok(changed) => axum::Json(json!({"sync": id, "status": "paused", "changed": changed}))
+                .into_response(),
+            Err(e) => internal(e),
+        },
+    }
+}
+
+pub async fn resume(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
+    match syncs::get_sync(&state.store, &id).await {
+        Ok(None) => not_found("sync"),
+        Err(e) => internal(e),
+        Ok(Some(_)) => match syncs::resume_sync(&state.store, &id, Actor::Api).await {
+            Ok(changed) => axum::Json(json!({"sync": id, "status": "active", "changed": changed}))
+                .into_response(),
+            Err(e) => internal(e),
+        },
+    }
+}
+
+pub async fn run_now(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
+    match syncs::get_sync(&state.store, &id).await {
+        Ok(None) => not_found("sync"),
+        Err(e) => internal(e),
+        Ok(Some(_)) => {
+            match runs::enqueue_run(&state.store, &id, "manual", state.max_attempts).await {
+                Ok((run_id, new)) => (
+                    StatusCode::ACCEPTED,
+                    axum::Json(json!({"sync": id, "run_id": run_id, "new": new})),
+                )
+                    .into_response(),
+                Err(e) => internal(e),
+            }
+        }
+    }
+}
