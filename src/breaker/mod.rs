@@ -58,6 +58,7 @@ pub async fn after_failure(
         return Ok(false);
     }
     info!(sync.id = %sync_id, failures = threshold, "Circuit breaker tripped; sync paused");
+    metrics::counter!("syncward_breaker_trips_total").increment(1);
     let what = code
         .map(FailureCode::what_happened)
         .unwrap_or("The runs failed.");

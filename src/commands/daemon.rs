@@ -52,6 +52,11 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         redis: redis.clone(),
         token: settings.http.admin_token.clone(),
         max_attempts: i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX),
+        // One recorder per process; a second install (tests running two
+        // daemons in one process) keeps the first.
+        metrics: metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .ok(),
     };
     shutdown.spawn(crate::http::serve(listener, http_state, shutdown.clone()));
     start_workers(&daemon, &shutdown);

@@ -82,7 +82,18 @@ pub async fn send_with_retry<T>(
     let mut server_failures = 0;
     let mut rate_limited = 0;
     loop {
-        let problem = match build().send().await {
+        let started = std::time::Instant::now();
+        let sent = build().send().await;
+        let status_label = match &sent {
+            Ok(r) => r.status().as_u16().to_string(),
+            Err(e) if e.is_timeout() => "timeout".to_string(),
+            Err(_) => "error".to_string(),
+        };
+        metrics::counter!("syncward_destination_requests_total", "status" => status_label.clone())
+            .increment(1);
+        metrics::histogram!("syncward_destination_request_seconds", "status" => status_label)
+            .record(started.elapsed().as_secs_f64());
+        let problem = match sent {
             Err(e) => describe_transport_error(&e),
             Ok(response) => {
                 let status = response.status();

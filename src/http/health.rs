@@ -11,6 +11,25 @@ pub async fn healthz() -> impl IntoResponse {
     (StatusCode::OK, "ok\n")
 }
 
+/// Prometheus text format.
+pub async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    match &state.metrics {
+        Some(handle) => {
+            handle.run_upkeep();
+            (
+                StatusCode::OK,
+                [("content-type", "text/plain; version=0.0.4")],
+                handle.render(),
+            )
+        }
+        None => (
+            StatusCode::NOT_FOUND,
+            [("content-type", "text/plain")],
+            "no metrics recorder\n".to_string(),
+        ),
+    }
+}
+
 pub async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
     let postgres =
         match tokio::time::timeout(READY_TIMEOUT, sqlx::query("SELECT 1").execute(&state.store))

@@ -1,5 +1,6 @@
-//! Admin HTTP (axum, `http.listen`): health, readiness and the JSON API. With
-//! `http.admin_token` set, everything but health and readiness needs
+//! Admin HTTP (axum, `http.listen`): health, readiness, Prometheus metrics and
+//! the JSON API. With `http.admin_token` set, everything but health, readiness
+//! and metrics needs
 //! `Authorization: Bearer <token>`; without one, only loopback is served.
 //! Reads the store; the only writes are the operator actions (pause, resume,
 //! run now), which go through the same store functions as the CLI.
@@ -28,6 +29,8 @@ pub struct HttpState {
     pub redis: Pool,
     pub token: Option<SecretString>,
     pub max_attempts: i32,
+    /// The Prometheus recorder's handle; `None` where none is installed.
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
 /// How long readiness waits for each service.
@@ -61,6 +64,7 @@ pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
         .merge(protected)
         .with_state(state)
 }

@@ -110,3 +110,9 @@ pub async fn open_incidents_for_sync(
     .fetch_all(pool)
     .await
 }
+
+pub async fn open_incident_count(pool: &PgPool) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT count(*) FROM deadman_incidents WHERE closed_at IS NULL")
+        .fetch_one(pool)
+        .await
+}

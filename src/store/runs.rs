@@ -399,3 +399,14 @@ pub async fn last_finished_runs(
     .fetch_all(pool)
     .await
 }
+
+/// Queued runs, and how long the oldest due one has waited (seconds).
+pub async fn queue_stats(pool: &PgPool) -> sqlx::Result<(i64, f64)> {
+    sqlx::query_as(
+        "SELECT count(*),
+                coalesce(extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE scheduled_at <= now())), 0)::float8
+         FROM runs WHERE status = 'queued'",
+    )
+    .fetch_one(pool)
+    .await
+}

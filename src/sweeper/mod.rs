@@ -77,6 +77,12 @@ pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
             .await?;
         }
     }
+    // Gauges for dashboards, refreshed each round.
+    let (depth, oldest) = runs::queue_stats(&daemon.store).await?;
+    metrics::gauge!("syncward_queue_depth").set(depth as f64);
+    metrics::gauge!("syncward_queue_oldest_age_seconds").set(oldest);
+    let open = crate::store::deadman::open_incident_count(&daemon.store).await?;
+    metrics::gauge!("syncward_deadman_incidents_open").set(open as f64);
     report.purged =
         ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000).await?;
     Ok(report)

@@ -49,6 +49,19 @@ pub async fn record_outcome(
 ) -> sqlx::Result<Recorded> {
     let store = alerter.store();
     let recorded = record(store, run, report, retry).await?;
+    if let Some(started) = run.started_at {
+        let seconds = (chrono::Utc::now() - started).num_milliseconds() as f64 / 1000.0;
+        metrics::histogram!("syncward_run_duration_seconds").record(seconds.max(0.0));
+    }
+    if matches!(
+        &report.outcome,
+        RunOutcome::Failed {
+            code: crate::failure::FailureCode::LeaseLost,
+            ..
+        }
+    ) {
+        metrics::counter!("syncward_lease_losses_total").increment(1);
+    }
     if let Recorded::Finished {
         status: "failed", ..
     } = recorded
@@ -146,6 +159,12 @@ async fn finish(
 ) -> sqlx::Result<Recorded> {
     let failure_ref = failure.as_ref().map(|(c, d)| (c.as_str(), d.as_str()));
     runs::finish_run(store, run_id, status, counts, failure_ref).await?;
+    metrics::counter!(
+        "syncward_runs_finished_total",
+        "outcome" => status,
+        "failure_code" => failure.as_ref().map(|f| f.0.as_str()).unwrap_or("")
+    )
+    .increment(1);
     runs::add_run_event(
         store,
         run_id,

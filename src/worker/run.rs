@@ -380,6 +380,15 @@ async fn page_loop(
             rejected = state.counts.rejected - before.rejected,
             "Page done"
         );
+        let delta = |now: i64, then: i64| u64::try_from(now - then).unwrap_or(0);
+        metrics::counter!("syncward_records_written_total")
+            .increment(delta(state.counts.written, before.written));
+        metrics::counter!("syncward_records_replayed_total")
+            .increment(delta(state.counts.replayed, before.replayed));
+        metrics::counter!("syncward_records_rejected_total")
+            .increment(delta(state.counts.rejected, before.rejected));
+        metrics::counter!("syncward_records_resent_total")
+            .increment(delta(state.counts.resent, before.resent));
         progress(&PageProgress {
             page: state.page,
             records: page.records.len(),

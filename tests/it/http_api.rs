@@ -129,6 +129,34 @@ async fn every_endpoint_answers_and_the_api_requires_the_token() -> anyhow::Resu
         },
     )
     .await?;
+    // Metrics need no token, and the run moved the counters.
+    let (status, text) = get(&format!("{base}/metrics"), None).await?;
+    assert_eq!(status, 200);
+    let text = text.as_str().unwrap_or_default().to_string();
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
+    };
+    assert_eq!(value("syncward_records_written_total "), 30.0, "{text}");
+    assert!(
+        text.contains("syncward_runs_finished_total{outcome=\"succeeded\""),
+        "{text}"
+    );
+    assert!(
+        value("syncward_destination_requests_total{status=\"202\"}") >= 3.0,
+        "{text}"
+    );
+    assert!(text.contains("syncward_run_duration_seconds"), "{text}");
+    crate::helpers::daemon::eventually(Duration::from_secs(5), "the queue gauge", || async {
+        let (_, t) = get(&format!("{base}/metrics"), None).await?;
+        Ok(t.as_str()
+            .unwrap_or_default()
+            .contains("syncward_queue_depth 0"))
+    })
+    .await?;
     daemon.signal("TERM")?;
     daemon.wait(Duration::from_secs(30)).await?;
     Ok(())
