@@ -14,10 +14,10 @@
 #[allow(dead_code)]
 #[path = "../tests/it/fakes/brevo.rs"]
 mod brevo;
+mod support;
 
 use std::time::Instant;
 
-use sqlx::{Connection, Executor, PgConnection};
 use syncward::config::SyncDefinition;
 use syncward::destination::RetryPolicy;
 use syncward::lease::LeaseManager;
@@ -28,53 +28,24 @@ use syncward::worker::{RunEnv, RunOutcome, execute_run};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-const ADMIN: &str = "postgres://syncward:syncward@127.0.0.1:5432/syncward";
 const KEY: &str = "xkeysib-bench";
 
 fn main() -> anyhow::Result<()> {
-    // Secrets reach the sync through environment variables; this process sets
-    // none itself (no unsafe code), it re-runs itself with them set.
-    if std::env::var_os("BENCH_DATABASE").is_none() {
-        let name = format!("syncward_bench_{}", Uuid::new_v4().simple());
-        let status = std::process::Command::new(std::env::current_exe()?)
-            .args(std::env::args().skip(1))
-            .env("BENCH_DATABASE", &name)
-            .env(
-                "BENCH_SOURCE_URL",
-                format!("postgres://syncward:syncward@127.0.0.1:5432/{name}"),
-            )
-            .env("BENCH_BREVO_KEY", KEY)
-            .status()?;
-        std::process::exit(status.code().unwrap_or(1));
-    }
+    support::reexec_with_env(&[("BENCH_BREVO_KEY", KEY)])?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(bench())
+        .block_on(support::with_database(|url| async move {
+            run_benchmarks(&url).await
+        }))
 }
 
-async fn bench() -> anyhow::Result<()> {
+async fn run_benchmarks(url: &str) -> anyhow::Result<()> {
     let rows: i64 = std::env::var("BENCH_ROWS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000);
-    let name = std::env::var("BENCH_DATABASE")?;
-    let mut admin = PgConnection::connect(ADMIN).await?;
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .await?;
-    let url = std::env::var("BENCH_SOURCE_URL")?;
-    let result = run_benchmarks(&url, rows).await;
-    admin
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE {name} WITH (FORCE)"
-        )))
-        .await?;
-    result
-}
-
-async fn run_benchmarks(url: &str, rows: i64) -> anyhow::Result<()> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(8)
         .connect(url)

@@ -4,10 +4,11 @@
 //! in this process, on the daemon's own code path. Target on a 2-core machine:
 //! ≥ 2,000 runs/s. `cargo bench --bench run_queue`; `BENCH_RUNS` sets how many.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::{Connection, Executor, PgConnection};
 use syncward::config::{Settings, SyncDefinition};
 use syncward::lease::{LeaseManager, refresh_liveness};
 use syncward::shutdown::Shutdown;
@@ -16,44 +17,15 @@ use syncward::store::{self, runs, syncs};
 use syncward::worker::{Daemon, start_workers};
 use uuid::Uuid;
 
-const ADMIN: &str = "postgres://syncward:syncward@127.0.0.1:5432/syncward";
-
 fn main() -> anyhow::Result<()> {
-    // Secrets reach syncs through environment variables; this process sets none
-    // itself (no unsafe code), it re-runs itself with them set.
-    if std::env::var_os("BENCH_DATABASE").is_none() {
-        let name = format!("syncward_bench_{}", Uuid::new_v4().simple());
-        let status = std::process::Command::new(std::env::current_exe()?)
-            .args(std::env::args().skip(1))
-            .env("BENCH_DATABASE", &name)
-            .env(
-                "BENCH_SOURCE_URL",
-                format!("postgres://syncward:syncward@127.0.0.1:5432/{name}"),
-            )
-            .env("BENCH_BREVO_KEY", "unused")
-            .status()?;
-        std::process::exit(status.code().unwrap_or(1));
-    }
+    support::reexec_with_env(&[("BENCH_BREVO_KEY", "unused")])?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(bench())
-}
-
-async fn bench() -> anyhow::Result<()> {
-    let name = std::env::var("BENCH_DATABASE")?;
-    let mut admin = PgConnection::connect(ADMIN).await?;
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .await?;
-    let result = run_benchmarks(&std::env::var("BENCH_SOURCE_URL")?).await;
-    admin
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE {name} WITH (FORCE)"
-        )))
-        .await?;
-    result
+        .block_on(support::with_database(|url| async move {
+            run_benchmarks(&url).await
+        }))
 }
 
 async fn run_benchmarks(url: &str) -> anyhow::Result<()> {

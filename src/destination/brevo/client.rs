@@ -70,6 +70,16 @@ impl BrevoDestination {
         )
     }
 
+    /// A JSON POST to the API with the key, as every Brevo write is.
+    fn post(&self, url: &str, body: &Value) -> reqwest::RequestBuilder {
+        self.client
+            .post(url)
+            .timeout(self.config.timeout)
+            .header("api-key", self.api_key.expose_secret())
+            .header("accept", "application/json")
+            .json(body)
+    }
+
     async fn create_contact(&self, record: &Outbound) -> Result<RecordOutcome, DestinationError> {
         let mut body = json!({
             "email": record.contact.email,
@@ -80,14 +90,7 @@ impl BrevoDestination {
             body["listIds"] = json!(self.config.list_ids);
         }
         let url = self.url("/contacts");
-        let build = || {
-            self.client
-                .post(&url)
-                .timeout(self.config.timeout)
-                .header("api-key", self.api_key.expose_secret())
-                .header("accept", "application/json")
-                .json(&body)
-        };
+        let build = || self.post(&url, &body);
         send_with_retry(
             build,
             &self.policy,
@@ -124,14 +127,7 @@ impl BrevoDestination {
                 "emptyContactsAttributes": false,
             });
             let url = self.url("/contacts/import");
-            let build = || {
-                self.client
-                    .post(&url)
-                    .timeout(self.config.timeout)
-                    .header("api-key", self.api_key.expose_secret())
-                    .header("accept", "application/json")
-                    .json(&body)
-            };
+            let build = || self.post(&url, &body);
             let answer = send_with_retry(build, &self.policy, RESET_HEADER, |status, bytes| {
                 if status.is_success() {
                     match serde_json::from_slice::<Value>(bytes)
