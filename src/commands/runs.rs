@@ -59,7 +59,14 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
             })?;
             let events = runs::list_run_events(pool, run_id).await?;
             if json.json {
-                return print_json(&serde_json::json!({ "run": run, "events": events }));
+                let failure = run.failure_code.as_deref().and_then(crate::failure::FailureCode::parse).map(|c| {
+                    serde_json::json!({
+                        "code": c, "what_happened": c.what_happened(), "what_next": c.what_next(), "owner": c.owner(),
+                    })
+                });
+                return print_json(
+                    &serde_json::json!({ "run": run, "failure": failure, "events": events }),
+                );
             }
             println!(
                 "Run {} of sync {} (workspace {})",
@@ -93,6 +100,15 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
                 println!("  failure:   {code}");
                 if let Some(detail) = &run.failure_detail {
                     println!("  detail:    {detail}");
+                }
+                if let Some(code) = crate::failure::FailureCode::parse(code) {
+                    let whose = match code.owner() {
+                        crate::failure::Owner::Customer => "the sync's owner (customer)",
+                        crate::failure::Owner::Operator => "the operators",
+                    };
+                    println!("  what happened: {}", code.what_happened());
+                    println!("  what next:     {}", code.what_next());
+                    println!("  whose job:     {whose}");
                 }
             }
             if !events.is_empty() {

@@ -280,6 +280,11 @@ async fn runs_list_and_show_print_a_stored_run() -> anyhow::Result<()> {
         text.contains("failure:   destination_auth_failed"),
         "{text}"
     );
+    assert!(text.contains("what next:     Renew the API key"), "{text}");
+    assert!(
+        text.contains("whose job:     the sync's owner (customer)"),
+        "{text}"
+    );
     assert!(text.contains("claimed"), "{text}");
     let json = cli
         .run(&["runs", "show", &id.to_string(), "--json"])
@@ -287,6 +292,7 @@ async fn runs_list_and_show_print_a_stored_run() -> anyhow::Result<()> {
         .ok()?
         .json()?;
     assert_eq!(json["run"]["records_written"], 7);
+    assert_eq!(json["failure"]["owner"], "customer");
     assert_eq!(json["events"][0]["kind"], "claimed");
     Ok(())
 }
