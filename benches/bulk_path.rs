@@ -23,7 +23,7 @@ use syncward::destination::RetryPolicy;
 use syncward::lease::LeaseManager;
 use syncward::store::audit::Actor;
 use syncward::store::runs::{self, Executor as RunExecutor};
-use syncward::store::{self, cursors, syncs};
+use syncward::store::{cursors, syncs};
 use syncward::worker::{RunEnv, RunOutcome, execute_run};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -31,26 +31,14 @@ use uuid::Uuid;
 const KEY: &str = "xkeysib-bench";
 
 fn main() -> anyhow::Result<()> {
-    support::reexec_with_env(&[("BENCH_BREVO_KEY", KEY)])?;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(support::with_database(|url| async move {
-            run_benchmarks(&url).await
-        }))
+    support::main(&[("BENCH_BREVO_KEY", KEY)], 8, run_benchmarks)
 }
 
-async fn run_benchmarks(url: &str) -> anyhow::Result<()> {
+async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
     let rows: i64 = std::env::var("BENCH_ROWS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000);
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(8)
-        .connect(url)
-        .await?;
-    store::MIGRATOR.run(&pool).await?;
     sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text NOT NULL, first_name text, last_name text)")
         .execute(&pool)
         .await?;

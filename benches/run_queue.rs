@@ -13,31 +13,19 @@ use syncward::config::{Settings, SyncDefinition};
 use syncward::lease::{LeaseManager, refresh_liveness};
 use syncward::shutdown::Shutdown;
 use syncward::store::audit::Actor;
-use syncward::store::{self, runs, syncs};
+use syncward::store::{runs, syncs};
 use syncward::worker::{Daemon, start_workers};
 use uuid::Uuid;
 
 fn main() -> anyhow::Result<()> {
-    support::reexec_with_env(&[("BENCH_BREVO_KEY", "unused")])?;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(support::with_database(|url| async move {
-            run_benchmarks(&url).await
-        }))
+    support::main(&[("BENCH_BREVO_KEY", "unused")], 20, run_benchmarks)
 }
 
-async fn run_benchmarks(url: &str) -> anyhow::Result<()> {
+async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
     let runs_wanted: usize = std::env::var("BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(20)
-        .connect(url)
-        .await?;
-    store::MIGRATOR.run(&pool).await?;
     sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text)")
         .execute(&pool)
         .await?;
