@@ -89,11 +89,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Formats a timestamp for people: UTC, to the second.
-pub(crate) fn when(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
-    at.map(|t| t.format("%Y-%m-%d %H:%M:%SZ").to_string())
-        .unwrap_or_else(|| "-".into())
-}
+pub(crate) use crate::http::views::when;
 
 /// Prints a value as pretty JSON.
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {

@@ -5,9 +5,10 @@ use sqlx::PgPool;
 
 use crate::cli::SyncCommand;
 use crate::config::{Settings, load_for_apply};
+use crate::http::views::SyncView;
 use crate::store::audit::Actor;
 use crate::store::syncs::{PAUSED_MANUAL, PublishOutcome};
-use crate::store::{self, cursors, runs, syncs};
+use crate::store::{self, cursors, syncs};
 
 use super::run_once::{self, require_sync};
 use super::{print_json, when};
@@ -146,78 +147,13 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
 }
 
 async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
-    let sync = require_sync(pool, id).await?;
-    let cursor = cursors::get_cursor(pool, id).await?;
-    let recent = runs::list_runs(pool, Some(id), 10).await?;
-    let incidents = crate::store::deadman::open_incidents_for_sync(pool, id).await?;
+    require_sync(pool, id).await?;
+    let view = SyncView::load(pool, id)
+        .await?
+        .context("the sync was deleted while it was read")?;
     if json {
-        return print_json(&serde_json::json!({
-            "sync": sync, "cursor": cursor, "recent_runs": recent, "deadman_incidents": incidents,
-        }));
+        return print_json(&view);
     }
-    println!("Sync {} (workspace {})", sync.id, sync.workspace_id);
-    match &sync.paused_reason {
-        Some(reason) => println!(
-            "  status:     paused since {} ({reason})",
-            when(sync.paused_at)
-        ),
-        None => println!("  status:     active since {}", when(sync.activated_at)),
-    }
-    println!(
-        "  version:    {} (last changed {})",
-        sync.version,
-        when(Some(sync.changed_at))
-    );
-    if let Some(error) = &sync.last_error {
-        println!("  last error: {}", error.0);
-    }
-    match cursor
-        .as_ref()
-        .and_then(|c| c.cursor.as_ref().map(|v| (c, v)))
-    {
-        Some((c, value)) => println!(
-            "  cursor:     {} (written by run {} with fence {}, {})",
-            value.0,
-            c.run_id
-                .map(|r| r.to_string())
-                .unwrap_or_else(|| "-".into()),
-            c.fence,
-            when(Some(c.updated_at))
-        ),
-        None => println!("  cursor:     none (the next run starts at the beginning of the source)"),
-    }
-    for i in &incidents {
-        let silence = if i.silence == "no_runs" {
-            "no runs were recorded at all"
-        } else {
-            "runs were recorded but none succeeded"
-        };
-        println!(
-            "  silent:     since {} ({} {}: {silence})",
-            when(Some(i.opened_at)),
-            i.scope,
-            i.sync_id.as_deref().unwrap_or(&i.workspace_id)
-        );
-    }
-    println!("  recent runs:");
-    if recent.is_empty() {
-        println!("    none yet");
-    }
-    for r in &recent {
-        println!(
-            "    #{:<8} {:<10} attempt {}/{}  {}  {}",
-            r.id,
-            r.status,
-            r.attempt,
-            r.max_attempts,
-            when(r.finished_at.or(r.started_at).or(Some(r.scheduled_at))),
-            r.failure_code.as_deref().unwrap_or("")
-        );
-    }
-    println!("\nDefinition (secrets are named by environment variable only):\n");
-    // The stored JSON came from a validated definition, so it renders as TOML.
-    let text =
-        toml::to_string(&sync.definition.0).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
-    print!("{text}");
+    print!("{}", view.page().to_text());
     Ok(())
 }

@@ -6,9 +6,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::HttpState;
-use crate::failure::FailureCode;
+use super::views::{RunView, SyncView};
 use crate::store::audit::Actor;
-use crate::store::{cursors, deadman, ledger, runs, syncs};
+use crate::store::{runs, syncs};
 
 fn not_found(what: &str) -> Response {
     (
@@ -35,20 +35,8 @@ pub async fn list_syncs(State(state): State<HttpState>) -> Response {
 }
 
 pub async fn show_sync(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
-    let result = async {
-        let Some(sync) = syncs::get_sync(&state.store, &id).await? else {
-            return Ok(None);
-        };
-        let cursor = cursors::get_cursor(&state.store, &id).await?;
-        let incidents = deadman::open_incidents_for_sync(&state.store, &id).await?;
-        let recent = runs::list_runs(&state.store, Some(&id), 10).await?;
-        Ok::<_, sqlx::Error>(Some(json!({
-            "sync": sync, "cursor": cursor, "deadman_incidents": incidents, "recent_runs": recent,
-        })))
-    }
-    .await;
-    match result {
-        Ok(Some(body)) => axum::Json(body).into_response(),
+    match SyncView::load(&state.store, &id).await {
+        Ok(Some(view)) => axum::Json(view).into_response(),
         Ok(None) => not_found("sync"),
         Err(e) => internal(e),
     }
@@ -67,23 +55,8 @@ pub async fn sync_runs(State(state): State<HttpState>, Path(id): Path<String>) -
 }
 
 pub async fn show_run(State(state): State<HttpState>, Path(id): Path<i64>) -> Response {
-    let result = async {
-        let Some(run) = runs::get_run(&state.store, id).await? else { return Ok(None) };
-        let events = runs::list_run_events(&state.store, id).await?;
-        let rejected = ledger::list_rejections(&state.store, id, 100).await?;
-        let code = run.failure_code.as_deref().and_then(FailureCode::parse);
-        Ok::<_, sqlx::Error>(Some(json!({
-            "run": run,
-            "failure": code.map(|c| json!({
-                "code": c, "what_happened": c.what_happened(), "what_next": c.what_next(), "owner": c.owner(),
-            })),
-            "events": events,
-            "rejected_records": rejected,
-        })))
-    }
-    .await;
-    match result {
-        Ok(Some(body)) => axum::Json(body).into_response(),
+    match RunView::load(&state.store, id).await {
+        Ok(Some(view)) => axum::Json(view).into_response(),
         Ok(None) => not_found("run"),
         Err(e) => internal(e),
     }

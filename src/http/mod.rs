@@ -1,5 +1,5 @@
-//! Admin HTTP (axum, `http.listen`): health, readiness, Prometheus metrics and
-//! the JSON API. With `http.admin_token` set, everything but health, readiness
+//! Admin HTTP (axum, `http.listen`): health, readiness, Prometheus metrics, the
+//! JSON API and the HTML pages. With `http.admin_token` set, everything but health, readiness
 //! and metrics needs
 //! `Authorization: Bearer <token>`; without one, only loopback is served.
 //! Reads the store; the only writes are the operator actions (pause, resume,
@@ -8,6 +8,8 @@
 mod api;
 mod auth;
 mod health;
+mod pages;
+pub mod views;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -57,6 +59,10 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/syncs/{id}/resume", post(api::resume))
         .route("/api/syncs/{id}/run", post(api::run_now))
         .route("/api/runs/{id}", get(api::show_run))
+        .route("/", get(pages::overview))
+        .route("/syncs/{id}", get(pages::sync_page))
+        .route("/syncs/{id}/{verb}", post(pages::action))
+        .route("/runs/{id}", get(pages::run_page))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

@@ -50,6 +50,9 @@ pub struct SyncSummary {
     pub last_run_status: Option<String>,
     pub last_run_finished_at: Option<DateTime<Utc>>,
     pub last_success_at: Option<DateTime<Utc>>,
+    /// The silence of an open dead-man incident touching this sync (its own or
+    /// its workspace's): `no_runs` or `no_success`.
+    pub silence: Option<String>,
 }
 
 /// What a publish did to one sync.
@@ -145,7 +148,11 @@ pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
                 last.id AS last_run_id, last.status AS last_run_status,
                 last.finished_at AS last_run_finished_at,
                 (SELECT max(finished_at) FROM runs
-                  WHERE sync_id = s.id AND status = 'succeeded') AS last_success_at
+                  WHERE sync_id = s.id AND status = 'succeeded') AS last_success_at,
+                (SELECT i.silence FROM deadman_incidents i
+                  WHERE i.closed_at IS NULL AND i.workspace_id = s.workspace_id
+                    AND (i.scope = 'workspace' OR i.sync_id = s.id)
+                  ORDER BY i.id LIMIT 1) AS silence
          FROM syncs s
          LEFT JOIN LATERAL (SELECT id, status, finished_at FROM runs
                             WHERE sync_id = s.id ORDER BY id DESC LIMIT 1) last ON true

@@ -13,6 +13,7 @@ mod deadman;
 mod harness;
 mod http_api;
 mod lease_fence;
+mod pages;
 mod postgres_source;
 mod preview;
 mod quickstart;

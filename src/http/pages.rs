@@ -1,0 +1,175 @@
+//! Server-rendered HTML pages (`/`, `/syncs/{id}`, `/runs/{id}`) and the
+//! sync page's buttons. Content comes from `views`, shared with the CLI; this
+//! file only lays it out. No JavaScript: the buttons are plain form POSTs.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+
+use super::HttpState;
+use super::views::{Body, Cell, OverviewView, Page, RunView, SyncView};
+use crate::store::audit::Actor;
+use crate::store::{runs, syncs};
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1b1f24}
+h1{font-size:1.5rem}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #d0d7de}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .6rem;border-bottom:1px solid #eaeef2;vertical-align:top}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem}dt{font-weight:600}dd{margin:0}
+pre{background:#f6f8fa;padding:1rem;overflow:auto}.actions form{display:inline;margin-right:.5rem}
+button{padding:.4rem .9rem}nav a{margin-right:1rem}";
+
+fn layout(page: &Page, actions: Option<Markup>) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { (page.title) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                nav { a href="/" { "All syncs" } }
+                h1 { (page.title) }
+                @if let Some(actions) = actions { div.actions { (actions) } }
+                @for section in &page.sections {
+                    section {
+                        h2 { (section.title) }
+                        (body(&section.body))
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn cell(c: &Cell) -> Markup {
+    html! {
+        @match &c.link {
+            Some(link) => a href=(link) { (c.text) },
+            None => (c.text),
+        }
+    }
+}
+
+fn body(b: &Body) -> Markup {
+    html! {
+        @match b {
+            Body::Facts(facts) => dl {
+                @for (label, value) in facts { dt { (label) ":" } dd { (cell(value)) } }
+            },
+            Body::Table { headers, rows } => table {
+                thead { tr { @for h in headers { th { (h) } } } }
+                tbody { @for row in rows { tr { @for c in row { td { (cell(c)) } } } } }
+            },
+            Body::Text(text) => pre { (text) },
+            Body::Note(note) => p { (note) },
+        }
+    }
+}
+
+fn not_found(what: &str) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Html(format!(
+            "<!DOCTYPE html><title>Not found</title><p>No such {what}.</p>"
+        )),
+    )
+        .into_response()
+}
+
+fn internal(e: impl std::fmt::Display) -> Response {
+    tracing::error!(error = %e, "Page request failed");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Html("<!DOCTYPE html><title>Error</title><p>Internal error; see the daemon's log.</p>"),
+    )
+        .into_response()
+}
+
+pub async fn overview(State(state): State<HttpState>) -> Response {
+    match OverviewView::load(&state.store).await {
+        Ok(view) => Html(layout(&view.page(), None).into_string()).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+pub async fn sync_page(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
+    match SyncView::load(&state.store, &id).await {
+        Ok(Some(view)) => {
+            let paused = view.sync.status == "paused";
+            let actions = html! {
+                @if paused {
+                    form method="post" action={ "/syncs/" (id) "/resume" } { button type="submit" { "Resume" } }
+                } @else {
+                    form method="post" action={ "/syncs/" (id) "/pause" } { button type="submit" { "Pause" } }
+                }
+                form method="post" action={ "/syncs/" (id) "/run" } { button type="submit" { "Run now" } }
+            };
+            Html(layout(&view.page(), Some(actions)).into_string()).into_response()
+        }
+        Ok(None) => not_found("sync"),
+        Err(e) => internal(e),
+    }
+}
+
+pub async fn run_page(State(state): State<HttpState>, Path(id): Path<i64>) -> Response {
+    match RunView::load(&state.store, id).await {
+        Ok(Some(view)) => Html(layout(&view.page(), None).into_string()).into_response(),
+        Ok(None) => not_found("run"),
+        Err(e) => internal(e),
+    }
+}
+
+/// A browser sends its saved credentials with any form POST, even one a
+/// foreign page made it submit; a button is only honoured from our own pages.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get("origin").and_then(|v| v.to_str().ok()) else {
+        // Not a browser form submission (curl, scripts): nothing to forge.
+        return true;
+    };
+    let host = headers
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        == Some(host)
+}
+
+/// `POST /syncs/{id}/pause|resume|run`: the sync page's buttons, then back to it.
+pub async fn action(
+    State(state): State<HttpState>,
+    Path((id, verb)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if !same_origin(&headers) {
+        return (
+            StatusCode::FORBIDDEN,
+            "cross-origin form submissions are refused",
+        )
+            .into_response();
+    }
+    match syncs::get_sync(&state.store, &id).await {
+        Ok(None) => return not_found("sync"),
+        Err(e) => return internal(e),
+        Ok(Some(_)) => {}
+    }
+    let done = match verb.as_str() {
+        "pause" => syncs::pause_sync(&state.store, &id, syncs::PAUSED_MANUAL, Actor::Api)
+            .await
+            .map(drop),
+        "resume" => syncs::resume_sync(&state.store, &id, Actor::Api)
+            .await
+            .map(drop),
+        "run" => runs::enqueue_run(&state.store, &id, "manual", state.max_attempts)
+            .await
+            .map(drop),
+        _ => return not_found("action"),
+    };
+    match done {
+        Ok(()) => Redirect::to(&format!("/syncs/{id}")).into_response(),
+        Err(e) => internal(e),
+    }
+}
