@@ -109,7 +109,11 @@ impl Page {
                 }
                 Body::Text(text) => {
                     for l in text.lines() {
-                        out.push_str(&format!("  {l}\n"));
+                        if l.is_empty() {
+                            out.push('\n');
+                        } else {
+                            out.push_str(&format!("  {l}\n"));
+                        }
                     }
                 }
                 Body::Note(note) => out.push_str(&format!("  {note}\n")),

@@ -10,6 +10,7 @@ mod brevo_fake;
 mod config_loading;
 mod daemon;
 mod deadman;
+mod debian_package;
 mod harness;
 mod http_api;
 mod lease_fence;

@@ -28,8 +28,13 @@ async fn the_quick_start_syncs_every_sample_contact_from_a_fresh_clone() -> anyh
             cmd.env_remove(key);
         }
     }
+    // The status page on a port of its own: other tests' daemons run beside it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let output = cmd
         .env("CARGO_TARGET_DIR", base.join("target"))
+        .env("QUICKSTART_HTTP", format!("127.0.0.1:{port}"))
         .output()
         .await?;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -46,5 +51,12 @@ async fn the_quick_start_syncs_every_sample_contact_from_a_fresh_clone() -> anyh
         stdout.contains("The destination now holds 3000 contacts (the source has 3000)."),
         "{stdout}"
     );
+    assert!(
+        stdout.contains(&format!(
+            "GET http://127.0.0.1:{port}/syncs/example-contacts: 200"
+        )),
+        "the status page is served:\n{stdout}"
+    );
+    assert!(stdout.contains("Sync example-contacts"), "{stdout}");
     Ok(())
 }
