@@ -304,6 +304,53 @@ async fn a_run_hanging_at_the_drain_deadline_is_cut_off_and_put_back_and_the_exi
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_daemon_stuck_past_the_drain_is_gone_at_the_hard_exit_with_a_non_zero_code()
+-> anyhow::Result<()> {
+    let mut s = Scenario::new(SyncOptions {
+        timeout: "120s",
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
+    s.fake.set_fault_always(Some(Fault::Hang));
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    eventually(Duration::from_secs(20), "the run starting", || async {
+        Ok(run_field(&s, "status").await? == "running")
+    })
+    .await?;
+    let run_id = run_field(&s, "id").await?.as_i64().unwrap_or_default();
+    // Its first import hangs at the fake, and its own database stalls too: the
+    // run's row is locked, so even putting the cut-off run back blocks. Only
+    // the hard exit can end this process.
+    let mut stall = s.db.pool.begin().await?;
+    sqlx::query("SELECT id FROM runs WHERE id = $1 FOR UPDATE")
+        .bind(run_id)
+        .execute(&mut *stall)
+        .await?;
+    daemon.signal("TERM")?;
+    let (code, took) = daemon.wait(Duration::from_secs(45)).await?;
+    stall.rollback().await?;
+    assert!(
+        took >= Duration::from_secs(24) && took <= Duration::from_secs(30),
+        "gone after {took:?}, not at the 25 s hard exit:\n{}",
+        daemon.log_tail()
+    );
+    assert_eq!(code, Some(1), "a hard exit is not a clean exit");
+    assert!(
+        daemon
+            .log_tail()
+            .contains("still running 25s after the signal; exiting now"),
+        "{}",
+        daemon.log_tail()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn without_liveness_a_killed_run_is_requeued_only_after_stuck_after_and_once_its_lease_expired()
 -> anyhow::Result<()> {
     // A liveness key that outlives the test: only the slow rule can act.
