@@ -101,6 +101,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
         renew_every: std::time::Duration::from_secs(300),
         retry: RetryPolicy::default(),
         stop: CancellationToken::new(),
+        sources: Default::default(),
         bench_without_ledger: false,
     };
     let executor = RunExecutor {

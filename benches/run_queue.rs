@@ -79,6 +79,7 @@ email = "email"
                 leases,
                 settings: Arc::new(settings),
                 alerter,
+                sources: Default::default(),
             };
             start_workers(&daemon, &shutdown);
         }

@@ -43,6 +43,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         leases,
         settings: settings.clone(),
         alerter,
+        sources: Default::default(),
     };
 
     let listener = crate::http::bind(&settings).await?;

@@ -70,6 +70,7 @@ pub async fn foreground(
                 renew_every: settings.lease.renew_every,
                 retry: RetryPolicy::default(),
                 stop: CancellationToken::new(),
+                sources: Default::default(),
                 bench_without_ledger: false,
             };
             let mut progress = |p: &PageProgress| {

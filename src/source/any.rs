@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::SourceConfig;
 use super::page::{Page, Source, SourceError};
-use super::postgres::PostgresSource;
+use super::postgres::{PostgresSource, PostgresSourcePools};
 
 #[derive(Debug)]
 pub enum AnySource {
@@ -13,9 +13,10 @@ pub enum AnySource {
 
 impl AnySource {
     /// Resolves secrets from the environment and prepares the client.
-    pub fn open(config: &SourceConfig) -> Result<Self, SourceError> {
+    /// Postgres sources take their connections from `pools`, shared by runs.
+    pub fn open(config: &SourceConfig, pools: &PostgresSourcePools) -> Result<Self, SourceError> {
         match config {
-            SourceConfig::Postgres(c) => PostgresSource::open(c).map(AnySource::Postgres),
+            SourceConfig::Postgres(c) => PostgresSource::open(c, pools).map(AnySource::Postgres),
         }
     }
 }

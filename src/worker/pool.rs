@@ -19,6 +19,7 @@ use crate::destination::RetryPolicy;
 use crate::failure::FailureCode;
 use crate::lease::LeaseManager;
 use crate::shutdown::Shutdown;
+use crate::source::postgres::PostgresSourcePools;
 use crate::store::runs::{self, Executor, RunCounts, RunRow};
 use crate::store::syncs;
 
@@ -29,6 +30,8 @@ pub struct Daemon {
     pub leases: LeaseManager,
     pub settings: Arc<Settings>,
     pub alerter: Alerter,
+    /// Source connections shared by this daemon's runs.
+    pub sources: PostgresSourcePools,
 }
 
 impl Daemon {
@@ -41,6 +44,7 @@ impl Daemon {
             renew_every: self.settings.lease.renew_every,
             retry: RetryPolicy::default(),
             stop: shutdown.stop_token(),
+            sources: self.sources.clone(),
             bench_without_ledger: false,
         }
     }

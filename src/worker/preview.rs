@@ -43,7 +43,7 @@ pub async fn preview(
     let cursor = cursors::get_cursor(store, sync_id)
         .await?
         .and_then(|c| c.cursor.map(|v| v.0));
-    let mut source = AnySource::open(&definition.source)?;
+    let mut source = AnySource::open(&definition.source, &Default::default())?;
     let fingerprint = source.fingerprint();
     let page = source.fetch_page(cursor.as_ref()).await?;
     // Keys over the whole page: a record's position is its place on the page.

@@ -29,6 +29,7 @@ use crate::destination::{
 use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
 use crate::mapping::map_record;
+use crate::source::postgres::PostgresSourcePools;
 use crate::source::{AnySource, Source, SourceError};
 use crate::store::cursors;
 use crate::store::ledger::{self, Claim, Rejection};
@@ -50,6 +51,8 @@ pub struct RunEnv {
     pub retry: RetryPolicy,
     /// Cancelled when the run should stop at its next clean batch boundary.
     pub stop: CancellationToken,
+    /// Source connections shared by the runs of this process.
+    pub sources: PostgresSourcePools,
     /// Benchmarks only: skip the ledger entirely (no keys looked up, claimed or
     /// completed) to measure what it costs. Never set by the daemon.
     pub bench_without_ledger: bool,
@@ -136,7 +139,7 @@ pub async fn execute_run(
 ) -> RunReport {
     let span = info_span!("run", run.id = run.id, sync.id = %run.sync_id);
     async {
-        let mut source = match AnySource::open(&definition.source) {
+        let mut source = match AnySource::open(&definition.source, &env.sources) {
             Ok(s) => s,
             Err(e) => return failed_before_start(Stop::from(e)),
         };

@@ -61,6 +61,7 @@ fn daemon_for(s: &Scenario) -> Daemon {
         leases,
         settings: Arc::new(Settings::default()),
         alerter: syncward::alerts::Alerter::new(s.db.pool.clone(), &Settings::default().alerts),
+        sources: Default::default(),
     }
 }
 

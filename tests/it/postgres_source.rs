@@ -22,7 +22,7 @@ async fn read_all(db: &TestDb, cfg: &PostgresSourceConfig) -> anyhow::Result<(Ve
     let mut pages = 0;
     loop {
         // A fresh source per page: nothing but the cursor carries over.
-        let mut source = PostgresSource::with_url(cfg, &db.url)?;
+        let mut source = PostgresSource::with_url(cfg, &db.url, &Default::default())?;
         let page = source.fetch_page(cursor.as_ref()).await?;
         if page.records.is_empty() {
             break;
@@ -100,8 +100,11 @@ async fn text_and_timestamp_cursors_compare_in_their_own_types() -> anyhow::Resu
     assert_eq!(ids(&by_time), (1..=25).collect::<Vec<_>>());
     assert_eq!(pages, 4);
     // The cursor keeps the type and the exact text form, microseconds included.
-    let mut source =
-        PostgresSource::with_url(&config("SELECT * FROM tagged", "changed", 7), &db.url)?;
+    let mut source = PostgresSource::with_url(
+        &config("SELECT * FROM tagged", "changed", 7),
+        &db.url,
+        &Default::default(),
+    )?;
     let page = source.fetch_page(None).await?;
     let cursor = page.next_cursor.expect("a cursor after a full page");
     assert_eq!(cursor["type"], "timestamp with time zone");
@@ -118,7 +121,8 @@ async fn the_query_cannot_write() -> anyhow::Result<()> {
     .execute(&db.pool)
     .await?;
     let writing = "WITH w AS (INSERT INTO t VALUES (2, 'x@y.z') RETURNING *) SELECT * FROM w";
-    let mut source = PostgresSource::with_url(&config(writing, "id", 10), &db.url)?;
+    let mut source =
+        PostgresSource::with_url(&config(writing, "id", 10), &db.url, &Default::default())?;
     let err = source
         .fetch_page(None)
         .await
@@ -130,6 +134,7 @@ async fn the_query_cannot_write() -> anyhow::Result<()> {
     let mut source = PostgresSource::with_url(
         &config("SELECT sneaky() AS id, 'e' AS email", "id", 10),
         &db.url,
+        &Default::default(),
     )?;
     let err = source
         .fetch_page(None)
@@ -147,8 +152,11 @@ async fn the_query_cannot_write() -> anyhow::Result<()> {
 async fn a_bad_query_is_source_query_failed_and_a_dead_server_is_source_unreachable()
 -> anyhow::Result<()> {
     let db = TestDb::new().await?;
-    let mut source =
-        PostgresSource::with_url(&config("SELECT * FROM no_such_table", "id", 10), &db.url)?;
+    let mut source = PostgresSource::with_url(
+        &config("SELECT * FROM no_such_table", "id", 10),
+        &db.url,
+        &Default::default(),
+    )?;
     let err = source.fetch_page(None).await.expect_err("missing table");
     assert!(
         matches!(&err, SourceError::Query(m) if m.contains("no_such_table")),
@@ -158,6 +166,7 @@ async fn a_bad_query_is_source_query_failed_and_a_dead_server_is_source_unreacha
     let mut source = PostgresSource::with_url(
         &config("SELECT 1 AS id", "id", 10),
         "postgres://x@127.0.0.1:1/none",
+        &Default::default(),
     )?;
     let err = source
         .fetch_page(None)
@@ -169,9 +178,21 @@ async fn a_bad_query_is_source_query_failed_and_a_dead_server_is_source_unreacha
 
 #[tokio::test]
 async fn the_fingerprint_names_the_query_not_the_page_size() -> anyhow::Result<()> {
-    let a = PostgresSource::with_url(&config("SELECT * FROM a", "id", 10), "postgres://u@h/d")?;
-    let b = PostgresSource::with_url(&config("SELECT * FROM a", "id", 500), "postgres://u@h/d")?;
-    let c = PostgresSource::with_url(&config("SELECT * FROM b", "id", 10), "postgres://u@h/d")?;
+    let a = PostgresSource::with_url(
+        &config("SELECT * FROM a", "id", 10),
+        "postgres://u@h/d",
+        &Default::default(),
+    )?;
+    let b = PostgresSource::with_url(
+        &config("SELECT * FROM a", "id", 500),
+        "postgres://u@h/d",
+        &Default::default(),
+    )?;
+    let c = PostgresSource::with_url(
+        &config("SELECT * FROM b", "id", 10),
+        "postgres://u@h/d",
+        &Default::default(),
+    )?;
     assert_eq!(a.fingerprint(), b.fingerprint());
     assert_ne!(a.fingerprint(), c.fingerprint());
     assert!(a.fingerprint().starts_with("postgres:"));

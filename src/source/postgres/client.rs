@@ -10,14 +10,14 @@
 //! only one tie group larger than memory would hurt. Rows whose cursor column
 //! is NULL are never read (document this to the sync's owner).
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{Connection, PgPool, Postgres, Row};
 
 use super::config::PostgresSourceConfig;
+use super::pools::PostgresSourcePools;
 use crate::source::page::{Page, Source, SourceError};
 use crate::worker::canonical_json;
 
@@ -38,8 +38,8 @@ const CURSOR_TYPES: &[&str] = &[
 
 pub struct PostgresSource {
     config: PostgresSourceConfig,
-    options: PgConnectOptions,
-    connection: Option<PgConnection>,
+    pool: PgPool,
+    connection: Option<PoolConnection<Postgres>>,
 }
 
 impl std::fmt::Debug for PostgresSource {
@@ -51,14 +51,17 @@ impl std::fmt::Debug for PostgresSource {
 }
 
 impl PostgresSource {
-    pub fn open(config: &PostgresSourceConfig) -> Result<Self, SourceError> {
+    pub fn open(
+        config: &PostgresSourceConfig,
+        pools: &PostgresSourcePools,
+    ) -> Result<Self, SourceError> {
         let url = config.url_env.read().ok_or_else(|| {
             SourceError::InvalidConfig(format!(
                 "environment variable {} (source.url_env) is not set",
                 config.url_env
             ))
         })?;
-        Self::with_url(config, &url).map_err(|_| {
+        Self::with_url(config, &url, pools).map_err(|_| {
             SourceError::InvalidConfig(format!(
                 "environment variable {} does not hold a Postgres URL",
                 config.url_env
@@ -67,26 +70,25 @@ impl PostgresSource {
     }
 
     /// A source reading from `url` instead of the variable `url_env` names.
-    pub fn with_url(config: &PostgresSourceConfig, url: &str) -> Result<Self, SourceError> {
+    pub fn with_url(
+        config: &PostgresSourceConfig,
+        url: &str,
+        pools: &PostgresSourcePools,
+    ) -> Result<Self, SourceError> {
         let options: PgConnectOptions = url
             .parse()
             .map_err(|e| SourceError::InvalidConfig(format!("not a Postgres URL: {e}")))?;
         Ok(Self {
             config: config.clone(),
-            options,
+            pool: pools.pool(url, &options),
             connection: None,
         })
     }
 
-    async fn connection(&mut self) -> Result<&mut PgConnection, SourceError> {
+    async fn connection(&mut self) -> Result<&mut PoolConnection<Postgres>, SourceError> {
         if self.connection.is_none() {
-            let connect = PgConnection::connect_with(&self.options);
-            let conn = tokio::time::timeout(Duration::from_secs(15), connect)
-                .await
-                .map_err(|_| {
-                    SourceError::Unreachable("the source database did not answer within 15s".into())
-                })?
-                .map_err(classify_connect_error)?;
+            // The pool's own acquire timeout bounds a connect that hangs.
+            let conn = self.pool.acquire().await.map_err(classify_connect_error)?;
             self.connection = Some(conn);
         }
         // Set just above when it was missing.
@@ -216,8 +218,11 @@ impl Source for PostgresSource {
     async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
         let result = self.read(cursor).await;
         if matches!(result, Err(SourceError::Unreachable(_))) {
-            // A broken connection is not reused: the next page reconnects.
-            self.connection = None;
+            // A broken connection goes back to no one: the next page takes
+            // another (or a new) one from the pool.
+            if let Some(mut conn) = self.connection.take() {
+                conn.close_on_drop();
+            }
         }
         result
     }

@@ -2,6 +2,8 @@
 
 mod client;
 mod config;
+mod pools;
 
 pub use client::PostgresSource;
 pub use config::PostgresSourceConfig;
+pub use pools::PostgresSourcePools;

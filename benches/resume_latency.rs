@@ -1,0 +1,263 @@
+//! Resume-latency benchmark (prints its figures; asserts nothing about speed):
+//! how long a run stands still when the daemon running it is stopped.
+//!
+//! One long sync (Postgres source → the Brevo fake, each import taking
+//! `BENCH_IMPORT_MS`, default 100 ms) runs in a real `syncward run`
+//! subprocess while a second daemon stands by. The holder is sent SIGTERM (10
+//! times) and then SIGKILL (10 times); each time the figure is the time from
+//! the signal to the standby's claim of the run (its `claimed` event, on
+//! Postgres' clock), and a fresh standby is started for the next round.
+//!
+//! After SIGTERM the holder drains at its next batch boundary and puts the run
+//! back with a NOTIFY, so the standby resumes it at once. After SIGKILL nobody
+//! puts it back: the standby's sweeper notices once the dead daemon's liveness
+//! key has expired, so the figure is about `workers.liveness_ttl` plus up to
+//! one `sweeper.every`. Both are set short here (`BENCH_LIVENESS_TTL`, default
+//! 5s; `BENCH_SWEEPER_EVERY`, default 1s) and printed with the figures; with
+//! the shipped defaults (30 s, 1 m) expect up to about 90 s.
+//!
+//! `cargo bench --bench resume_latency` (needs `scripts/services`).
+
+#[allow(dead_code)]
+#[path = "../tests/it/fakes/brevo.rs"]
+mod brevo;
+mod support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+const KEY: &str = "xkeysib-bench";
+const ROUNDS: usize = 10;
+const BINARY: &str = env!("CARGO_BIN_EXE_syncward");
+
+fn main() -> anyhow::Result<()> {
+    support::main(&[("BENCH_BREVO_KEY", KEY)], 4, run_benchmark)
+}
+
+fn setting(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_string())
+}
+
+/// One `syncward run` subprocess and its log.
+struct Daemon {
+    child: std::process::Child,
+    log: tempfile::NamedTempFile,
+}
+
+impl Daemon {
+    fn spawn(env: &[(String, String)]) -> anyhow::Result<Self> {
+        let log = tempfile::NamedTempFile::new()?;
+        let child = std::process::Command::new(BINARY)
+            .arg("run")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(log.reopen()?)
+            .spawn()?;
+        Ok(Self { child, log })
+    }
+
+    /// Waits until the daemon has logged that it runs; its boot id.
+    async fn ready(&self) -> anyhow::Result<Uuid> {
+        for _ in 0..200 {
+            let text = std::fs::read_to_string(self.log.path())?;
+            if let Some(line) = text.lines().find(|l| l.contains("syncward is running")) {
+                let id = line
+                    .split("boot_id=")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .ok_or_else(|| anyhow::anyhow!("no boot id in {line}"))?;
+                return Ok(id.parse()?);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!(
+            "the daemon never became ready:\n{}",
+            std::fs::read_to_string(self.log.path())?
+        )
+    }
+
+    fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{signal} failed");
+        Ok(())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // Best effort: the daemon may have exited already.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
+    let import_ms: u64 = setting("BENCH_IMPORT_MS", "100").parse()?;
+    let liveness = setting("BENCH_LIVENESS_TTL", "5s");
+    let sweeper = setting("BENCH_SWEEPER_EVERY", "1s");
+    let rows: i64 = 200_000;
+    sqlx::raw_sql(
+        "CREATE TABLE contacts (id bigint PRIMARY KEY, email text NOT NULL, first_name text)",
+    )
+    .execute(&pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO contacts SELECT i, 'contact' || i || '@example.com', 'First' || i FROM generate_series(1, $1) i",
+    )
+    .bind(rows)
+    .execute(&pool)
+    .await?;
+    let fake = brevo::BrevoFake::start(KEY).await?;
+    fake.on_write(move |_| std::thread::sleep(Duration::from_millis(import_ms)));
+
+    let dir = tempfile::tempdir()?;
+    let sync_file = dir.path().join("latency.toml");
+    std::fs::write(
+        &sync_file,
+        format!(
+            r#"id = "latency"
+workspace = "bench"
+schedule = "0 0 0 1 1 *"
+[source]
+kind = "postgres"
+url_env = "BENCH_SOURCE_URL"
+query = "SELECT id, email, first_name FROM contacts"
+cursor_column = "id"
+page_size = 50
+[destination]
+kind = "brevo"
+api_key_env = "BENCH_BREVO_KEY"
+base_url = "{}"
+mode = "bulk"
+list_ids = [1]
+[mapping]
+email = "email"
+"#,
+            fake.base_url
+        ),
+    )?;
+    let env: Vec<(String, String)> = vec![
+        (
+            "SYNCWARD__DATABASE__URL".into(),
+            std::env::var("BENCH_SOURCE_URL")?,
+        ),
+        (
+            "SYNCWARD__REDIS__KEY_PREFIX".into(),
+            format!("syncward-bench-{}", Uuid::new_v4().simple()),
+        ),
+        ("SYNCWARD__HTTP__LISTEN".into(), "127.0.0.1:0".into()),
+        ("SYNCWARD__WORKERS__COUNT".into(), "1".into()),
+        ("SYNCWARD__WORKERS__LIVENESS_TTL".into(), liveness.clone()),
+        ("SYNCWARD__SWEEPER__EVERY".into(), sweeper.clone()),
+        (
+            "SYNCWARD_CONFIG".into(),
+            dir.path().join("absent.toml").display().to_string(),
+        ),
+    ];
+    let cli = |args: &[&str]| -> anyhow::Result<()> {
+        let out = std::process::Command::new(BINARY)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "syncward {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    cli(&["sync", "apply", &sync_file.display().to_string()])?;
+    cli(&["sync", "run", "latency"])?;
+    let run_id: i64 = sqlx::query_scalar("SELECT id FROM runs WHERE sync_id = 'latency'")
+        .fetch_one(&pool)
+        .await?;
+
+    let mut holder = Daemon::spawn(&env)?;
+    let holder_boot = holder.ready().await?;
+    wait_for_holder(&pool, run_id, holder_boot).await?;
+    println!(
+        "resume latency: a {rows}-contact sync, pages of 50, imports of {import_ms} ms; workers.liveness_ttl = {liveness}, sweeper.every = {sweeper}"
+    );
+    for signal in ["TERM", "KILL"] {
+        let mut figures = Vec::new();
+        for _ in 0..ROUNDS {
+            let standby = Daemon::spawn(&env)?;
+            let standby_boot = standby.ready().await?;
+            // Let the holder's run get going again after the last takeover.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let before: chrono::DateTime<chrono::Utc> =
+                sqlx::query_scalar("SELECT clock_timestamp()")
+                    .fetch_one(&pool)
+                    .await?;
+            let signalled = Instant::now();
+            holder.signal(signal)?;
+            let claimed = wait_for_holder(&pool, run_id, standby_boot).await?;
+            let latency = (claimed - before)
+                .to_std()
+                .unwrap_or_default()
+                .as_secs_f64();
+            figures.push(latency);
+            println!(
+                "  SIG{signal}: resumed after {latency:.3} s (seen by the bench after {:.3} s)",
+                signalled.elapsed().as_secs_f64()
+            );
+            // The old holder exits (drained, or already dead) before the next round.
+            let _ = holder.child.wait();
+            holder = standby;
+        }
+        let min = figures.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = figures.iter().copied().fold(0.0, f64::max);
+        println!(
+            "SIG{signal}-to-resumed: median {:.3} s over {ROUNDS} (min {min:.3}, max {max:.3})",
+            median(figures)
+        );
+    }
+    let status: String = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_one(&pool)
+        .await?;
+    println!("  the run is still {status} (the benchmark stops it here)");
+    drop(holder);
+    Ok(())
+}
+
+/// Waits until `boot` has claimed the run; when it did, on Postgres' clock.
+async fn wait_for_holder(
+    pool: &sqlx::PgPool,
+    run_id: i64,
+    boot: Uuid,
+) -> anyhow::Result<chrono::DateTime<chrono::Utc>> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(300) {
+        let claimed: Option<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
+            "SELECT e.at FROM runs r JOIN run_events e ON e.run_id = r.id AND e.kind = 'claimed'
+             WHERE r.id = $1 AND r.status = 'running' AND r.boot_id = $2
+             ORDER BY e.id DESC LIMIT 1",
+        )
+        .bind(run_id)
+        .bind(boot)
+        .fetch_optional(pool)
+        .await?;
+        if let Some(at) = claimed {
+            return Ok(at);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    anyhow::bail!("daemon {boot} never claimed run {run_id}")
+}

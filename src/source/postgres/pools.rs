@@ -1,0 +1,42 @@
+//! `PostgresSourcePools`: connections to source databases, shared by every run
+//! in a process. One small lazy pool per source URL, so a schedule of many
+//! short runs does not fork a new backend on the customer's server each time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+/// Connections one source URL may hold open at once (per process).
+const MAX_PER_SOURCE: u32 = 4;
+/// An idle connection is closed after this long: a quiet source holds nothing.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a run waits for a connection (or to open one).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Clone, Default)]
+pub struct PostgresSourcePools {
+    pools: Arc<Mutex<HashMap<String, PgPool>>>,
+}
+
+impl PostgresSourcePools {
+    /// The pool for `url`, created (without connecting) on first use.
+    pub fn pool(&self, url: &str, options: &PgConnectOptions) -> PgPool {
+        // A poisoned lock only means another thread panicked while inserting;
+        // the map itself is still whole.
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools
+            .entry(url.to_string())
+            .or_insert_with(|| {
+                PgPoolOptions::new()
+                    .max_connections(MAX_PER_SOURCE)
+                    .min_connections(0)
+                    .idle_timeout(Some(IDLE_TIMEOUT))
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .connect_lazy_with(options.clone())
+            })
+            .clone()
+    }
+}
