@@ -151,6 +151,12 @@ email = "email"
             fake.base_url
         ),
     )?;
+    // Settings come from the environment; the config file says so.
+    let config = dir.path().join("syncward.toml");
+    std::fs::write(
+        &config,
+        "# resume-latency benchmark: every setting is in SYNCWARD__* variables\n",
+    )?;
     let env: Vec<(String, String)> = vec![
         (
             "SYNCWARD__DATABASE__URL".into(),

@@ -185,21 +185,24 @@ pub async fn touch_heartbeat(pool: &PgPool, run_id: i64) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// Ends a run: `succeeded`, `failed` or `skipped`, with its final counts.
+/// Ends a run: `succeeded`, `failed` or `skipped`, with its final counts —
+/// only if it is still in the claim `run` describes (same `started_at`): a
+/// caller working from an old view (a sweeper that saw a claim which has since
+/// been put back and claimed again) changes nothing. Returns whether it did.
 pub async fn finish_run(
     pool: &PgPool,
-    run_id: i64,
+    run: &RunRow,
     status: &str,
     counts: &RunCounts,
     failure: Option<(&str, &str)>,
-) -> sqlx::Result<()> {
-    sqlx::query(
+) -> sqlx::Result<bool> {
+    let done = sqlx::query(
         "UPDATE runs SET status = $2, finished_at = now(), records_read = $3, records_written = $4,
                 records_replayed = $5, records_rejected = $6, records_resent = $7,
                 failure_code = $8, failure_detail = $9
-         WHERE id = $1",
+         WHERE id = $1 AND status = 'running' AND started_at IS NOT DISTINCT FROM $10",
     )
-    .bind(run_id)
+    .bind(run.id)
     .bind(status)
     .bind(counts.read)
     .bind(counts.written)
@@ -208,9 +211,10 @@ pub async fn finish_run(
     .bind(counts.resent)
     .bind(failure.map(|f| f.0))
     .bind(failure.map(|f| f.1))
+    .bind(run.started_at)
     .execute(pool)
     .await?;
-    Ok(())
+    Ok(done.rows_affected() == 1)
 }
 
 /// Appends to a run's timeline.
@@ -294,10 +298,11 @@ pub async fn claim_next_run(pool: &PgPool, executor: &Executor) -> sqlx::Result<
 /// `give_back_attempt` the attempt it spent is returned (a clean stop at a
 /// batch boundary is not a failed attempt). A queued run of the same sync that
 /// appeared meanwhile (the schedule's) is merged into this one: it ends
-/// `skipped`, so the queue keeps one queued run per sync.
+/// `skipped`, so the queue keeps one queued run per sync. Like `finish_run`,
+/// it acts only on the claim `run` describes; returns whether it did.
 pub async fn requeue_run(
     pool: &PgPool,
-    run_id: i64,
+    run: &RunRow,
     due_in: std::time::Duration,
     give_back_attempt: bool,
     trigger: &str,
@@ -308,9 +313,12 @@ pub async fn requeue_run(
     sqlx::query(
         "UPDATE runs SET status = 'skipped', finished_at = now(),
                 failure_detail = 'merged into run ' || $1 || ', which was put back in the queue'
-         WHERE status = 'queued' AND sync_id = (SELECT sync_id FROM runs WHERE id = $1)",
+         WHERE status = 'queued' AND sync_id = (SELECT sync_id FROM runs WHERE id = $1)
+           AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND status = 'running'
+                         AND started_at IS NOT DISTINCT FROM $2)",
     )
-    .bind(run_id)
+    .bind(run.id)
+    .bind(run.started_at)
     .execute(&mut *tx)
     .await?;
     let requeued = sqlx::query(
@@ -319,9 +327,9 @@ pub async fn requeue_run(
                 scheduled_at = now() + make_interval(secs => $4), worker_id = NULL, boot_id = NULL,
                 lease_token = NULL, records_read = $5, records_written = $6, records_replayed = $7,
                 records_rejected = $8, records_resent = $9
-         WHERE id = $1 AND status = 'running'",
+         WHERE id = $1 AND status = 'running' AND started_at IS NOT DISTINCT FROM $10",
     )
-    .bind(run_id)
+    .bind(run.id)
     .bind(trigger)
     .bind(give_back_attempt)
     .bind(due_in.as_secs_f64())
@@ -330,13 +338,14 @@ pub async fn requeue_run(
     .bind(counts.replayed)
     .bind(counts.rejected)
     .bind(counts.resent)
+    .bind(run.started_at)
     .execute(&mut *tx)
     .await?
     .rows_affected()
         == 1;
     if requeued {
         sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, 'requeued', $2)")
-            .bind(run_id)
+            .bind(run.id)
             .bind(Json(serde_json::json!({"trigger": trigger, "reason": reason, "due_in_s": due_in.as_secs_f64()})))
             .execute(&mut *tx)
             .await?;

@@ -98,14 +98,18 @@ async fn put_back(
     if run.attempt >= run.max_attempts {
         // Its last attempt died with it: the attempt was spent at the claim.
         let detail = format!("the worker died during the last attempt ({reason})");
-        runs::finish_run(
+        // Another daemon's sweeper may have got there first.
+        if !runs::finish_run(
             &daemon.store,
-            run.id,
+            run,
             "failed",
             &run.counts(),
             Some((FailureCode::Interrupted.as_str(), &detail)),
         )
-        .await?;
+        .await?
+        {
+            return Ok(());
+        }
         runs::add_run_event(
             &daemon.store,
             run.id,
@@ -123,7 +127,7 @@ async fn put_back(
         report.failed.push(run.id);
     } else if runs::requeue_run(
         &daemon.store,
-        run.id,
+        run,
         std::time::Duration::ZERO,
         false,
         trigger,

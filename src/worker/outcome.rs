@@ -21,6 +21,9 @@ pub enum Recorded {
         due_in: Duration,
         trigger: &'static str,
     },
+    /// The run had left this claim already (a sweeper put it back, believing
+    /// its worker dead, and it may be running elsewhere): nothing was recorded.
+    Superseded,
 }
 
 /// Wait before attempt `attempt + 1`: `backoff_base × 2^(attempt−1)`, ±10 %
@@ -85,12 +88,12 @@ async fn record(
 ) -> sqlx::Result<Recorded> {
     let counts = &report.counts;
     match &report.outcome {
-        RunOutcome::Succeeded => finish(store, run.id, "succeeded", counts, None).await,
+        RunOutcome::Succeeded => finish(store, run, "succeeded", counts, None).await,
         RunOutcome::Skipped => {
             let detail = FailureCode::LeaseBusy.what_happened().to_string();
             finish(
                 store,
-                run.id,
+                run,
                 "skipped",
                 counts,
                 Some((FailureCode::LeaseBusy, detail)),
@@ -99,9 +102,9 @@ async fn record(
         }
         RunOutcome::Stopped => match retry {
             Some(_) => {
-                runs::requeue_run(
+                let requeued = runs::requeue_run(
                     store,
-                    run.id,
+                    run,
                     Duration::ZERO,
                     true,
                     "shutdown",
@@ -109,16 +112,20 @@ async fn record(
                     "stopped at a clean batch boundary",
                 )
                 .await?;
-                Ok(Recorded::Requeued {
-                    due_in: Duration::ZERO,
-                    trigger: "shutdown",
+                Ok(if requeued {
+                    Recorded::Requeued {
+                        due_in: Duration::ZERO,
+                        trigger: "shutdown",
+                    }
+                } else {
+                    Recorded::Superseded
                 })
             }
             None => {
                 let detail = "stopped at a batch boundary".to_string();
                 finish(
                     store,
-                    run.id,
+                    run,
                     "failed",
                     counts,
                     Some((FailureCode::Interrupted, detail)),
@@ -130,35 +137,33 @@ async fn record(
             Some(settings) if code.is_retryable() && run.attempt < run.max_attempts => {
                 let due_in = backoff(settings, run.attempt);
                 let reason = format!("{code}: {detail}");
-                runs::requeue_run(store, run.id, due_in, false, "retry", counts, &reason).await?;
-                Ok(Recorded::Requeued {
-                    due_in,
-                    trigger: "retry",
+                let requeued =
+                    runs::requeue_run(store, run, due_in, false, "retry", counts, &reason).await?;
+                Ok(if requeued {
+                    Recorded::Requeued {
+                        due_in,
+                        trigger: "retry",
+                    }
+                } else {
+                    Recorded::Superseded
                 })
             }
-            _ => {
-                finish(
-                    store,
-                    run.id,
-                    "failed",
-                    counts,
-                    Some((*code, detail.clone())),
-                )
-                .await
-            }
+            _ => finish(store, run, "failed", counts, Some((*code, detail.clone()))).await,
         },
     }
 }
 
 async fn finish(
     store: &PgPool,
-    run_id: i64,
+    run: &RunRow,
     status: &'static str,
     counts: &RunCounts,
     failure: Option<(FailureCode, String)>,
 ) -> sqlx::Result<Recorded> {
     let failure_ref = failure.as_ref().map(|(c, d)| (c.as_str(), d.as_str()));
-    runs::finish_run(store, run_id, status, counts, failure_ref).await?;
+    if !runs::finish_run(store, run, status, counts, failure_ref).await? {
+        return Ok(Recorded::Superseded);
+    }
     metrics::counter!(
         "syncward_runs_finished_total",
         "outcome" => status,
@@ -167,7 +172,7 @@ async fn finish(
     .increment(1);
     runs::add_run_event(
         store,
-        run_id,
+        run.id,
         status,
         serde_json::json!({"failure_code": failure.as_ref().map(|f| f.0)}),
     )

@@ -192,6 +192,7 @@ async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
                 }
             }
             Ok(Recorded::Requeued { due_in, trigger }) => info!(trigger, due_in_s = due_in.as_secs_f64(), "Run put back in the queue"),
+            Ok(Recorded::Superseded) => warn!("The run was put back by a sweeper while it ran here; its outcome is not recorded (the ledger and the fence keep its writes safe)"),
             Err(e) => error!(error = %e, "Recording the run's outcome failed; the sweeper will recover it"),
         }
     }
@@ -211,7 +212,7 @@ async fn cut_off(daemon: &Daemon, run: &RunRow) {
     };
     if let Err(e) = runs::requeue_run(
         &daemon.store,
-        run.id,
+        run,
         std::time::Duration::ZERO,
         false,
         "shutdown",

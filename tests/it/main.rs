@@ -7,6 +7,7 @@ mod helpers;
 mod alerts;
 mod breaker;
 mod brevo_fake;
+mod chaos;
 mod config_loading;
 mod daemon;
 mod deadman;

@@ -56,6 +56,8 @@ pub struct ContactWrite {
     pub via: &'static str,
     /// 1-based number of the write request that carried it.
     pub request: usize,
+    /// When the fake applied it (the machine's clock, as Postgres' `now()`).
+    pub at: std::time::SystemTime,
 }
 
 #[derive(Debug, Clone)]
@@ -352,6 +354,7 @@ fn upsert(
         attributes: attributes.clone(),
         via,
         request,
+        at: std::time::SystemTime::now(),
     });
     match inner.contacts.get_mut(&key) {
         Some(existing) => {

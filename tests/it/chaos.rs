@@ -1,0 +1,360 @@
+//! The chaos driver (guarantees 1–4 under fire): two daemons share one
+//! Postgres and one Redis, a bulk and a single sync move contacts to the Brevo
+//! fake (with a small random latency), and a random daemon is killed at a
+//! random moment — SIGKILL mostly, SIGTERM sometimes — and restarted, over and
+//! over. Then, from the fake's log and the database:
+//!
+//! - every source record was written (lost = 0);
+//! - no key was sent again once it was `completed` (re-sent completed = 0);
+//! - every second send of a key had a kill between it and the send before
+//!   (re-sends only of keys `pending` at a kill, at most once per kill);
+//! - no two attempts of one sync held it at the same time (overlaps = 0);
+//! - the cursor never moved backwards (sampled every 50 ms);
+//! - every run ended in a final state.
+//!
+//! `CHAOS_KILLS` (default 10, as in CI) and `CHAOS_ROWS` (default 20,000 bulk
+//! contacts; the single sync gets a tenth) size it; `scripts/chaos` runs the
+//! full 100-kill version and prints the summary line.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+use syncward::source::postgres::{PostgresSource, PostgresSourcePools};
+use syncward::source::{Source, SourceConfig};
+use syncward::store::audit::Actor;
+use syncward::store::syncs;
+use syncward::worker::DeliveryKey;
+
+use crate::helpers::daemon::DaemonProcess;
+use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
+
+const SINGLE_ID: &str = "chaos-single";
+
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Every record's delivery key → its e-mail, paging the source exactly as
+/// runs do (pages start only at checkpoints, which are page ends).
+async fn keys_by_email(s: &Scenario, sync_id: &str) -> anyhow::Result<HashMap<String, Vec<u8>>> {
+    let sync = syncs::get_sync(&s.db.pool, sync_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no sync {sync_id}"))?;
+    let definition = sync.definition()?;
+    let SourceConfig::Postgres(config) = &definition.source;
+    let mut source = PostgresSource::with_url(config, &s.db.url, &PostgresSourcePools::default())?;
+    let fingerprint = source.fingerprint();
+    let mut keys = HashMap::new();
+    let mut cursor: Option<Value> = None;
+    loop {
+        let page = source.fetch_page(cursor.as_ref()).await?;
+        for (position, record) in page.records.iter().enumerate() {
+            let key = DeliveryKey::derive(
+                sync_id,
+                &fingerprint,
+                cursor.as_ref(),
+                position as u64,
+                record,
+            );
+            let email = record["email"].as_str().unwrap_or_default().to_lowercase();
+            keys.insert(email, key.0.to_vec());
+        }
+        if page.last || page.next_cursor.is_none() {
+            return Ok(keys);
+        }
+        cursor = page.next_cursor;
+    }
+}
+
+#[derive(Debug, Default)]
+struct Findings {
+    records: usize,
+    lost: usize,
+    resent_completed: usize,
+    resent_pending: usize,
+    resent_without_kill: usize,
+    overlaps: i64,
+    cursor_backwards: usize,
+    unfinished_runs: i64,
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow::Result<()> {
+    let kills_wanted = setting("CHAOS_KILLS", 10) as usize;
+    let rows = setting("CHAOS_ROWS", 20_000) as i64;
+    let started = Instant::now();
+    let mut s = Scenario::new(SyncOptions {
+        mode: "bulk",
+        page_size: 100,
+        rows,
+        concurrency: 4,
+        timeout: "30s",
+    })
+    .await?;
+    // The single sync reads its own table, so its e-mails are its own.
+    sqlx::raw_sql(
+        "CREATE TABLE contacts_single (id bigint PRIMARY KEY, email text, first_name text)",
+    )
+    .execute(&s.db.pool)
+    .await?;
+    sqlx::query("INSERT INTO contacts_single SELECT i, 'single' || i || '@example.com', 'S' || i FROM generate_series(1, $1) i")
+        .bind((rows / 10).max(100))
+        .execute(&s.db.pool)
+        .await?;
+    let single = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
+        .replace(
+            &format!("id = \"{SYNC_ID}\""),
+            &format!("id = \"{SINGLE_ID}\""),
+        )
+        .replace("FROM contacts", "FROM contacts_single")
+        .replace("mode = \"bulk\"", "mode = \"single\"")
+        .replace("page_size = 100", "page_size = 50");
+    let single_path = s.dir.path().join("single.toml");
+    std::fs::write(&single_path, single)?;
+    s.cli
+        .run(&["sync", "apply", &single_path.display().to_string()])
+        .await?
+        .ok()?;
+    // A small random latency at the destination, so kills land mid-request too.
+    s.fake
+        .on_write(|_| std::thread::sleep(Duration::from_millis(rand::random_range(0..20))));
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__COUNT", "2")
+        .with_env("SYNCWARD__WORKERS__LIVENESS_TTL", "2s")
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms")
+        .with_env("SYNCWARD__SWEEPER__EVERY", "500ms")
+        .with_env("SYNCWARD__RETRY__BACKOFF_BASE", "1s")
+        .with_env("SYNCWARD__RETRY__BACKOFF_MAX", "2s")
+        .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "1000");
+
+    // The cursor sampler: a value or fence that goes down is a finding.
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let pool = s.db.pool.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut last: HashMap<String, (i64, i64)> = HashMap::new();
+            let mut backwards = 0usize;
+            while !stop.load(Ordering::SeqCst) {
+                let rows: Vec<(String, Option<String>, i64)> =
+                    sqlx::query_as("SELECT sync_id, cursor->>'value', fence FROM sync_cursors")
+                        .fetch_all(&pool)
+                        .await
+                        .unwrap_or_default();
+                for (sync, value, fence) in rows {
+                    let value = value.and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+                    if let Some((v0, f0)) = last.get(&sync)
+                        && (value < *v0 || fence < *f0)
+                    {
+                        backwards += 1;
+                    }
+                    last.insert(sync, (value, fence));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            backwards
+        })
+    };
+
+    let mut daemons = vec![
+        DaemonProcess::spawn(&s.cli).await?,
+        DaemonProcess::spawn(&s.cli).await?,
+    ];
+    let mut kill_times: Vec<SystemTime> = Vec::new();
+    // Killed daemons' logs, kept for the post-mortem.
+    let mut graveyard: Vec<DaemonProcess> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60 + 20 * kills_wanted as u64);
+    // Runs are enqueued here, one at a time per sync. When both syncs have
+    // finished a round before every kill has landed, their cursors are rewound
+    // and another round starts: a replay under fire, which must send nothing.
+    let mut round = 1i64;
+    loop {
+        let mut finished_round = 0;
+        for sync in [SYNC_ID, SINGLE_ID] {
+            let (busy, succeeded): (i64, i64) = sqlx::query_as(
+                "SELECT count(*) FILTER (WHERE status IN ('queued', 'running')),
+                        count(*) FILTER (WHERE status = 'succeeded')
+                 FROM runs WHERE sync_id = $1",
+            )
+            .bind(sync)
+            .fetch_one(&s.db.pool)
+            .await?;
+            if succeeded >= round {
+                finished_round += 1;
+            } else if busy == 0 {
+                syncward::store::runs::enqueue_run(&s.db.pool, sync, "manual", 5).await?;
+            }
+        }
+        if finished_round == 2 {
+            if kill_times.len() >= kills_wanted {
+                break;
+            }
+            for sync in [SYNC_ID, SINGLE_ID] {
+                syncward::store::cursors::reset_cursor(&s.db.pool, sync, Actor::Cli).await?;
+            }
+            round += 1;
+            continue;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the syncs did not finish in time; last daemon log:\n{}",
+            daemons[0].log_tail()
+        );
+        if kill_times.len() < kills_wanted {
+            tokio::time::sleep(Duration::from_millis(rand::random_range(300..2000))).await;
+            let victim = rand::random_range(0..daemons.len());
+            let signal = if rand::random_range(0..5) == 0 {
+                "TERM"
+            } else {
+                "KILL"
+            };
+            kill_times.push(SystemTime::now());
+            println!(
+                "chaos: SIG{signal} to daemon {} at {}",
+                daemons[victim].pid,
+                chrono::DateTime::<chrono::Utc>::from(SystemTime::now())
+            );
+            daemons[victim].signal(signal)?;
+            // A drain ends within its 15 s deadline; a killed process at once.
+            daemons[victim].wait(Duration::from_secs(40)).await?;
+            let fresh = DaemonProcess::spawn(&s.cli).await?;
+            graveyard.push(std::mem::replace(&mut daemons[victim], fresh));
+        } else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    // Let the last runs settle, then stop both daemons cleanly.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for d in &mut daemons {
+        d.signal("TERM")?;
+    }
+    for d in &mut daemons {
+        d.wait(Duration::from_secs(40)).await?;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let cursor_backwards = sampler.await?;
+
+    let mut f = Findings {
+        cursor_backwards,
+        ..Findings::default()
+    };
+    let writes = s.fake.writes();
+    let mut writes_by_email: BTreeMap<&str, Vec<SystemTime>> = BTreeMap::new();
+    for w in &writes {
+        writes_by_email
+            .entry(w.email.as_str())
+            .or_default()
+            .push(w.at);
+    }
+    for sync in [SYNC_ID, SINGLE_ID] {
+        let keys = keys_by_email(&s, sync).await?;
+        let ledger: Vec<(Vec<u8>, String, Option<chrono::DateTime<chrono::Utc>>)> =
+            sqlx::query_as("SELECT key, status, completed_at FROM deliveries WHERE sync_id = $1")
+                .bind(sync)
+                .fetch_all(&s.db.pool)
+                .await?;
+        let ledger: HashMap<Vec<u8>, (String, Option<chrono::DateTime<chrono::Utc>>)> = ledger
+            .into_iter()
+            .map(|(k, st, at)| (k, (st, at)))
+            .collect();
+        f.records += keys.len();
+        for (email, key) in &keys {
+            let sends = writes_by_email
+                .get(email.as_str())
+                .cloned()
+                .unwrap_or_default();
+            let completed_at = match ledger.get(key) {
+                Some((status, Some(at))) if status == "completed" => Some(SystemTime::from(*at)),
+                _ => None,
+            };
+            if sends.is_empty() || completed_at.is_none() {
+                f.lost += 1;
+                continue;
+            }
+            let completed_at = completed_at.unwrap_or(SystemTime::UNIX_EPOCH);
+            f.resent_completed += sends.iter().filter(|at| **at > completed_at).count();
+            f.resent_pending += sends.len() - 1;
+            for pair in sends.windows(2) {
+                if !kill_times.iter().any(|k| *k > pair[0] && *k < pair[1]) {
+                    f.resent_without_kill += 1;
+                    println!(
+                        "chaos: {email} sent at {:?} and again at {:?} with no kill between",
+                        chrono::DateTime::<chrono::Utc>::from(pair[0]),
+                        chrono::DateTime::<chrono::Utc>::from(pair[1])
+                    );
+                }
+            }
+        }
+    }
+    // Attempts: from each claim to the run's next event (requeue, finish).
+    f.overlaps = sqlx::query_scalar(
+        "WITH ev AS (
+           SELECT e.run_id, r.sync_id, e.kind, e.at,
+                  lead(e.at) OVER (PARTITION BY e.run_id ORDER BY e.id) AS next_at
+           FROM run_events e JOIN runs r ON r.id = e.run_id),
+         attempts AS (
+           SELECT run_id, sync_id, tstzrange(at, coalesce(next_at, 'infinity'), '[)') AS span
+           FROM ev WHERE kind = 'claimed')
+         SELECT count(*) FROM attempts a JOIN attempts b
+           ON a.sync_id = b.sync_id AND (a.run_id, lower(a.span)) < (b.run_id, lower(b.span))
+          AND a.span && b.span",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    f.unfinished_runs = sqlx::query_scalar(
+        "SELECT count(*) FROM runs WHERE status NOT IN ('succeeded', 'failed', 'skipped')",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    // What else happened to the runs: the causes of re-sends other than kills.
+    let events: Vec<(i64, String, chrono::DateTime<chrono::Utc>, Value)> = sqlx::query_as(
+        "SELECT run_id, kind, at, detail FROM run_events WHERE kind NOT IN ('claimed', 'succeeded') ORDER BY id",
+    )
+    .fetch_all(&s.db.pool)
+    .await?;
+    for (run, kind, at, detail) in events {
+        println!("chaos: run {run} {kind} at {at}: {detail}");
+    }
+    if f.resent_without_kill > 0 || f.overlaps > 0 {
+        for d in graveyard.iter().chain(daemons.iter()) {
+            let text = std::fs::read_to_string(d.log.path()).unwrap_or_default();
+            for line in text.lines().filter(|l| {
+                !l.contains("DEBUG") && !l.contains(" INFO ")
+                    || l.contains("running")
+                    || l.contains("claimed")
+            }) {
+                println!("chaos: [{}] {line}", d.pid);
+            }
+        }
+    }
+    let kills = kill_times.len();
+    let in_flight_bound = kills * 100;
+    println!(
+        "chaos: kills {kills}, rounds {round}, records {}, lost {}, re-sent completed {}, re-sent pending {} (bound {in_flight_bound}), re-sent without a kill {}, overlaps {}, cursor backwards {}, unfinished runs {}, wall time {:.0} s",
+        f.records,
+        f.lost,
+        f.resent_completed,
+        f.resent_pending,
+        f.resent_without_kill,
+        f.overlaps,
+        f.cursor_backwards,
+        f.unfinished_runs,
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(f.lost, 0, "{f:?}");
+    assert_eq!(f.resent_completed, 0, "{f:?}");
+    assert_eq!(f.resent_without_kill, 0, "{f:?}");
+    assert!(f.resent_pending <= in_flight_bound, "{f:?}");
+    assert_eq!(f.overlaps, 0, "{f:?}");
+    assert_eq!(f.cursor_backwards, 0, "{f:?}");
+    assert_eq!(f.unfinished_runs, 0, "{f:?}");
+    Ok(())
+}
