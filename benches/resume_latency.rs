@@ -170,10 +170,7 @@ email = "email"
         ("SYNCWARD__WORKERS__COUNT".into(), "1".into()),
         ("SYNCWARD__WORKERS__LIVENESS_TTL".into(), liveness.clone()),
         ("SYNCWARD__SWEEPER__EVERY".into(), sweeper.clone()),
-        (
-            "SYNCWARD_CONFIG".into(),
-            dir.path().join("absent.toml").display().to_string(),
-        ),
+        ("SYNCWARD_CONFIG".into(), config.display().to_string()),
     ];
     let cli = |args: &[&str]| -> anyhow::Result<()> {
         let out = std::process::Command::new(BINARY)

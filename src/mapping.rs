@@ -95,4 +95,20 @@ mod tests {
             assert_eq!(map_record(&m, &r).unwrap_err().code(), "missing_email");
         }
     }
+
+    proptest::proptest! {
+        /// Any record and any (dotted) field names: mapping never panics, and
+        /// a mapped contact always has a non-empty e-mail.
+        #[test]
+        fn any_record_maps_or_is_rejected_without_panicking(
+            record in crate::worker::arbitrary_json(),
+            email in "[a-z.]{0,12}",
+            fields in proptest::collection::btree_map("[A-Z]{1,6}", "[a-z.]{0,12}", 0..5),
+        ) {
+            let mapping = MappingConfig { email, attributes: fields.into_iter().collect() };
+            if let Ok(contact) = map_record(&mapping, &record) {
+                proptest::prop_assert!(!contact.email.is_empty());
+            }
+        }
+    }
 }

@@ -269,4 +269,37 @@ attributes = { FIRSTNAME = "first_name" }
         let err = SyncDefinition::parse("s.toml", "id = \"a\"\nworkspace = \n").unwrap_err();
         assert_eq!(err.key, "line 2");
     }
+
+    proptest::proptest! {
+        /// Any text is parsed or refused with a one-line error; never a panic.
+        #[test]
+        fn any_text_parses_or_is_refused_in_one_line(text in "\\PC{0,300}") {
+            if let Err(e) = SyncDefinition::parse("fuzz.toml", &text) {
+                proptest::prop_assert!(!e.to_string().contains('\n'), "{}", e);
+            }
+        }
+
+        /// A good file with one line dropped or one byte changed: the same.
+        #[test]
+        fn a_damaged_good_file_parses_or_is_refused_in_one_line(
+            line in proptest::prelude::any::<proptest::sample::Index>(),
+            at in proptest::prelude::any::<proptest::sample::Index>(),
+            byte in 32u8..127,
+            drop_line in proptest::bool::ANY,
+        ) {
+            let text = if drop_line {
+                let lines: Vec<&str> = GOOD.lines().collect();
+                let skip = line.index(lines.len());
+                lines.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, l)| *l).collect::<Vec<_>>().join("\n")
+            } else {
+                let mut bytes = GOOD.as_bytes().to_vec();
+                let i = at.index(bytes.len());
+                bytes[i] = byte;
+                String::from_utf8_lossy(&bytes).into_owned()
+            };
+            if let Err(e) = SyncDefinition::parse("fuzz.toml", &text) {
+                proptest::prop_assert!(!e.to_string().contains('\n'), "{}", e);
+            }
+        }
+    }
 }

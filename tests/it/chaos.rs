@@ -12,7 +12,7 @@
 //! - the cursor never moved backwards (sampled every 50 ms);
 //! - every run ended in a final state.
 //!
-//! `CHAOS_KILLS` (default 10, as in CI) and `CHAOS_ROWS` (default 20,000 bulk
+//! Kill times are taken when the killed process is gone. `CHAOS_KILLS` (default 10, as in CI) and `CHAOS_ROWS` (default 20,000 bulk
 //! contacts; the single sync gets a tenth) size it; `scripts/chaos` runs the
 //! full 100-kill version and prints the summary line.
 
@@ -216,7 +216,6 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
             } else {
                 "KILL"
             };
-            kill_times.push(SystemTime::now());
             println!(
                 "chaos: SIG{signal} to daemon {} at {}",
                 daemons[victim].pid,
@@ -225,6 +224,8 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
             daemons[victim].signal(signal)?;
             // A drain ends within its 15 s deadline; a killed process at once.
             daemons[victim].wait(Duration::from_secs(40)).await?;
+            // The moment it was gone: every send it made came before this one.
+            kill_times.push(SystemTime::now());
             let fresh = DaemonProcess::spawn(&s.cli).await?;
             graveyard.push(std::mem::replace(&mut daemons[victim], fresh));
         } else {

@@ -91,26 +91,7 @@ impl BrevoDestination {
         }
         let url = self.url("/contacts");
         let build = || self.post(&url, &body);
-        send_with_retry(
-            build,
-            &self.policy,
-            RESET_HEADER,
-            |status, bytes| match status {
-                StatusCode::CREATED | StatusCode::OK => {
-                    match serde_json::from_slice::<Value>(bytes) {
-                        Ok(v) if v.get("id").is_some() => Verdict::Done(RecordOutcome::Delivered(
-                            json!({"status": 201, "id": v["id"]}),
-                        )),
-                        _ => Verdict::Retry(format!("HTTP {status} with an unreadable body")),
-                    }
-                }
-                StatusCode::NO_CONTENT => {
-                    Verdict::Done(RecordOutcome::Delivered(json!({"status": 204})))
-                }
-                other => classify_error(other, bytes, 1).map(|mut v| v.remove(0)),
-            },
-        )
-        .await
+        send_with_retry(build, &self.policy, RESET_HEADER, judge_create).await
     }
 
     async fn import(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
@@ -129,27 +110,43 @@ impl BrevoDestination {
             let url = self.url("/contacts/import");
             let build = || self.post(&url, &body);
             let answer = send_with_retry(build, &self.policy, RESET_HEADER, |status, bytes| {
-                if status.is_success() {
-                    match serde_json::from_slice::<Value>(bytes)
-                        .ok()
-                        .and_then(|v| v.get("processId").cloned())
-                    {
-                        Some(id) => {
-                            Verdict::Done(vec![
-                                RecordOutcome::Delivered(json!({"processId": id}));
-                                chunk.len()
-                            ])
-                        }
-                        None => Verdict::Retry(format!("HTTP {status} without a processId")),
-                    }
-                } else {
-                    classify_error(status, bytes, chunk.len())
-                }
+                judge_import(status, bytes, chunk.len())
             })
             .await?;
             outcomes.extend(answer);
         }
         Ok(outcomes)
+    }
+}
+
+/// `POST /contacts`: 201 `{"id"}` (created) and 204 (updated) are delivered.
+fn judge_create(status: StatusCode, bytes: &[u8]) -> Verdict<RecordOutcome> {
+    match status {
+        StatusCode::CREATED | StatusCode::OK => match serde_json::from_slice::<Value>(bytes) {
+            Ok(v) if v.get("id").is_some() => Verdict::Done(RecordOutcome::Delivered(
+                json!({"status": 201, "id": v["id"]}),
+            )),
+            _ => Verdict::Retry(format!("HTTP {status} with an unreadable body")),
+        },
+        StatusCode::NO_CONTENT => Verdict::Done(RecordOutcome::Delivered(json!({"status": 204}))),
+        other => classify_error(other, bytes, 1).map(|mut v| v.remove(0)),
+    }
+}
+
+/// `POST /contacts/import`: 202 `{"processId"}` delivers the `records` it carried.
+fn judge_import(status: StatusCode, bytes: &[u8], records: usize) -> Verdict<Vec<RecordOutcome>> {
+    if !status.is_success() {
+        return classify_error(status, bytes, records);
+    }
+    match serde_json::from_slice::<Value>(bytes)
+        .ok()
+        .and_then(|v| v.get("processId").cloned())
+    {
+        Some(id) => Verdict::Done(vec![
+            RecordOutcome::Delivered(json!({"processId": id}));
+            records
+        ]),
+        None => Verdict::Retry(format!("HTTP {status} without a processId")),
     }
 }
 
@@ -244,5 +241,32 @@ mod tests {
         let chunks = split_by_body_size(&records, 4096 + 10_500);
         assert!(chunks.len() >= 5, "{}", chunks.len());
         assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 50);
+    }
+
+    proptest::proptest! {
+        /// Whatever Brevo (or a broken proxy) answers, judging it never panics,
+        /// and every record the request carried gets exactly one outcome.
+        #[test]
+        fn any_answer_is_judged_without_panicking(
+            status in 100u16..600,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
+            records in 1usize..50,
+        ) {
+            let status = StatusCode::from_u16(status).unwrap();
+            let _ = judge_create(status, &body);
+            if let Verdict::Done(outcomes) = judge_import(status, &body, records) {
+                proptest::prop_assert_eq!(outcomes.len(), records);
+            }
+        }
+
+        #[test]
+        fn json_shaped_answers_are_judged_without_panicking(
+            status in proptest::sample::select(vec![200u16, 201, 202, 204, 400, 401, 404, 409, 422]),
+            body in "\\{(\"(id|processId|code|message)\": ?(1|\"x\"|null|\\[\\]|\\{\\}),? ?){0,3}\\}",
+        ) {
+            let status = StatusCode::from_u16(status).unwrap();
+            let _ = judge_create(status, body.as_bytes());
+            let _ = judge_import(status, body.as_bytes(), 3);
+        }
     }
 }
