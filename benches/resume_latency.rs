@@ -168,6 +168,9 @@ email = "email"
         ),
         ("SYNCWARD__HTTP__LISTEN".into(), "127.0.0.1:0".into()),
         ("SYNCWARD__WORKERS__COUNT".into(), "1".into()),
+        // Every SIGKILL spends the attempt it interrupts: 20 rounds need more
+        // than the default 5.
+        ("SYNCWARD__RETRY__MAX_ATTEMPTS".into(), "100".into()),
         ("SYNCWARD__WORKERS__LIVENESS_TTL".into(), liveness.clone()),
         ("SYNCWARD__SWEEPER__EVERY".into(), sweeper.clone()),
         ("SYNCWARD_CONFIG".into(), config.display().to_string()),

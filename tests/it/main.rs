@@ -12,6 +12,7 @@ mod config_loading;
 mod daemon;
 mod deadman;
 mod debian_package;
+mod fault_drills;
 mod harness;
 mod http_api;
 mod lease_fence;

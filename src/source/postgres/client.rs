@@ -292,6 +292,12 @@ fn classify_connect_error(e: sqlx::Error) -> SourceError {
                 db.message()
             ))
         }
+        sqlx::Error::Database(db) if is_transient(db.as_ref()) => {
+            SourceError::Unreachable(format!(
+                "the source database cannot take connections now: {}",
+                db.message()
+            ))
+        }
         sqlx::Error::Database(db) if db.code().as_deref() == Some("3D000") => SourceError::Query(
             format!("the source database does not exist: {}", db.message()),
         ),
@@ -299,8 +305,25 @@ fn classify_connect_error(e: sqlx::Error) -> SourceError {
     }
 }
 
+/// Errors the server raises about itself rather than about the query: it is
+/// shutting down or restarting (57P0x), the connection broke (08), it ran out
+/// of connections or memory (53), or a transaction lost a race (40001, 40P01).
+/// They say nothing about the sync, so the attempt is retried.
+fn is_transient(db: &dyn sqlx::error::DatabaseError) -> bool {
+    db.code().is_some_and(|code| {
+        code.starts_with("57P")
+            || code.starts_with("08")
+            || code.starts_with("53")
+            || code == "40001"
+            || code == "40P01"
+    })
+}
+
 fn classify_io_error(e: sqlx::Error) -> SourceError {
     match e {
+        sqlx::Error::Database(db) if is_transient(db.as_ref()) => {
+            SourceError::Unreachable(format!("the source database went away: {}", db.message()))
+        }
         sqlx::Error::Database(db) => SourceError::Query(db.message().to_string()),
         other => SourceError::Unreachable(format!("the source connection failed: {other}")),
     }
@@ -308,6 +331,9 @@ fn classify_io_error(e: sqlx::Error) -> SourceError {
 
 fn classify_query_error(e: sqlx::Error) -> SourceError {
     match e {
+        sqlx::Error::Database(db) if is_transient(db.as_ref()) => {
+            SourceError::Unreachable(format!("the source database went away: {}", db.message()))
+        }
         sqlx::Error::Database(db) => {
             SourceError::Query(format!("the source query failed: {}", db.message()))
         }

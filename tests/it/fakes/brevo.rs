@@ -34,6 +34,8 @@ pub enum Fault {
     Hang,
     /// A success status with a body that is not JSON.
     Garbage,
+    /// A success status whose body stops part-way: the connection is cut.
+    Truncated,
     /// 401 as for a revoked key.
     Unauthorized,
 }
@@ -96,6 +98,10 @@ struct Inner {
 struct Shared {
     api_key: String,
     inner: Mutex<Inner>,
+    /// While true, write requests wait (without blocking a thread) before
+    /// they are served; `held` counts the ones that waited.
+    gate: tokio::sync::watch::Sender<bool>,
+    held: std::sync::atomic::AtomicUsize,
 }
 
 /// The running fake. Dropping it stops the server.
@@ -121,6 +127,8 @@ impl BrevoFake {
 
     pub async fn start_on(addr: SocketAddr, api_key: &str) -> anyhow::Result<Self> {
         let shared = Arc::new(Shared {
+            gate: tokio::sync::watch::Sender::new(false),
+            held: std::sync::atomic::AtomicUsize::new(0),
             api_key: api_key.to_string(),
             inner: Mutex::new(Inner {
                 next_contact_id: 1,
@@ -196,6 +204,20 @@ impl BrevoFake {
         self.lock().hook = Some(Arc::new(hook));
     }
 
+    /// Write requests wait at the door until `release_writes`.
+    pub fn hold_writes(&self) {
+        self.shared.gate.send_replace(true);
+    }
+
+    pub fn release_writes(&self) {
+        self.shared.gate.send_replace(false);
+    }
+
+    /// How many write requests have waited at the door so far.
+    pub fn held_writes(&self) -> usize {
+        self.shared.held.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The status new import processes report (default `completed`).
     pub fn set_process_status(&self, status: &str) {
         self.lock().process_status = Some(status.to_string());
@@ -253,6 +275,17 @@ fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
     }
 }
 
+async fn wait_at_gate(shared: &Shared) {
+    let mut gate = shared.gate.subscribe();
+    if *gate.borrow_and_update() {
+        shared
+            .held
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // The sender lives as long as the fake.
+        let _ = gate.wait_for(|closed| !*closed).await;
+    }
+}
+
 /// The fault this write request gets, if any.
 fn take_fault(shared: &Shared) -> Option<Fault> {
     let mut inner = lock(shared);
@@ -286,6 +319,16 @@ async fn apply_fault(fault: Fault) -> Response {
             StatusCode::GATEWAY_TIMEOUT.into_response()
         }
         Fault::Garbage => (StatusCode::CREATED, "<html>upstream garbage").into_response(),
+        Fault::Truncated => {
+            let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
+                Ok(Bytes::from_static(b"{\"processId\": 12")),
+                Err(std::io::Error::other("connection cut by the fake")),
+            ];
+            let mut response =
+                axum::body::Body::from_stream(futures::stream::iter(chunks)).into_response();
+            *response.status_mut() = StatusCode::ACCEPTED;
+            response
+        }
         Fault::Unauthorized => error(StatusCode::UNAUTHORIZED, "unauthorized", "Key not found"),
     }
 }
@@ -409,6 +452,7 @@ async fn create_contact(
 }
 
 async fn create_contact_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response {
+    wait_at_gate(shared).await;
     if let Err(r) = authorize(shared, headers) {
         return r;
     }
@@ -507,6 +551,7 @@ async fn import_contacts(
 }
 
 async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response {
+    wait_at_gate(shared).await;
     if let Err(r) = authorize(shared, headers) {
         return r;
     }

@@ -6,6 +6,7 @@ pub mod daemon;
 mod db;
 mod redis;
 pub mod scenario;
+pub mod servers;
 
 pub use cli::Syncward;
 pub use db::TestDb;

@@ -46,8 +46,12 @@ impl Scenario {
     /// Source table `contacts(id, email, first_name)` with `rows` rows
     /// (`user{id}@example.com`), the sync published, a runner with short leases.
     pub async fn new(options: SyncOptions) -> anyhow::Result<Self> {
-        let db = TestDb::new().await?;
-        let redis = TestRedis::new().await?;
+        Self::on(options, TestDb::new().await?, TestRedis::new().await?).await
+    }
+
+    /// The same on a database and Redis of the caller's choosing (a private
+    /// server a fault drill restarts).
+    pub async fn on(options: SyncOptions, db: TestDb, redis: TestRedis) -> anyhow::Result<Self> {
         let fake = BrevoFake::start(BREVO_KEY).await?;
         sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text, first_name text)")
             .execute(&db.pool)

@@ -1,0 +1,237 @@
+//! Fault drills (DESIGN §4): the daemon's own Postgres restarted mid-run, Redis
+//! restarted mid-run with every key lost, a destination answering garbage and
+//! cut-off bodies, a source connection dropped mid-page. Each ends with every
+//! contact delivered and nothing sent twice beyond the page in flight.
+
+use std::time::Duration;
+
+use crate::fakes::brevo::Fault;
+use crate::helpers::daemon::{DaemonProcess, eventually};
+use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
+use crate::helpers::servers::{PrivatePostgres, PrivateRedis};
+use crate::helpers::{TestDb, TestRedis};
+
+/// 80 contacts in pages of 2, each import taking ~100 ms: a run of ~8 s.
+fn slow(s: &mut Scenario) {
+    s.fake
+        .on_write(|_| std::thread::sleep(Duration::from_millis(100)));
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms")
+        .with_env("SYNCWARD__RETRY__BACKOFF_BASE", "1s")
+        .with_env("SYNCWARD__RETRY__BACKOFF_MAX", "2s");
+}
+
+const SLOW: SyncOptions = SyncOptions {
+    mode: "bulk",
+    page_size: 2,
+    rows: 80,
+    concurrency: 4,
+    timeout: "5s",
+};
+
+async fn wait_for_writes(s: &Scenario, n: usize) -> anyhow::Result<()> {
+    eventually(Duration::from_secs(30), "the run writing", || async {
+        Ok(s.fake.writes().len() >= n)
+    })
+    .await
+}
+
+async fn wait_for_success(
+    s: &Scenario,
+    daemon: &DaemonProcess,
+) -> anyhow::Result<serde_json::Value> {
+    let waited = eventually(Duration::from_secs(90), "the run succeeding", || async {
+        Ok(s.last_run()
+            .await
+            .map(|r| r["status"] == "succeeded")
+            .unwrap_or(false))
+    })
+    .await;
+    if let Err(e) = waited {
+        anyhow::bail!("{e}\n{}", daemon.log_tail());
+    }
+    s.last_run().await
+}
+
+/// Every contact arrived; none more often than twice (a re-send of the page
+/// in flight when the fault hit).
+fn assert_delivered_once_but_the_page_in_flight(s: &Scenario, rows: usize, page: usize) {
+    let writes = s.writes_per_email();
+    assert_eq!(writes.len(), rows, "every contact was written");
+    let twice: Vec<_> = writes.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.iter().all(|(_, n)| **n == 2), "{twice:?}");
+    assert!(
+        twice.len() <= page,
+        "only the page in flight is sent again: {twice:?}"
+    );
+}
+
+async fn events(s: &Scenario) -> anyhow::Result<String> {
+    let rows: Vec<(String, sqlx::types::Json<serde_json::Value>)> =
+        sqlx::query_as("SELECT kind, detail FROM run_events ORDER BY id")
+            .fetch_all(&s.db.pool)
+            .await?;
+    Ok(rows.iter().map(|(k, d)| format!("{k} {}\n", d.0)).collect())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_restarted_mid_run_the_daemon_reconnects_and_the_run_finishes()
+-> anyhow::Result<()> {
+    let pg = PrivatePostgres::start().await?;
+    let db = TestDb::at(&pg.admin_url()).await?;
+    let mut s = Scenario::on(SLOW, db, TestRedis::new().await?).await?;
+    slow(&mut s);
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    wait_for_writes(&s, 10).await?;
+    pg.restart().await?;
+    let run = wait_for_success(&s, &daemon).await?;
+    assert!(
+        daemon.child.try_wait()?.is_none(),
+        "the daemon kept running through the restart:\n{}",
+        daemon.log_tail()
+    );
+    assert_delivered_once_but_the_page_in_flight(&s, 80, 2);
+    assert!(run["attempt"].as_i64() >= Some(1), "{run}");
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_restarted_empty_mid_run_the_run_stops_as_lease_lost_and_resumes()
+-> anyhow::Result<()> {
+    let mut redis = PrivateRedis::start().await?;
+    let mut s = Scenario::on(
+        SLOW,
+        TestDb::new().await?,
+        TestRedis::at(&redis.url()).await?,
+    )
+    .await?;
+    slow(&mut s);
+    // The restart happens while the run waits on the destination, so the run
+    // meets Redis again only afterwards, at its next proof, with its lease gone.
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    wait_for_writes(&s, 10).await?;
+    let fence_before: i64 = sqlx::query_scalar("SELECT fence FROM sync_cursors WHERE sync_id = $1")
+        .bind(SYNC_ID)
+        .fetch_one(&s.db.pool)
+        .await?;
+    s.fake.hold_writes();
+    eventually(
+        Duration::from_secs(10),
+        "a write held at the fake",
+        || async { Ok(s.fake.held_writes() > 0) },
+    )
+    .await?;
+    redis.restart().await?;
+    s.fake.release_writes();
+    let run = wait_for_success(&s, &daemon).await?;
+    let timeline = events(&s).await?;
+    assert!(
+        timeline.contains("lease_lost"),
+        "the run noticed at its next proof:\n{timeline}"
+    );
+    // The fence lives in Postgres: the resumed run wrote with a newer one.
+    let fence_after: i64 = sqlx::query_scalar("SELECT fence FROM sync_cursors WHERE sync_id = $1")
+        .bind(SYNC_ID)
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert!(
+        fence_after > fence_before,
+        "fence {fence_before} -> {fence_after}"
+    );
+    assert_delivered_once_but_the_page_in_flight(&s, 80, 2);
+    assert!(run["attempt"].as_i64() >= Some(2), "{run}");
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn garbage_and_cut_off_answers_are_retried_and_the_run_succeeds() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.fake.push_faults([
+        Fault::Garbage,
+        Fault::Truncated,
+        Fault::Truncated,
+        Fault::Garbage,
+    ]);
+    let out = s.run_foreground().await?;
+    assert_eq!(out.code, 0, "{out:?}");
+    let writes = s.writes_per_email();
+    assert_eq!(writes.len(), 30);
+    // The faulty answers came instead of service: nothing was written twice.
+    assert!(writes.values().all(|n| *n == 1), "{writes:?}");
+    let statuses: Vec<u16> = s
+        .fake
+        .requests_to("/v3/contacts/import")
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        &statuses[..4],
+        &[201, 202, 202, 201],
+        "the four faults were served: {statuses:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_source_connection_dropped_mid_page_fails_the_attempt_and_the_retry_delivers()
+-> anyhow::Result<()> {
+    let mut s = Scenario::new(SyncOptions {
+        rows: 30,
+        page_size: 10,
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms")
+        .with_env("SYNCWARD__RETRY__BACKOFF_BASE", "1s")
+        .with_env("SYNCWARD__RETRY__BACKOFF_MAX", "2s");
+    // A query that reads slowly (pg_sleep per row), so a page is mid-read when
+    // the test cuts its connection.
+    let text = std::fs::read_to_string(s.dir.path().join("sync.toml"))?.replace(
+        "FROM contacts\"",
+        "FROM contacts WHERE pg_sleep(0.03) IS NOT NULL\"",
+    );
+    let path = s.dir.path().join("slow.toml");
+    std::fs::write(&path, text)?;
+    s.cli
+        .run(&["sync", "apply", &path.display().to_string()])
+        .await?
+        .ok()?;
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    let terminated = eventually(Duration::from_secs(20), "a page read to cut", || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()
+                AND query LIKE '%pg_sleep(0.03)%' AND state = 'active') t",
+        )
+        .fetch_one(&s.db.pool)
+        .await?;
+        Ok(n > 0)
+    })
+    .await;
+    terminated?;
+    let run = wait_for_success(&s, &daemon).await?;
+    let timeline = events(&s).await?;
+    assert!(timeline.contains("source_unreachable"), "{timeline}");
+    assert!(run["attempt"].as_i64() >= Some(2), "{run}");
+    let writes = s.writes_per_email();
+    assert_eq!(writes.len(), 30);
+    assert!(
+        writes.values().all(|n| *n == 1),
+        "a page that was never read was never sent: {writes:?}"
+    );
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
