@@ -124,6 +124,9 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
             let started = Instant::now();
             let report = execute_run(&env, &run, &definition, &mut |_| {}).await;
             let elapsed = started.elapsed();
+            if let Some(lease) = &report.lease {
+                env.leases.release(lease).await?;
+            }
             anyhow::ensure!(
                 report.outcome == RunOutcome::Succeeded,
                 "run failed: {:?}",

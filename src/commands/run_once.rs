@@ -61,11 +61,11 @@ pub async fn foreground(
     );
 
     let definition: Result<SyncDefinition, _> = sync.definition();
-    let (outcome, counts) = match definition {
+    let (outcome, counts, lease) = match definition {
         Ok(definition) => {
             let env = RunEnv {
                 store: pool.clone(),
-                leases,
+                leases: leases.clone(),
                 record_attempts: i32::try_from(settings.ledger.record_attempts).unwrap_or(i32::MAX),
                 renew_every: settings.lease.renew_every,
                 retry: RetryPolicy::default(),
@@ -98,7 +98,7 @@ pub async fn foreground(
             };
             // The key would expire on its own; removing it is tidiness.
             let _ = clear_liveness(&redis, &prefix, boot_id).await;
-            (report.outcome, report.counts)
+            (report.outcome, report.counts, report.lease)
         }
         Err(e) => (
             RunOutcome::Failed {
@@ -106,12 +106,14 @@ pub async fn foreground(
                 detail: format!("the stored definition no longer validates: {e}"),
             },
             RunCounts::default(),
+            None,
         ),
     };
     let report = RunReport {
         outcome: outcome.clone(),
         counts,
         cursor: None,
+        lease: None,
     };
     let alerter = crate::alerts::Alerter::new(pool.clone(), &settings.alerts);
     record_outcome(
@@ -122,6 +124,12 @@ pub async fn foreground(
         settings.breaker.consecutive_failures,
     )
     .await?;
+    // Released only now: the next run cannot start before this one shows as ended.
+    if let Some(lease) = &lease
+        && let Err(e) = leases.release(lease).await
+    {
+        tracing::warn!(error = %e, "Releasing the lease failed; it expires on its own");
+    }
     if report.outcome == RunOutcome::Succeeded {
         crate::deadman::on_success(&alerter, &redis, &prefix, &run.workspace_id, &run.sync_id)
             .await?;

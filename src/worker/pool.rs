@@ -23,6 +23,9 @@ use crate::source::postgres::PostgresSourcePools;
 use crate::store::runs::{self, Executor, RunCounts, RunRow};
 use crate::store::syncs;
 
+/// Wait between tries to record a run's outcome while the store is away.
+const RECORD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What every part of a daemon shares.
 #[derive(Debug, Clone)]
 pub struct Daemon {
@@ -142,6 +145,7 @@ async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
                 outcome: RunOutcome::Failed { code: FailureCode::ConfigInvalid, detail },
                 counts: RunCounts::default(),
                 cursor: None,
+                lease: None,
             },
             Ok(definition) => {
                 let env = daemon.run_env(shutdown);
@@ -163,6 +167,7 @@ async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
                                 outcome: RunOutcome::Failed { code: FailureCode::Internal, detail: format!("the run panicked: {what}") },
                                 counts: RunCounts::default(),
                                 cursor: None,
+                                lease: None,
                             }
                         }
                     },
@@ -174,8 +179,30 @@ async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
                 }
             }
         };
-        match record_outcome(
-            &daemon.alerter, &run, &report, Some(&daemon.settings.retry), daemon.settings.breaker.consecutive_failures).await {
+        // The store may be briefly away (a Postgres restart): keep trying, so
+        // the run does not stay `running` under a live daemon that no sweeper
+        // would take it from.
+        let recorded = loop {
+            match record_outcome(
+                &daemon.alerter, &run, &report, Some(&daemon.settings.retry), daemon.settings.breaker.consecutive_failures).await {
+                Ok(recorded) => break Ok(recorded),
+                Err(e) => {
+                    warn!(error = %e, "Recording the run's outcome failed; trying again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(RECORD_RETRY) => {}
+                        _ = shutdown.drain_expired() => break Err(e),
+                    }
+                }
+            }
+        };
+        // Released once the outcome is recorded: the next run of the sync
+        // cannot start before this one shows as ended or put back.
+        if let Some(lease) = &report.lease
+            && let Err(e) = daemon.leases.release(lease).await
+        {
+            warn!(error = %e, "Releasing the lease failed; it expires on its own");
+        }
+        match recorded {
             Ok(Recorded::Finished { status, failure }) => {
                 info!(status, failure = ?failure, "Run finished");
                 if status == "succeeded"
@@ -193,7 +220,7 @@ async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
             }
             Ok(Recorded::Requeued { due_in, trigger }) => info!(trigger, due_in_s = due_in.as_secs_f64(), "Run put back in the queue"),
             Ok(Recorded::Superseded) => warn!("The run was put back by a sweeper while it ran here; its outcome is not recorded (the ledger and the fence keep its writes safe)"),
-            Err(e) => error!(error = %e, "Recording the run's outcome failed; the sweeper will recover it"),
+            Err(e) => error!(error = %e, "Recording the run's outcome failed until the drain deadline; once this daemon is gone, the sweeper of another recovers it"),
         }
     }
     .instrument(span)

@@ -78,6 +78,10 @@ pub struct RunReport {
     pub counts: RunCounts,
     /// The last clean cursor.
     pub cursor: Option<Value>,
+    /// The lease the run still holds. The caller releases it once the outcome
+    /// is recorded, so the next run of the sync cannot start before this one
+    /// shows as finished (or put back). Left alone, it expires after `lease.ttl`.
+    pub lease: Option<Lease>,
 }
 
 /// Progress after each clean page, for people watching.
@@ -155,6 +159,7 @@ pub async fn execute_run(
                     outcome: RunOutcome::Skipped,
                     counts: RunCounts::default(),
                     cursor: None,
+                    lease: None,
                 };
             }
             Err(e) => {
@@ -164,7 +169,7 @@ pub async fn execute_run(
                 ));
             }
         };
-        let report = run_with_lease(
+        let mut report = run_with_lease(
             env,
             run,
             definition,
@@ -174,10 +179,7 @@ pub async fn execute_run(
             progress,
         )
         .await;
-        // Releasing is a courtesy to the next run; if it fails the TTL frees it.
-        if let Err(e) = env.leases.release(&lease).await {
-            warn!(error = %e, "Releasing the lease failed; it expires on its own");
-        }
+        report.lease = Some(lease);
         report
     }
     .instrument(span)
@@ -192,6 +194,7 @@ fn failed_before_start(stop: Stop) -> RunReport {
         },
         counts: RunCounts::default(),
         cursor: None,
+        lease: None,
     }
 }
 
@@ -266,6 +269,7 @@ async fn run_with_lease(
         outcome,
         counts: state.counts,
         cursor: state.cursor,
+        lease: None,
     }
 }
 
