@@ -5,10 +5,12 @@ use serde_json::Value;
 use super::SourceConfig;
 use super::page::{Page, Source, SourceError};
 use super::postgres::{PostgresSource, PostgresSourcePools};
+use super::shopify::ShopifySource;
 
 #[derive(Debug)]
 pub enum AnySource {
     Postgres(PostgresSource),
+    Shopify(ShopifySource),
 }
 
 impl AnySource {
@@ -17,6 +19,7 @@ impl AnySource {
     pub fn open(config: &SourceConfig, pools: &PostgresSourcePools) -> Result<Self, SourceError> {
         match config {
             SourceConfig::Postgres(c) => PostgresSource::open(c, pools).map(AnySource::Postgres),
+            SourceConfig::Shopify(c) => ShopifySource::open(c).map(AnySource::Shopify),
         }
     }
 }
@@ -25,12 +28,14 @@ impl Source for AnySource {
     fn fingerprint(&self) -> String {
         match self {
             AnySource::Postgres(s) => s.fingerprint(),
+            AnySource::Shopify(s) => s.fingerprint(),
         }
     }
 
     async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
         match self {
             AnySource::Postgres(s) => s.fetch_page(cursor).await,
+            AnySource::Shopify(s) => s.fetch_page(cursor).await,
         }
     }
 }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::postgres::PostgresSourceConfig;
+use super::shopify::ShopifySourceConfig;
 
 /// The `[source]` table of a sync file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -10,6 +11,8 @@ use super::postgres::PostgresSourceConfig;
 pub enum SourceConfig {
     /// Keyset-paged rows of a read-only query on the operator's Postgres.
     Postgres(PostgresSourceConfig),
+    /// A shop's customers through Shopify's Admin GraphQL API.
+    Shopify(ShopifySourceConfig),
 }
 
 impl SourceConfig {
@@ -18,6 +21,7 @@ impl SourceConfig {
     pub fn validate(&self) -> Result<(), (String, String)> {
         match self {
             SourceConfig::Postgres(c) => c.validate(),
+            SourceConfig::Shopify(c) => c.validate(),
         }
     }
 
@@ -27,6 +31,7 @@ impl SourceConfig {
         let kind = table.remove("kind")?;
         match kind.as_str()? {
             "postgres" => crate::config::field_error::<PostgresSourceConfig>(table),
+            "shopify" => crate::config::field_error::<ShopifySourceConfig>(table),
             _ => None,
         }
     }
@@ -36,6 +41,7 @@ impl SourceConfig {
     pub fn secret_env_vars(&self) -> Vec<(&'static str, &crate::config::EnvVarName)> {
         match self {
             SourceConfig::Postgres(c) => vec![("url_env", &c.url_env)],
+            SourceConfig::Shopify(c) => vec![("access_token_env", &c.access_token_env)],
         }
     }
 }

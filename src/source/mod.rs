@@ -5,6 +5,7 @@ mod any;
 mod config;
 mod page;
 pub mod postgres;
+pub mod shopify;
 
 pub use any::AnySource;
 pub use config::SourceConfig;

@@ -47,7 +47,9 @@ async fn keys_by_email(s: &Scenario, sync_id: &str) -> anyhow::Result<HashMap<St
         .await?
         .ok_or_else(|| anyhow::anyhow!("no sync {sync_id}"))?;
     let definition = sync.definition()?;
-    let SourceConfig::Postgres(config) = &definition.source;
+    let SourceConfig::Postgres(config) = &definition.source else {
+        anyhow::bail!("the chaos syncs read Postgres");
+    };
     let mut source = PostgresSource::with_url(config, &s.db.url, &PostgresSourcePools::default())?;
     let fingerprint = source.fingerprint();
     let mut keys = HashMap::new();

@@ -21,6 +21,7 @@ mod postgres_source;
 mod preview;
 mod quickstart;
 mod schema;
+mod shopify_source;
 mod sync_commands;
 mod sync_files;
 mod sync_run;

@@ -3,5 +3,6 @@
 
 pub mod brevo;
 pub mod sentry;
+pub mod shopify;
 pub mod smtp;
 pub mod webhook;

@@ -1,0 +1,353 @@
+//! `ShopifySource`: `customers(first, after, sortKey: UPDATED_AT)` over the
+//! Admin GraphQL API (../shared/specs/README.md, "Shopify Admin GraphQL").
+//!
+//! Cost: every answer carries `extensions.cost.throttleStatus`; before the next
+//! request the client waits until the bucket holds what the last query cost,
+//! so it is rarely throttled. When it is anyway (`THROTTLED` in
+//! `errors[].extensions.code`, with HTTP 200, 429 or 503), it waits
+//! `(requestedQueryCost − currentlyAvailable) / restoreRate` seconds (at
+//! least 1; longer when `Retry-After` says so) and asks again.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use super::config::ShopifySourceConfig;
+use crate::source::page::{Page, Source, SourceError};
+use crate::worker::canonical_json;
+
+const QUERY: &str = "query SyncwardCustomers($first: Int!, $after: String, $query: String) {
+  customers(first: $first, after: $after, sortKey: UPDATED_AT, query: $query) {
+    edges { cursor node { id firstName lastName updatedAt defaultEmailAddress { emailAddress marketingState } } }
+    pageInfo { hasNextPage endCursor }
+  }
+}";
+
+/// Throttled answers waited out per page before the run gives up (retried).
+const THROTTLE_WAITS: u32 = 20;
+/// Transport errors, 5xx and unreadable bodies retried per page.
+const SERVER_RETRIES: u32 = 4;
+/// Longest single wait, whatever the server says.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+
+pub struct ShopifySource {
+    config: ShopifySourceConfig,
+    token: String,
+    endpoint: String,
+    client: reqwest::Client,
+    /// When the bucket will hold what the last query cost again.
+    next_send: Option<Instant>,
+}
+
+impl std::fmt::Debug for ShopifySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShopifySource")
+            .field("endpoint", &self.endpoint)
+            .finish()
+    }
+}
+
+/// What one answer said, for the retry loop.
+enum Answer {
+    Page(Page, Option<Duration>),
+    /// Throttled: wait this long and ask again.
+    Throttled(Duration),
+    /// Worth another try after a backoff (5xx, garbage, transport).
+    Retry(String),
+    Fail(SourceError),
+}
+
+impl ShopifySource {
+    pub fn open(config: &ShopifySourceConfig) -> Result<Self, SourceError> {
+        let token = config.access_token_env.read().ok_or_else(|| {
+            SourceError::InvalidConfig(format!(
+                "environment variable {} (source.access_token_env) is not set",
+                config.access_token_env
+            ))
+        })?;
+        let client = crate::destination::http_client()
+            .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
+        Ok(Self {
+            endpoint: config.endpoint(),
+            config: config.clone(),
+            token,
+            client,
+            next_send: None,
+        })
+    }
+
+    async fn ask(&self, after: Option<&str>) -> Answer {
+        let body = json!({
+            "query": QUERY,
+            "variables": { "first": self.config.page_size, "after": after, "query": self.config.query },
+        });
+        let sent = self
+            .client
+            .post(&self.endpoint)
+            .header("X-Shopify-Access-Token", &self.token)
+            .timeout(self.config.timeout)
+            .json(&body)
+            .send()
+            .await;
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => {
+                return Answer::Retry("Shopify did not answer in time".into());
+            }
+            Err(e) => return Answer::Retry(format!("cannot reach Shopify: {e}")),
+        };
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64);
+        let bytes = match response.bytes().await {
+            Ok(b) => b,
+            Err(e) => return Answer::Retry(format!("Shopify's answer was cut off: {e}")),
+        };
+        judge(status, &bytes, retry_after)
+    }
+}
+
+/// Reads one answer. Pure, so every shape of answer is testable.
+fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Answer {
+    let parsed: Option<Value> = serde_json::from_slice(bytes).ok();
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        // A bad token: `errors` is a string here, not a list.
+        let why = parsed
+            .as_ref()
+            .and_then(|v| v.get("errors"))
+            .map(|e| {
+                e.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| e.to_string())
+            })
+            .unwrap_or_else(|| format!("HTTP {status}"));
+        return Answer::Fail(SourceError::Unauthorized(format!(
+            "Shopify refused the access token: {why}"
+        )));
+    }
+    let Some(body) = parsed else {
+        return if status == StatusCode::TOO_MANY_REQUESTS {
+            Answer::Throttled(retry_after.unwrap_or(Duration::from_secs(1)).min(MAX_WAIT))
+        } else {
+            Answer::Retry(format!("HTTP {status} with a body that is not JSON"))
+        };
+    };
+    let errors = body.get("errors").and_then(Value::as_array);
+    let throttled = errors.is_some_and(|errs| {
+        errs.iter()
+            .any(|e| e.pointer("/extensions/code").and_then(Value::as_str) == Some("THROTTLED"))
+    });
+    if throttled || status == StatusCode::TOO_MANY_REQUESTS {
+        let cost = body.pointer("/extensions/cost");
+        let number = |p: &str| cost.and_then(|c| c.pointer(p)).and_then(Value::as_f64);
+        let computed = match (
+            number("/requestedQueryCost"),
+            number("/throttleStatus/currentlyAvailable"),
+            number("/throttleStatus/restoreRate"),
+        ) {
+            (Some(requested), Some(available), Some(rate)) if rate > 0.0 => {
+                Duration::from_secs_f64(((requested - available) / rate).max(0.0))
+            }
+            _ => Duration::ZERO,
+        };
+        let wait = computed
+            .max(retry_after.unwrap_or_default())
+            .max(Duration::from_secs(1))
+            .min(MAX_WAIT);
+        return Answer::Throttled(wait);
+    }
+    if status.is_server_error() {
+        return Answer::Retry(format!("HTTP {status}"));
+    }
+    if let Some(errs) = errors.filter(|e| !e.is_empty()) {
+        let messages: Vec<String> = errs
+            .iter()
+            .map(|e| {
+                e.get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("an error without a message")
+                    .to_string()
+            })
+            .collect();
+        return Answer::Fail(SourceError::Query(format!(
+            "Shopify refused the customers query: {}",
+            messages.join("; ")
+        )));
+    }
+    if !status.is_success() {
+        return Answer::Fail(SourceError::Query(format!(
+            "Shopify answered HTTP {status}"
+        )));
+    }
+    let Some(customers) = body.pointer("/data/customers") else {
+        return Answer::Retry(format!("HTTP {status} without data.customers"));
+    };
+    let records: Vec<Value> = customers
+        .get("edges")
+        .and_then(Value::as_array)
+        .map(|edges| {
+            edges
+                .iter()
+                .filter_map(|e| e.get("node").cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let has_next = customers
+        .pointer("/pageInfo/hasNextPage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let end = customers
+        .pointer("/pageInfo/endCursor")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    // Pace the next request from what this one left in the bucket.
+    let cost = body.pointer("/extensions/cost");
+    let number = |p: &str| cost.and_then(|c| c.pointer(p)).and_then(Value::as_f64);
+    let pause = match (
+        number("/requestedQueryCost"),
+        number("/throttleStatus/currentlyAvailable"),
+        number("/throttleStatus/restoreRate"),
+    ) {
+        (Some(requested), Some(available), Some(rate)) if rate > 0.0 && available < requested => {
+            Some(Duration::from_secs_f64((requested - available) / rate).min(MAX_WAIT))
+        }
+        _ => None,
+    };
+    let last = !has_next || end.is_none();
+    Answer::Page(
+        Page {
+            next_cursor: end.map(|c| json!({ "after": c })),
+            records,
+            last,
+        },
+        pause,
+    )
+}
+
+impl Source for ShopifySource {
+    fn fingerprint(&self) -> String {
+        let identity =
+            json!({ "shop": self.config.shop, "query": self.config.query, "sort": "UPDATED_AT" });
+        let digest = Sha256::digest(canonical_json(&identity).as_bytes());
+        format!("shopify:{}", hex::encode(digest))
+    }
+
+    async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
+        let after = cursor.and_then(|c| c.get("after")).and_then(Value::as_str);
+        let (mut throttles, mut failures) = (0, 0);
+        loop {
+            if let Some(at) = self.next_send.take() {
+                tokio::time::sleep_until(at).await;
+            }
+            match self.ask(after).await {
+                Answer::Page(page, pause) => {
+                    self.next_send = pause.map(|p| Instant::now() + p);
+                    return Ok(page);
+                }
+                Answer::Throttled(wait) => {
+                    throttles += 1;
+                    if throttles > THROTTLE_WAITS {
+                        return Err(SourceError::Unreachable(format!(
+                            "Shopify kept throttling after {THROTTLE_WAITS} waits"
+                        )));
+                    }
+                    tracing::info!(
+                        wait_ms = wait.as_millis() as u64,
+                        "Shopify throttled the query; waiting"
+                    );
+                    self.next_send = Some(Instant::now() + wait);
+                }
+                Answer::Retry(why) => {
+                    failures += 1;
+                    if failures > SERVER_RETRIES {
+                        return Err(SourceError::Unreachable(format!(
+                            "{why} (gave up after {} tries)",
+                            SERVER_RETRIES + 1
+                        )));
+                    }
+                    let backoff = Duration::from_millis(250) * (1 << (failures - 1));
+                    tracing::info!(problem = %why, backoff_ms = backoff.as_millis() as u64, "Shopify call failed; retrying");
+                    self.next_send = Some(Instant::now() + backoff);
+                }
+                Answer::Fail(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn throttled_body(requested: f64, available: f64, rate: f64) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "data": null,
+            "errors": [{"message": "Throttled", "extensions": {"code": "THROTTLED"}}],
+            "extensions": {"cost": {"requestedQueryCost": requested, "actualQueryCost": null,
+                "throttleStatus": {"maximumAvailable": 1000.0, "currentlyAvailable": available, "restoreRate": rate}}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn throttled_waits_for_the_missing_cost_at_least_one_second_and_honours_retry_after() {
+        let wait = |status, body: &[u8], after| match judge(status, body, after) {
+            Answer::Throttled(w) => w,
+            _ => panic!("not throttled"),
+        };
+        assert_eq!(
+            wait(StatusCode::OK, &throttled_body(252.0, 2.0, 50.0), None),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            wait(StatusCode::OK, &throttled_body(252.0, 240.0, 50.0), None),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            wait(
+                StatusCode::TOO_MANY_REQUESTS,
+                &throttled_body(252.0, 202.0, 50.0),
+                Some(Duration::from_secs(3))
+            ),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            wait(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &throttled_body(252.0, 2.0, 50.0),
+                None
+            ),
+            Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn a_bad_token_is_unauthorized_with_shopifys_message() {
+        let body = br#"{"errors":"[API] Invalid API key or access token (unrecognized login or wrong password)"}"#;
+        match judge(StatusCode::UNAUTHORIZED, body, None) {
+            Answer::Fail(SourceError::Unauthorized(m)) => {
+                assert!(m.contains("Invalid API key"), "{m}")
+            }
+            _ => panic!("not unauthorized"),
+        }
+    }
+
+    proptest::proptest! {
+        /// Any answer is read without a panic.
+        #[test]
+        fn any_answer_is_judged_without_panicking(
+            status in 100u16..600,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
+        ) {
+            let _ = judge(StatusCode::from_u16(status).unwrap(), &body, None);
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! `ShopifySourceConfig`: the `[source]` table for `kind = "shopify"`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::EnvVarName;
+
+const fn default_page_size() -> u32 {
+    250
+}
+
+const fn default_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// Shopify's largest `first:` for a connection.
+pub const MAX_PAGE_SIZE: u32 = 250;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShopifySourceConfig {
+    /// The shop's name: `acme` for `acme.myshopify.com`.
+    pub shop: String,
+    /// Admin API version, `YYYY-MM` (e.g. `2025-07`).
+    pub api_version: String,
+    /// Environment variable that holds the Admin API access token.
+    pub access_token_env: EnvVarName,
+    /// Customers per request (1 to 250). Default 250.
+    #[serde(default = "default_page_size")]
+    pub page_size: u32,
+    /// Optional Shopify search filter for `customers(query:)`, e.g.
+    /// `"updated_at:>2025-01-01"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// Where the API lives. Default `https://{shop}.myshopify.com`; point it at
+    /// a local fake in tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<url::Url>,
+    /// Longest wait for one response. Default 30s.
+    #[serde(default = "default_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl ShopifySourceConfig {
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let shop_ok = !self.shop.is_empty()
+            && self.shop.len() <= 60
+            && self
+                .shop
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !self.shop.starts_with('-');
+        if !shop_ok {
+            return Err((
+                "source.shop".into(),
+                format!(
+                    "\"{}\" is not a shop name (the part before .myshopify.com: a-z, 0-9, '-')",
+                    self.shop.escape_default()
+                ),
+            ));
+        }
+        let v = self.api_version.as_bytes();
+        let version_ok = v.len() == 7
+            && v[4] == b'-'
+            && v.iter()
+                .enumerate()
+                .all(|(i, b)| i == 4 || b.is_ascii_digit());
+        if !version_ok {
+            return Err((
+                "source.api_version".into(),
+                format!(
+                    "\"{}\" is not an API version like 2025-07",
+                    self.api_version.escape_default()
+                ),
+            ));
+        }
+        if self.page_size == 0 || self.page_size > MAX_PAGE_SIZE {
+            return Err((
+                "source.page_size".into(),
+                format!("{} is out of range 1..={MAX_PAGE_SIZE}", self.page_size),
+            ));
+        }
+        if let Some(url) = &self.base_url
+            && !matches!(url.scheme(), "http" | "https")
+        {
+            return Err((
+                "source.base_url".into(),
+                "must be an http or https URL".into(),
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(("source.timeout".into(), "must be longer than zero".into()));
+        }
+        Ok(())
+    }
+
+    /// `{base}/admin/api/{version}/graphql.json`.
+    pub fn endpoint(&self) -> String {
+        let base = match &self.base_url {
+            Some(url) => url.as_str().trim_end_matches('/').to_string(),
+            None => format!("https://{}.myshopify.com", self.shop),
+        };
+        format!("{base}/admin/api/{}/graphql.json", self.api_version)
+    }
+}

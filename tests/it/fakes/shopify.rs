@@ -1,0 +1,303 @@
+//! A Shopify Admin GraphQL fake for the customers source, built from the facts
+//! in ../shared/specs/README.md: `POST /admin/api/{version}/graphql.json` with
+//! `X-Shopify-Access-Token`, `customers(first, after, sortKey: UPDATED_AT)`
+//! with opaque cursors, a leaky-bucket query cost (`extensions.cost` on every
+//! answer), `THROTTLED` answers in the HTTP 200 form and the 429 form (with
+//! `Retry-After`), and a 401 whose `errors` is a string. It records every
+//! request and every wait it instructed, so a test can check they were kept.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use base64::Engine;
+use serde_json::{Value, json};
+
+/// One request as received.
+#[derive(Debug, Clone)]
+pub struct ShopifyRequest {
+    pub version: String,
+    pub variables: Value,
+    pub status: u16,
+    pub throttled: bool,
+}
+
+/// A wait the fake told the client to keep, and when the client came back.
+#[derive(Debug, Clone)]
+pub struct InstructedWait {
+    pub answered_at: Instant,
+    pub wait: Duration,
+    pub form: u16,
+    pub next_request_at: Option<Instant>,
+}
+
+struct Inner {
+    customers: Vec<Value>,
+    available: f64,
+    refilled_at: Instant,
+    requests: Vec<ShopifyRequest>,
+    waits: Vec<InstructedWait>,
+    /// Request numbers (1-based) before which another app empties the bucket.
+    drain_before: Vec<usize>,
+    throttles: usize,
+}
+
+struct Shared {
+    token: String,
+    maximum: f64,
+    restore_rate: f64,
+    inner: Mutex<Inner>,
+}
+
+pub struct ShopifyFake {
+    /// `http://127.0.0.1:PORT`: the sync's `source.base_url`.
+    pub base_url: String,
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ShopifyFake {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Inner> {
+    // A panic while holding the lock only happens in a failing test; keep going.
+    shared.inner.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ShopifyFake {
+    /// A shop of `customers` customers (`customer{i}@example.com`), a bucket
+    /// of `maximum` points refilled at `restore_rate` points/s.
+    pub async fn start(
+        token: &str,
+        customers: usize,
+        maximum: f64,
+        restore_rate: f64,
+    ) -> anyhow::Result<Self> {
+        let customers = (1..=customers)
+            .map(|i| {
+                json!({
+                    "id": format!("gid://shopify/Customer/{i}"),
+                    "firstName": format!("First{i}"),
+                    "lastName": format!("Last{i}"),
+                    "updatedAt": format!("2025-01-01T00:00:{:02}Z", i % 60),
+                    "defaultEmailAddress": {
+                        "emailAddress": format!("customer{i}@example.com"),
+                        "marketingState": "SUBSCRIBED",
+                    },
+                })
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            token: token.to_string(),
+            maximum,
+            restore_rate,
+            inner: Mutex::new(Inner {
+                customers,
+                available: maximum,
+                refilled_at: Instant::now(),
+                requests: Vec::new(),
+                waits: Vec::new(),
+                drain_before: Vec::new(),
+                throttles: 0,
+            }),
+        });
+        let app = Router::new()
+            .route("/admin/api/{version}/graphql.json", post(graphql))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(async move {
+            // The server only ends when the fake is dropped (aborted).
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            base_url: format!("http://{addr}"),
+            shared,
+            server,
+        })
+    }
+
+    /// Another app spends the whole bucket just before request `n` (1-based).
+    pub fn drain_bucket_before(&self, n: usize) {
+        lock(&self.shared).drain_before.push(n);
+    }
+
+    pub fn requests(&self) -> Vec<ShopifyRequest> {
+        lock(&self.shared).requests.clone()
+    }
+
+    pub fn instructed_waits(&self) -> Vec<InstructedWait> {
+        lock(&self.shared).waits.clone()
+    }
+}
+
+/// What a customers query costs: one point per node asked for, plus the connection.
+fn query_cost(first: u64) -> f64 {
+    first as f64 + 2.0
+}
+
+fn encode_cursor(index: usize) -> String {
+    base64::engine::general_purpose::STANDARD
+        .encode(format!("{{\"last_id\":{index},\"fake\":true}}"))
+}
+
+fn decode_cursor(cursor: &str) -> Option<usize> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(cursor)
+        .ok()?;
+    let value: Value = serde_json::from_slice(&bytes).ok()?;
+    value.get("last_id")?.as_u64().map(|i| i as usize)
+}
+
+fn graphql_error(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"errors": [{"message": message}]})),
+    )
+        .into_response()
+}
+
+async fn graphql(
+    State(shared): State<Arc<Shared>>,
+    Path(version): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let now = Instant::now();
+    let token_ok = headers
+        .get("x-shopify-access-token")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t == shared.token);
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let variables = request.get("variables").cloned().unwrap_or(Value::Null);
+    let mut inner = lock(&shared);
+    let number = inner.requests.len() + 1;
+    // The previous instructed wait, if any, learns when the client came back.
+    if let Some(last) = inner.waits.last_mut()
+        && last.next_request_at.is_none()
+    {
+        last.next_request_at = Some(now);
+    }
+    let mut record = ShopifyRequest {
+        version,
+        variables: variables.clone(),
+        status: 200,
+        throttled: false,
+    };
+    if !token_ok {
+        record.status = 401;
+        inner.requests.push(record);
+        return (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"errors": "[API] Invalid API key or access token (unrecognized login or wrong password)"})),
+        )
+            .into_response();
+    }
+    let query = request
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !query.contains("customers(")
+        || !query.contains("defaultEmailAddress")
+        || !query.contains("pageInfo")
+    {
+        record.status = 400;
+        inner.requests.push(record);
+        return graphql_error(StatusCode::OK, "the fake answers customers queries only");
+    }
+    let first = variables.get("first").and_then(Value::as_u64).unwrap_or(0);
+    if first == 0 || first > 250 {
+        inner.requests.push(record);
+        return graphql_error(StatusCode::OK, "first must be between 1 and 250");
+    }
+    // The leaky bucket.
+    let elapsed = now.duration_since(inner.refilled_at).as_secs_f64();
+    inner.available = (inner.available + elapsed * shared.restore_rate).min(shared.maximum);
+    inner.refilled_at = now;
+    if inner.drain_before.contains(&number) {
+        inner.available = 0.0;
+    }
+    let cost = query_cost(first);
+    let status_of = |available: f64| json!({"maximumAvailable": shared.maximum, "currentlyAvailable": available, "restoreRate": shared.restore_rate});
+    if inner.available < cost {
+        inner.throttles += 1;
+        let wait =
+            Duration::from_secs_f64(((cost - inner.available) / shared.restore_rate).max(1.0));
+        let body = json!({
+            "data": null,
+            "errors": [{"message": "Throttled", "extensions": {"code": "THROTTLED", "documentation": "https://shopify.dev/api/usage/rate-limits"}}],
+            "extensions": {"cost": {"requestedQueryCost": cost, "actualQueryCost": null, "throttleStatus": status_of(inner.available)}},
+        });
+        // Odd throttles answer 200, even ones 429 with Retry-After.
+        let form = if inner.throttles % 2 == 1 { 200 } else { 429 };
+        let wait = if form == 429 {
+            Duration::from_secs(wait.as_secs_f64().ceil() as u64)
+        } else {
+            wait
+        };
+        record.status = form;
+        record.throttled = true;
+        inner.requests.push(record);
+        inner.waits.push(InstructedWait {
+            answered_at: Instant::now(),
+            wait,
+            form,
+            next_request_at: None,
+        });
+        let mut response = (
+            StatusCode::from_u16(form).unwrap_or(StatusCode::OK),
+            axum::Json(body),
+        )
+            .into_response();
+        if form == 429 {
+            response.headers_mut().insert(
+                "retry-after",
+                wait.as_secs()
+                    .to_string()
+                    .parse()
+                    .expect("a number is a header value"),
+            );
+        }
+        return response;
+    }
+    inner.available -= cost;
+    let start = match variables.get("after").and_then(Value::as_str) {
+        None => 0,
+        Some(cursor) => match decode_cursor(cursor) {
+            Some(i) => i + 1,
+            None => {
+                inner.requests.push(record);
+                return graphql_error(StatusCode::OK, "Invalid cursor for current pagination.");
+            }
+        },
+    };
+    let end = (start + first as usize).min(inner.customers.len());
+    let edges: Vec<Value> = (start..end)
+        .map(|i| json!({"cursor": encode_cursor(i), "node": inner.customers[i]}))
+        .collect();
+    let end_cursor = if end > start {
+        Some(encode_cursor(end - 1))
+    } else {
+        None
+    };
+    let body = json!({
+        "data": {"customers": {
+            "edges": edges,
+            "pageInfo": {"hasNextPage": end < inner.customers.len(), "endCursor": end_cursor},
+        }},
+        "extensions": {"cost": {
+            "requestedQueryCost": cost,
+            "actualQueryCost": (end - start) as f64 + 2.0,
+            "throttleStatus": status_of(inner.available),
+        }},
+    });
+    inner.requests.push(record);
+    axum::Json(body).into_response()
+}
