@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::SourceConfig;
+use super::http::HttpSource;
 use super::page::{Page, Source, SourceError};
 use super::postgres::{PostgresSource, PostgresSourcePools};
 use super::shopify::ShopifySource;
@@ -11,6 +12,7 @@ use super::shopify::ShopifySource;
 pub enum AnySource {
     Postgres(PostgresSource),
     Shopify(ShopifySource),
+    Http(HttpSource),
 }
 
 impl AnySource {
@@ -20,6 +22,7 @@ impl AnySource {
         match config {
             SourceConfig::Postgres(c) => PostgresSource::open(c, pools).map(AnySource::Postgres),
             SourceConfig::Shopify(c) => ShopifySource::open(c).map(AnySource::Shopify),
+            SourceConfig::Http(c) => HttpSource::open(c).map(AnySource::Http),
         }
     }
 }
@@ -29,6 +32,7 @@ impl Source for AnySource {
         match self {
             AnySource::Postgres(s) => s.fingerprint(),
             AnySource::Shopify(s) => s.fingerprint(),
+            AnySource::Http(s) => s.fingerprint(),
         }
     }
 
@@ -36,6 +40,7 @@ impl Source for AnySource {
         match self {
             AnySource::Postgres(s) => s.fetch_page(cursor).await,
             AnySource::Shopify(s) => s.fetch_page(cursor).await,
+            AnySource::Http(s) => s.fetch_page(cursor).await,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::http::HttpSourceConfig;
 use super::postgres::PostgresSourceConfig;
 use super::shopify::ShopifySourceConfig;
 
@@ -13,6 +14,8 @@ pub enum SourceConfig {
     Postgres(PostgresSourceConfig),
     /// A shop's customers through Shopify's Admin GraphQL API.
     Shopify(ShopifySourceConfig),
+    /// The operator's own paged JSON API.
+    Http(HttpSourceConfig),
 }
 
 impl SourceConfig {
@@ -22,6 +25,7 @@ impl SourceConfig {
         match self {
             SourceConfig::Postgres(c) => c.validate(),
             SourceConfig::Shopify(c) => c.validate(),
+            SourceConfig::Http(c) => c.validate(),
         }
     }
 
@@ -32,6 +36,7 @@ impl SourceConfig {
         match kind.as_str()? {
             "postgres" => crate::config::field_error::<PostgresSourceConfig>(table),
             "shopify" => crate::config::field_error::<ShopifySourceConfig>(table),
+            "http" => crate::config::field_error::<HttpSourceConfig>(table),
             _ => None,
         }
     }
@@ -42,6 +47,7 @@ impl SourceConfig {
         match self {
             SourceConfig::Postgres(c) => vec![("url_env", &c.url_env)],
             SourceConfig::Shopify(c) => vec![("access_token_env", &c.access_token_env)],
+            SourceConfig::Http(c) => c.auth_env.iter().map(|v| ("auth_env", v)).collect(),
         }
     }
 }

@@ -3,8 +3,10 @@
 
 mod any;
 mod config;
+pub mod http;
 mod page;
 pub mod postgres;
+mod retry;
 pub mod shopify;
 
 pub use any::AnySource;

@@ -15,6 +15,7 @@ mod debian_package;
 mod fault_drills;
 mod harness;
 mod http_api;
+mod http_source;
 mod lease_fence;
 mod pages;
 mod postgres_source;

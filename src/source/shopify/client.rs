@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::config::ShopifySourceConfig;
 use crate::source::page::{Page, Source, SourceError};
+use crate::source::retry::{Answer, MAX_WAIT, fetch_with_retries, retry_after};
 use crate::worker::canonical_json;
 
 const QUERY: &str = "query SyncwardCustomers($first: Int!, $after: String, $query: String) {
@@ -25,13 +26,6 @@ const QUERY: &str = "query SyncwardCustomers($first: Int!, $after: String, $quer
     pageInfo { hasNextPage endCursor }
   }
 }";
-
-/// Throttled answers waited out per page before the run gives up (retried).
-const THROTTLE_WAITS: u32 = 20;
-/// Transport errors, 5xx and unreadable bodies retried per page.
-const SERVER_RETRIES: u32 = 4;
-/// Longest single wait, whatever the server says.
-const MAX_WAIT: Duration = Duration::from_secs(60);
 
 pub struct ShopifySource {
     config: ShopifySourceConfig,
@@ -48,16 +42,6 @@ impl std::fmt::Debug for ShopifySource {
             .field("endpoint", &self.endpoint)
             .finish()
     }
-}
-
-/// What one answer said, for the retry loop.
-enum Answer {
-    Page(Page, Option<Duration>),
-    /// Throttled: wait this long and ask again.
-    Throttled(Duration),
-    /// Worth another try after a backoff (5xx, garbage, transport).
-    Retry(String),
-    Fail(SourceError),
 }
 
 impl ShopifySource {
@@ -100,13 +84,7 @@ impl ShopifySource {
             Err(e) => return Answer::Retry(format!("cannot reach Shopify: {e}")),
         };
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64);
+        let retry_after = retry_after(response.headers());
         let bytes = match response.bytes().await {
             Ok(b) => b,
             Err(e) => return Answer::Retry(format!("Shopify's answer was cut off: {e}")),
@@ -242,44 +220,11 @@ impl Source for ShopifySource {
 
     async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
         let after = cursor.and_then(|c| c.get("after")).and_then(Value::as_str);
-        let (mut throttles, mut failures) = (0, 0);
-        loop {
-            if let Some(at) = self.next_send.take() {
-                tokio::time::sleep_until(at).await;
-            }
-            match self.ask(after).await {
-                Answer::Page(page, pause) => {
-                    self.next_send = pause.map(|p| Instant::now() + p);
-                    return Ok(page);
-                }
-                Answer::Throttled(wait) => {
-                    throttles += 1;
-                    if throttles > THROTTLE_WAITS {
-                        return Err(SourceError::Unreachable(format!(
-                            "Shopify kept throttling after {THROTTLE_WAITS} waits"
-                        )));
-                    }
-                    tracing::info!(
-                        wait_ms = wait.as_millis() as u64,
-                        "Shopify throttled the query; waiting"
-                    );
-                    self.next_send = Some(Instant::now() + wait);
-                }
-                Answer::Retry(why) => {
-                    failures += 1;
-                    if failures > SERVER_RETRIES {
-                        return Err(SourceError::Unreachable(format!(
-                            "{why} (gave up after {} tries)",
-                            SERVER_RETRIES + 1
-                        )));
-                    }
-                    let backoff = Duration::from_millis(250) * (1 << (failures - 1));
-                    tracing::info!(problem = %why, backoff_ms = backoff.as_millis() as u64, "Shopify call failed; retrying");
-                    self.next_send = Some(Instant::now() + backoff);
-                }
-                Answer::Fail(e) => return Err(e),
-            }
-        }
+        let mut next_send = self.next_send.take();
+        let this = &*self;
+        let page = fetch_with_retries("Shopify", &mut next_send, || this.ask(after)).await;
+        self.next_send = next_send;
+        page
     }
 }
 

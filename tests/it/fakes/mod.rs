@@ -2,6 +2,7 @@
 //! servers on ephemeral ports that record every request and take scripted faults.
 
 pub mod brevo;
+pub mod paged_api;
 pub mod sentry;
 pub mod shopify;
 pub mod smtp;

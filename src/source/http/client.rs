@@ -1,0 +1,226 @@
+//! `HttpSource`: GET `url` (plus `cursor_param=<cursor>` after the first
+//! page), records at `items_pointer`, the next cursor at `next_cursor_pointer`.
+//! 429 waits for `Retry-After` (1 s without one); 5xx, timeouts, cut-off and
+//! unreadable answers are retried; 401/403 are `source_auth_failed`.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use super::config::HttpSourceConfig;
+use crate::source::page::{Page, Source, SourceError};
+use crate::source::retry::{Answer, MAX_WAIT, fetch_with_retries, retry_after};
+use crate::worker::canonical_json;
+
+/// Empty pages with a next cursor followed in one fetch before giving up.
+const EMPTY_PAGES: usize = 100;
+
+pub struct HttpSource {
+    config: HttpSourceConfig,
+    auth: Option<String>,
+    client: reqwest::Client,
+    next_send: Option<Instant>,
+}
+
+impl std::fmt::Debug for HttpSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSource")
+            .field("url", &self.config.url.as_str())
+            .finish()
+    }
+}
+
+impl HttpSource {
+    pub fn open(config: &HttpSourceConfig) -> Result<Self, SourceError> {
+        let auth = match &config.auth_env {
+            None => None,
+            Some(var) => Some(var.read().ok_or_else(|| {
+                SourceError::InvalidConfig(format!(
+                    "environment variable {var} (source.auth_env) is not set"
+                ))
+            })?),
+        };
+        let client = crate::destination::http_client()
+            .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
+        Ok(Self {
+            config: config.clone(),
+            auth,
+            client,
+            next_send: None,
+        })
+    }
+
+    async fn ask(&self, cursor: Option<&str>) -> Answer {
+        let mut url = self.config.url.clone();
+        if let Some(cursor) = cursor {
+            url.query_pairs_mut()
+                .append_pair(&self.config.cursor_param, cursor);
+        }
+        let mut request = self.client.get(url).timeout(self.config.timeout);
+        if let Some(secret) = &self.auth {
+            request = request.header(self.config.auth_header.as_str(), secret);
+        }
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => {
+                return Answer::Retry("the API did not answer in time".into());
+            }
+            Err(e) => return Answer::Retry(format!("cannot reach the API: {e}")),
+        };
+        let status = response.status();
+        let wait = retry_after(response.headers());
+        match response.bytes().await {
+            Ok(bytes) => judge(&self.config, status, &bytes, wait),
+            Err(e) => Answer::Retry(format!("the API's answer was cut off: {e}")),
+        }
+    }
+}
+
+/// Reads one answer. Pure, so every shape of answer is testable.
+fn judge(
+    config: &HttpSourceConfig,
+    status: StatusCode,
+    bytes: &[u8],
+    retry_after: Option<std::time::Duration>,
+) -> Answer {
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        return Answer::Fail(SourceError::Unauthorized(format!(
+            "the API refused the credentials (HTTP {status})"
+        )));
+    }
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        return Answer::Throttled(
+            retry_after
+                .unwrap_or(std::time::Duration::from_secs(1))
+                .min(MAX_WAIT),
+        );
+    }
+    if status.is_server_error() {
+        return Answer::Retry(format!("HTTP {status}"));
+    }
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
+        return Answer::Fail(SourceError::Query(format!(
+            "the API answered HTTP {status}: {text}"
+        )));
+    }
+    let Ok(body) = serde_json::from_slice::<Value>(bytes) else {
+        return Answer::Retry(format!("HTTP {status} with a body that is not JSON"));
+    };
+    let Some(items) = body
+        .pointer(&config.items_pointer)
+        .and_then(Value::as_array)
+    else {
+        return Answer::Fail(SourceError::Query(format!(
+            "the answer has no array at {} (source.items_pointer)",
+            config.items_pointer
+        )));
+    };
+    let next = match body.pointer(&config.next_cursor_pointer) {
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    Answer::Page(
+        Page {
+            records: items.clone(),
+            last: next.is_none(),
+            next_cursor: next.map(|c| json!({ "cursor": c })),
+        },
+        None,
+    )
+}
+
+impl Source for HttpSource {
+    fn fingerprint(&self) -> String {
+        let identity = json!({
+            "url": self.config.url.as_str(),
+            "cursor_param": self.config.cursor_param,
+            "items": self.config.items_pointer,
+        });
+        let digest = Sha256::digest(canonical_json(&identity).as_bytes());
+        format!("http:{}", hex::encode(digest))
+    }
+
+    async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
+        let mut cursor = cursor
+            .and_then(|c| c.get("cursor"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let mut next_send = self.next_send.take();
+        let this = &*self;
+        // An empty page that still names a next one is followed: the run
+        // loop reads an empty page as the end.
+        for _ in 0..EMPTY_PAGES {
+            let page =
+                fetch_with_retries("The API", &mut next_send, || this.ask(cursor.as_deref()))
+                    .await?;
+            if !page.records.is_empty() || page.last {
+                self.next_send = next_send;
+                return Ok(page);
+            }
+            cursor = page
+                .next_cursor
+                .as_ref()
+                .and_then(|c| c.get("cursor"))
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        Err(SourceError::Query(format!(
+            "the API answered {EMPTY_PAGES} empty pages in a row, each naming a next one"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> HttpSourceConfig {
+        toml::from_str(
+            r#"url = "http://127.0.0.1:1/contacts"
+cursor_param = "after"
+items_pointer = "/data"
+next_cursor_pointer = "/meta/next""#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn pages_follow_the_pointers_and_end_without_a_next_cursor() {
+        let body = br#"{"data":[{"id":1},{"id":2}],"meta":{"next":"abc"}}"#;
+        match judge(&config(), StatusCode::OK, body, None) {
+            Answer::Page(page, _) => {
+                assert_eq!(page.records.len(), 2);
+                assert_eq!(page.next_cursor, Some(json!({"cursor": "abc"})));
+                assert!(!page.last);
+            }
+            other => panic!("{other:?}"),
+        }
+        match judge(
+            &config(),
+            StatusCode::OK,
+            br#"{"data":[{"id":3}],"meta":{"next":null}}"#,
+            None,
+        ) {
+            Answer::Page(page, _) => assert!(page.last && page.next_cursor.is_none()),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            judge(&config(), StatusCode::OK, br#"{"items":[]}"#, None),
+            Answer::Fail(SourceError::Query(_))
+        ));
+    }
+
+    proptest::proptest! {
+        /// Any answer is read without a panic.
+        #[test]
+        fn any_answer_is_judged_without_panicking(
+            status in 100u16..600,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
+        ) {
+            let _ = judge(&config(), StatusCode::from_u16(status).unwrap(), &body, None);
+        }
+    }
+}

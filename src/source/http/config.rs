@@ -1,0 +1,77 @@
+//! `HttpSourceConfig`: the `[source]` table for `kind = "http"`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::EnvVarName;
+
+const fn default_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_auth_header() -> String {
+    "Authorization".into()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSourceConfig {
+    /// The first page's URL (GET). Later pages add `cursor_param`.
+    pub url: url::Url,
+    /// Query parameter that carries the cursor to the next page.
+    pub cursor_param: String,
+    /// JSON pointer to the array of records in an answer, e.g. `/data`.
+    pub items_pointer: String,
+    /// JSON pointer to the next page's cursor, e.g. `/meta/next`; absent,
+    /// null or "" means the last page.
+    pub next_cursor_pointer: String,
+    /// Environment variable whose value is sent as `auth_header` (e.g.
+    /// `Bearer …`). Optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_env: Option<EnvVarName>,
+    /// Header that carries the secret. Default `Authorization`.
+    #[serde(default = "default_auth_header")]
+    pub auth_header: String,
+    /// Longest wait for one response. Default 30s.
+    #[serde(default = "default_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl HttpSourceConfig {
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if !matches!(self.url.scheme(), "http" | "https") {
+            return Err(("source.url".into(), "must be an http or https URL".into()));
+        }
+        if self.cursor_param.trim().is_empty() {
+            return Err(("source.cursor_param".into(), "must not be empty".into()));
+        }
+        for (key, pointer) in [
+            ("source.items_pointer", &self.items_pointer),
+            ("source.next_cursor_pointer", &self.next_cursor_pointer),
+        ] {
+            if !pointer.is_empty() && !pointer.starts_with('/') {
+                return Err((
+                    key.into(),
+                    format!(
+                        "\"{}\" is not a JSON pointer (it starts with '/', e.g. /data)",
+                        pointer.escape_default()
+                    ),
+                ));
+            }
+        }
+        if reqwest::header::HeaderName::from_bytes(self.auth_header.as_bytes()).is_err() {
+            return Err((
+                "source.auth_header".into(),
+                format!(
+                    "\"{}\" is not an HTTP header name",
+                    self.auth_header.escape_default()
+                ),
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(("source.timeout".into(), "must be longer than zero".into()));
+        }
+        Ok(())
+    }
+}

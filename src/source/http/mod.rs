@@ -1,0 +1,8 @@
+//! Source `http`: the operator's own paged JSON API, followed by a cursor
+//! query parameter.
+
+mod client;
+mod config;
+
+pub use client::HttpSource;
+pub use config::HttpSourceConfig;

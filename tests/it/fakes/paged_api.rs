@@ -1,0 +1,167 @@
+//! An operator's own paged JSON API, for the `http` source: `GET /contacts`
+//! with `?after=<cursor>`, answering `{"data": [...], "meta": {"next": ...}}`,
+//! a bearer token, scripted faults (429 with `Retry-After`, 500), and one
+//! empty page in the middle that still names a next one.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
+
+/// A fault the next request gets instead of a page.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiFault {
+    RateLimited { retry_after_secs: u64 },
+    ServerError,
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiRequest {
+    pub at: Instant,
+    pub after: Option<String>,
+    pub status: u16,
+}
+
+struct Inner {
+    faults: Vec<ApiFault>,
+    requests: Vec<ApiRequest>,
+}
+
+struct Shared {
+    token: String,
+    contacts: usize,
+    page: usize,
+    inner: Mutex<Inner>,
+}
+
+pub struct PagedApiFake {
+    /// `http://127.0.0.1:PORT/contacts`: the sync's `source.url`.
+    pub url: String,
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PagedApiFake {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Inner> {
+    // A panic while holding the lock only happens in a failing test; keep going.
+    shared.inner.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl PagedApiFake {
+    /// `contacts` contacts (`api{i}@example.com`) in pages of `page`; the
+    /// second page is served empty (with a next cursor) before its records.
+    pub async fn start(token: &str, contacts: usize, page: usize) -> anyhow::Result<Self> {
+        let shared = Arc::new(Shared {
+            token: token.to_string(),
+            contacts,
+            page,
+            inner: Mutex::new(Inner {
+                faults: Vec::new(),
+                requests: Vec::new(),
+            }),
+        });
+        let app = Router::new()
+            .route("/contacts", get(contacts_page))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(async move {
+            // The server only ends when the fake is dropped (aborted).
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            url: format!("http://{addr}/contacts"),
+            shared,
+            server,
+        })
+    }
+
+    /// Faults for the next requests, in order.
+    pub fn push_faults(&self, faults: impl IntoIterator<Item = ApiFault>) {
+        lock(&self.shared).faults.extend(faults);
+    }
+
+    pub fn requests(&self) -> Vec<ApiRequest> {
+        lock(&self.shared).requests.clone()
+    }
+}
+
+async fn contacts_page(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let after = query.get("after").cloned();
+    let mut inner = lock(&shared);
+    let mut request = ApiRequest {
+        at: Instant::now(),
+        after: after.clone(),
+        status: 200,
+    };
+    let authorized = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == format!("Bearer {}", shared.token));
+    if !authorized {
+        request.status = 401;
+        inner.requests.push(request);
+        return (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"error": "invalid token"})),
+        )
+            .into_response();
+    }
+    if !inner.faults.is_empty() {
+        let fault = inner.faults.remove(0);
+        return match fault {
+            ApiFault::RateLimited { retry_after_secs } => {
+                request.status = 429;
+                inner.requests.push(request);
+                let mut r = (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response();
+                r.headers_mut().insert(
+                    "retry-after",
+                    retry_after_secs
+                        .to_string()
+                        .parse()
+                        .expect("a number is a header value"),
+                );
+                r
+            }
+            ApiFault::ServerError => {
+                request.status = 500;
+                inner.requests.push(request);
+                (StatusCode::INTERNAL_SERVER_ERROR, "oops").into_response()
+            }
+        };
+    }
+    inner.requests.push(request);
+    // Cursors: "p<start>" for a page, "e<start>" for the empty page before it.
+    let (start, empty) = match after.as_deref() {
+        None => (0, false),
+        Some(c) if c.starts_with('e') => (c[1..].parse().unwrap_or(0), false),
+        Some(c) => (
+            c[1..].parse().unwrap_or(0),
+            c[1..].parse::<usize>().unwrap_or(0) == shared.page,
+        ),
+    };
+    if empty {
+        return axum::Json(json!({"data": [], "meta": {"next": format!("e{start}")}}))
+            .into_response();
+    }
+    let end = (start + shared.page).min(shared.contacts);
+    let data: Vec<_> = (start..end)
+        .map(|i| json!({"id": i + 1, "email": format!("api{}@example.com", i + 1), "profile": {"name": format!("Name{}", i + 1)}}))
+        .collect();
+    let next = (end < shared.contacts).then(|| format!("p{end}"));
+    axum::Json(json!({"data": data, "meta": {"next": next}})).into_response()
+}
