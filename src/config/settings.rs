@@ -178,6 +178,14 @@ pub struct SweeperSettings {
     /// re-queued. Default 1h.
     #[serde(with = "humantime_serde")]
     pub stuck_after: Duration,
+    /// A Brevo import is first asked about this long after it was accepted,
+    /// and again this long after each answer that it is still running.
+    /// Default 1m.
+    #[serde(with = "humantime_serde")]
+    pub import_check_after: Duration,
+    /// Import-process checks per hour and Brevo API key, across daemons
+    /// (Brevo allows 100/h on `GET /processes`; keep room for people). Default 90.
+    pub import_checks_per_hour: u32,
 }
 
 impl Default for SweeperSettings {
@@ -185,6 +193,8 @@ impl Default for SweeperSettings {
         Self {
             every: Duration::from_secs(60),
             stuck_after: Duration::from_secs(3600),
+            import_check_after: Duration::from_secs(60),
+            import_checks_per_hour: 90,
         }
     }
 }
@@ -418,6 +428,10 @@ impl Settings {
             ("retry.backoff_max", self.retry.backoff_max),
             ("sweeper.every", self.sweeper.every),
             ("sweeper.stuck_after", self.sweeper.stuck_after),
+            (
+                "sweeper.import_check_after",
+                self.sweeper.import_check_after,
+            ),
             ("ledger.retention", self.ledger.retention),
             ("deadman.silence_window", self.deadman.silence_window),
         ];
@@ -533,7 +547,7 @@ impl Settings {
             "shutdown": { "drain_deadline": d(self.shutdown.drain_deadline), "hard_exit_after": d(self.shutdown.hard_exit_after) },
             "lease": { "ttl": d(self.lease.ttl), "renew_every": d(self.lease.renew_every) },
             "retry": { "max_attempts": self.retry.max_attempts, "backoff_base": d(self.retry.backoff_base), "backoff_max": d(self.retry.backoff_max) },
-            "sweeper": { "every": d(self.sweeper.every), "stuck_after": d(self.sweeper.stuck_after) },
+            "sweeper": { "every": d(self.sweeper.every), "stuck_after": d(self.sweeper.stuck_after), "import_check_after": d(self.sweeper.import_check_after), "import_checks_per_hour": self.sweeper.import_checks_per_hour },
             "ledger": { "retention": d(self.ledger.retention), "record_attempts": self.ledger.record_attempts },
             "breaker": { "consecutive_failures": self.breaker.consecutive_failures },
             "deadman": { "schedule": self.deadman.schedule.as_str(), "silence_window": d(self.deadman.silence_window), "per_sync": self.deadman.per_sync },

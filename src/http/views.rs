@@ -9,6 +9,7 @@ use sqlx::PgPool;
 use crate::failure::{FailureCode, Owner};
 use crate::store::cursors::{self, CursorRow};
 use crate::store::deadman::{self, IncidentRow};
+use crate::store::imports::{self, ImportProcessRow};
 use crate::store::ledger::{self, RejectedRow};
 use crate::store::runs::{self, RunEventRow, RunRow};
 use crate::store::syncs::{self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncSummary};
@@ -414,6 +415,8 @@ pub struct RunView {
     pub failure: Option<FailureView>,
     pub events: Vec<RunEventRow>,
     pub rejected_records: Vec<RejectedRow>,
+    /// Brevo imports the run started, and how each ended.
+    pub imports: Vec<ImportProcessRow>,
 }
 
 impl RunView {
@@ -425,6 +428,7 @@ impl RunView {
             failure: FailureView::of(run.failure_code.as_deref()),
             events: runs::list_run_events(pool, id).await?,
             rejected_records: ledger::list_rejections(pool, id, REJECTED_SHOWN).await?,
+            imports: imports::list_import_processes(pool, id).await?,
             run,
         }))
     }
@@ -529,6 +533,37 @@ impl RunView {
             title: "Rejected records".into(),
             body: rejected,
         });
+        if !self.imports.is_empty() {
+            let rows = self
+                .imports
+                .iter()
+                .map(|p| {
+                    let counts = p
+                        .counts
+                        .as_ref()
+                        .map(|c| c.0.to_string())
+                        .unwrap_or_default();
+                    let status = match &p.error {
+                        Some(e) => format!("{} ({e})", p.status),
+                        None => p.status.clone(),
+                    };
+                    vec![
+                        p.process_id.to_string().into(),
+                        p.records.to_string().into(),
+                        status.into(),
+                        counts.into(),
+                        when(p.checked_at).into(),
+                    ]
+                })
+                .collect();
+            sections.push(Section {
+                title: "Brevo imports".into(),
+                body: Body::Table {
+                    headers: vec!["process", "records", "status", "counts", "last checked"],
+                    rows,
+                },
+            });
+        }
         Page {
             title: format!("Run {} of sync {}", r.id, r.sync_id),
             sections,

@@ -5,6 +5,7 @@ pub mod alerts;
 pub mod audit;
 pub mod cursors;
 pub mod deadman;
+pub mod imports;
 pub mod ledger;
 pub mod runs;
 pub mod syncs;

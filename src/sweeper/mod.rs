@@ -5,6 +5,9 @@
 //! value the run recorded) and the run is re-queued at once. Slow: a `running`
 //! run started longer ago than `sweeper.stuck_after` whose lease is free is
 //! re-queued. A run that already spent its last attempt is failed instead.
+//! It also purges the ledger and follows Brevo imports to their end.
+
+mod imports;
 
 use chrono::Utc;
 use tracing::{info, warn};
@@ -22,6 +25,7 @@ pub struct SweepReport {
     pub requeued: Vec<i64>,
     pub failed: Vec<i64>,
     pub purged: u64,
+    pub imports_ended: usize,
 }
 
 /// Sweeps every `sweeper.every` until shutdown begins.
@@ -85,6 +89,11 @@ pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
     metrics::gauge!("syncward_deadman_incidents_open").set(open as f64);
     report.purged =
         ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000).await?;
+    // Brevo's answer about an import must not hold up the rest of the sweep.
+    match imports::check_imports(daemon).await {
+        Ok(ended) => report.imports_ended = ended,
+        Err(e) => warn!(error = %e, "Checking Brevo imports failed; next sweep"),
+    }
     Ok(report)
 }
 

@@ -32,6 +32,7 @@ use crate::mapping::map_record;
 use crate::source::postgres::PostgresSourcePools;
 use crate::source::{AnySource, Source, SourceError};
 use crate::store::cursors;
+use crate::store::imports;
 use crate::store::ledger::{self, Claim, Rejection};
 use crate::store::runs::{self, RunCounts, RunRow};
 
@@ -592,6 +593,21 @@ async fn deliver_batch(
     if !env.bench_without_ledger {
         if !done_keys.is_empty() {
             ledger::complete_keys(&env.store, sync_id, &done_keys, &done_results).await?;
+            // Asynchronous imports (Brevo's processId) are followed up by the
+            // sweeper: only the process says whether the rows arrived.
+            let mut processes: Vec<(i64, i32)> = Vec::new();
+            for id in done_results
+                .iter()
+                .filter_map(|r| r.get("processId").and_then(serde_json::Value::as_i64))
+            {
+                match processes.iter_mut().find(|p| p.0 == id) {
+                    Some(p) => p.1 += 1,
+                    None => processes.push((id, 1)),
+                }
+            }
+            if !processes.is_empty() {
+                imports::record_import_processes(&env.store, sync_id, run.id, &processes).await?;
+            }
         }
         if !refused_keys.is_empty() {
             ledger::release_keys(&env.store, sync_id, &refused_keys).await?;

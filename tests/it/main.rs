@@ -16,6 +16,7 @@ mod fault_drills;
 mod harness;
 mod http_api;
 mod http_source;
+mod import_outcomes;
 mod lease_fence;
 mod pages;
 mod postgres_source;

@@ -70,6 +70,45 @@ impl BrevoDestination {
         )
     }
 
+    /// A digest of the API key: names its process-check budget without the key.
+    pub fn key_digest(&self) -> String {
+        use sha2::Digest;
+        hex::encode(&sha2::Sha256::digest(self.api_key.expose_secret().as_bytes())[..8])
+    }
+
+    /// `GET /processes/{id}`, once (each call spends Brevo's 100/h budget):
+    /// `None` while it runs (any status but `completed`, `failed`,
+    /// `cancelled`), else the status with `info.import` and `error`.
+    pub async fn import_outcome(
+        &self,
+        process_id: i64,
+    ) -> Result<Option<ImportOutcome>, DestinationError> {
+        let response = self
+            .client
+            .get(self.url(&format!("/processes/{process_id}")))
+            .timeout(self.config.timeout)
+            .header("api-key", self.api_key.expose_secret())
+            .header("accept", "application/json")
+            .send()
+            .await
+            .map_err(|e| {
+                DestinationError::Unavailable(format!("asking about import {process_id}: {e}"))
+            })?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(|e| {
+            DestinationError::Unavailable(format!("asking about import {process_id}: {e}"))
+        })?;
+        if !status.is_success() {
+            return match classify_error(status, &body, 1) {
+                Verdict::Fail(e) => Err(e),
+                _ => Err(DestinationError::Unavailable(format!(
+                    "asking about import {process_id}: HTTP {status}"
+                ))),
+            };
+        }
+        Ok(judge_process(&body))
+    }
+
     /// A JSON POST to the API with the key, as every Brevo write is.
     fn post(&self, url: &str, body: &Value) -> reqwest::RequestBuilder {
         self.client
@@ -148,6 +187,34 @@ fn judge_import(status: StatusCode, bytes: &[u8], records: usize) -> Verdict<Vec
         ]),
         None => Verdict::Retry(format!("HTTP {status} without a processId")),
     }
+}
+
+/// How an import ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportOutcome {
+    /// `completed`, `failed` or `cancelled`.
+    pub status: String,
+    /// `info.import`: imported, updated, invalid_emails, duplicates.
+    pub counts: Option<Value>,
+    pub error: Option<String>,
+}
+
+/// A process body: terminal or still running (unknown statuses included).
+fn judge_process(body: &[u8]) -> Option<ImportOutcome> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let status = v.get("status")?.as_str()?;
+    if !matches!(status, "completed" | "failed" | "cancelled") {
+        return None;
+    }
+    Some(ImportOutcome {
+        status: status.to_string(),
+        counts: v.pointer("/info/import").cloned(),
+        error: v.get("error").filter(|e| !e.is_null()).map(|e| {
+            e.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| e.to_string())
+        }),
+    })
 }
 
 /// A 4xx answer: 401/403 end the run; 404 means the URL is wrong; anything else
@@ -268,5 +335,27 @@ mod tests {
             let _ = judge_create(status, body.as_bytes());
             let _ = judge_import(status, body.as_bytes(), 3);
         }
+    }
+
+    #[test]
+    fn unknown_process_statuses_count_as_still_running() {
+        assert_eq!(judge_process(br#"{"id":1,"status":"processing"}"#), None);
+        assert_eq!(
+            judge_process(br#"{"id":1,"status":"in_progress_v2"}"#),
+            None
+        );
+        assert_eq!(judge_process(b"garbage"), None);
+        let failed = judge_process(br#"{"id":1,"status":"failed","error":"bad file"}"#).unwrap();
+        assert_eq!(
+            (failed.status.as_str(), failed.error.as_deref()),
+            ("failed", Some("bad file"))
+        );
+        let done = judge_process(
+            br#"{"id":1,"status":"completed","info":{"import":{"invalid_emails":2}}}"#,
+        )
+        .unwrap();
+        assert_eq!(done.counts, Some(serde_json::json!({"invalid_emails": 2})));
+        let clean = judge_process(br#"{"id":1,"status":"completed","error":null}"#).unwrap();
+        assert_eq!(clean.error, None);
     }
 }

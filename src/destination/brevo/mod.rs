@@ -3,5 +3,5 @@
 mod client;
 mod config;
 
-pub use client::{BrevoDestination, IMPORT_BODY_LIMIT};
+pub use client::{BrevoDestination, IMPORT_BODY_LIMIT, ImportOutcome};
 pub use config::{BrevoDestinationConfig, BrevoMode};

@@ -647,6 +647,7 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
             id,
             json!({
                 "id": id, "name": "IMPORTUSER", "status": status,
+                "error": (status == "failed").then_some("The file could not be processed (fake)"),
                 "info": {"import": {"imported": imported, "updated": updated, "invalid_emails": invalid,
                                      "duplicate_email_id": 0, "duplicate_ext_id": 0, "duplicate_sms": 0}}
             }),

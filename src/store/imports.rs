@@ -1,0 +1,154 @@
+//! Brevo import processes a run started, until the sweeper has seen each end.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::types::Json;
+use sqlx::{FromRow, PgPool};
+
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct ImportProcessRow {
+    pub id: i64,
+    pub sync_id: String,
+    pub run_id: i64,
+    pub process_id: i64,
+    pub records: i32,
+    pub status: String,
+    pub counts: Option<Json<serde_json::Value>>,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub checked_at: Option<DateTime<Utc>>,
+    pub checks: i32,
+}
+
+/// Keeps the imports of one page: `(process id, records it carried)`.
+pub async fn record_import_processes(
+    pool: &PgPool,
+    sync_id: &str,
+    run_id: i64,
+    processes: &[(i64, i32)],
+) -> sqlx::Result<()> {
+    let ids: Vec<i64> = processes.iter().map(|p| p.0).collect();
+    let records: Vec<i32> = processes.iter().map(|p| p.1).collect();
+    sqlx::query(
+        "INSERT INTO import_processes (sync_id, run_id, process_id, records)
+         SELECT $1, $2, p, r FROM unnest($3::bigint[], $4::int[]) AS t(p, r)
+         ON CONFLICT (sync_id, process_id) DO NOTHING",
+    )
+    .bind(sync_id)
+    .bind(run_id)
+    .bind(&ids)
+    .bind(&records)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Pending imports last looked at (or started) more than `after` ago, oldest first.
+pub async fn due_import_processes(
+    pool: &PgPool,
+    after: std::time::Duration,
+    limit: i64,
+) -> sqlx::Result<Vec<ImportProcessRow>> {
+    sqlx::query_as::<_, ImportProcessRow>(
+        "SELECT * FROM import_processes
+         WHERE status = 'pending' AND coalesce(checked_at, created_at) < now() - make_interval(secs => $1)
+         ORDER BY coalesce(checked_at, created_at) LIMIT $2",
+    )
+    .bind(after.as_secs_f64())
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// Notes a check that found the import still running.
+pub async fn mark_import_checked(pool: &PgPool, id: i64) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE import_processes SET checked_at = now(), checks = checks + 1 WHERE id = $1",
+    )
+    .bind(id)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Records how an import ended, on the run it belongs to, in one
+/// transaction. A `failed` or `cancelled` import is a rejected page: a
+/// rejected-records row, the run's rejected count, and its delivery keys taken
+/// out of the ledger (nothing arrived, so a replay sends them again).
+pub async fn finish_import_process(
+    pool: &PgPool,
+    process: &ImportProcessRow,
+    status: &str,
+    counts: Option<&serde_json::Value>,
+    error: Option<&str>,
+) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let ended = sqlx::query(
+        "UPDATE import_processes SET status = $2, counts = $3, error = $4, checked_at = now(), checks = checks + 1
+         WHERE id = $1 AND status = 'pending'",
+    )
+    .bind(process.id)
+    .bind(status)
+    .bind(counts.map(Json))
+    .bind(error)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if !ended {
+        return Ok(false);
+    }
+    let detail = serde_json::json!({
+        "process_id": process.process_id, "status": status, "records": process.records,
+        "counts": counts, "error": error,
+    });
+    sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, 'import_outcome', $2)")
+        .bind(process.run_id)
+        .bind(Json(&detail))
+        .execute(&mut *tx)
+        .await?;
+    if status != "completed" {
+        let message = format!(
+            "Brevo import process {} ended {status}{}: the {} records it carried did not arrive",
+            process.process_id,
+            error.map(|e| format!(" ({e})")).unwrap_or_default(),
+            process.records
+        );
+        sqlx::query(
+            "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
+             VALUES ($1, $2, NULL, NULL, $3, $4)",
+        )
+        .bind(process.run_id)
+        .bind(&process.sync_id)
+        .bind(format!("import_{status}"))
+        .bind(message)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE runs SET records_rejected = records_rejected + $2 WHERE id = $1")
+            .bind(process.run_id)
+            .bind(i64::from(process.records))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "DELETE FROM deliveries WHERE sync_id = $1 AND result @> jsonb_build_object('processId', $2::bigint)",
+        )
+        .bind(&process.sync_id)
+        .bind(process.process_id)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(true)
+}
+
+pub async fn list_import_processes(
+    pool: &PgPool,
+    run_id: i64,
+) -> sqlx::Result<Vec<ImportProcessRow>> {
+    sqlx::query_as::<_, ImportProcessRow>(
+        "SELECT * FROM import_processes WHERE run_id = $1 ORDER BY id",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,168 @@
+//! Brevo import outcomes: the sweeper follows each import process to its end,
+//! within the hourly budget, and records how it ended on its run — a failed
+//! import as a rejected page whose keys leave the ledger.
+
+use std::time::Duration;
+
+use crate::helpers::daemon::{DaemonProcess, eventually};
+use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
+
+async fn count(s: &Scenario, sql: &str) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+        .fetch_one(&s.db.pool)
+        .await?)
+}
+
+fn checker(s: &Scenario, checks_per_hour: &str) -> crate::helpers::Syncward {
+    s.cli
+        .clone()
+        .with_env("SYNCWARD__SWEEPER__EVERY", "200ms")
+        .with_env("SYNCWARD__SWEEPER__IMPORT_CHECK_AFTER", "100ms")
+        .with_env("SYNCWARD__SWEEPER__IMPORT_CHECKS_PER_HOUR", checks_per_hour)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_import_shows_on_its_run_as_a_rejected_page_within_the_check_budget()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.fake.set_process_status("failed");
+    assert_eq!(
+        s.run_foreground().await?.code,
+        0,
+        "the imports were accepted"
+    );
+    let run_id = s.last_run().await?["id"].as_i64().unwrap_or_default();
+    assert_eq!(
+        count(
+            &s,
+            "SELECT count(*) FROM import_processes WHERE status = 'pending'"
+        )
+        .await?,
+        3
+    );
+
+    // A budget of two checks this hour: two imports are settled, one waits.
+    let mut daemon = DaemonProcess::spawn(&checker(&s, "2")).await?;
+    eventually(Duration::from_secs(20), "two imports checked", || async {
+        Ok(count(
+            &s,
+            "SELECT count(*) FROM import_processes WHERE status = 'failed'",
+        )
+        .await?
+            == 2)
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        s.fake
+            .requests()
+            .iter()
+            .filter(|r| r.path.starts_with("/v3/processes/"))
+            .count(),
+        2
+    );
+    assert_eq!(
+        count(
+            &s,
+            "SELECT count(*) FROM import_processes WHERE status = 'pending'"
+        )
+        .await?,
+        1
+    );
+
+    let shown = s
+        .cli
+        .run(&["runs", "show", &run_id.to_string(), "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(shown["run"]["status"], "succeeded");
+    assert_eq!(
+        shown["run"]["records_rejected"], 20,
+        "two pages of ten did not arrive"
+    );
+    let rejected = shown["rejected_records"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rejected.len(), 2);
+    assert!(
+        rejected.iter().all(|r| r["code"] == "import_failed"),
+        "{rejected:?}"
+    );
+    assert!(
+        rejected[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("The file could not be processed"),
+        "{rejected:?}"
+    );
+    assert_eq!(shown["imports"].as_array().map(Vec::len), Some(3));
+    // Nothing arrived, so the keys are out of the ledger: a replay sends them again.
+    assert_eq!(
+        count(
+            &s,
+            &format!("SELECT count(*) FROM deliveries WHERE sync_id = '{SYNC_ID}'")
+        )
+        .await?,
+        10
+    );
+    let text = s
+        .cli
+        .run(&["runs", "show", &run_id.to_string()])
+        .await?
+        .ok()?
+        .stdout;
+    assert!(
+        text.contains("Brevo imports") && text.contains("failed (The file could not be processed"),
+        "{text}"
+    );
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_completed_import_records_its_failure_counts_on_the_run() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.fake
+        .reject_emails(|e| e.starts_with("user1@") || e.starts_with("user2@"));
+    assert_eq!(s.run_foreground().await?.code, 0);
+    let run_id = s.last_run().await?["id"].as_i64().unwrap_or_default();
+    let mut daemon = DaemonProcess::spawn(&checker(&s, "90")).await?;
+    eventually(Duration::from_secs(20), "every import checked", || async {
+        Ok(count(
+            &s,
+            "SELECT count(*) FROM import_processes WHERE status = 'completed'",
+        )
+        .await?
+            == 3)
+    })
+    .await?;
+    let shown = s
+        .cli
+        .run(&["runs", "show", &run_id.to_string(), "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    let invalid: i64 = shown["imports"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p["counts"]["invalid_emails"].as_i64())
+                .sum()
+        })
+        .unwrap_or_default();
+    assert_eq!(invalid, 2, "{shown}");
+    let outcomes = shown["events"]
+        .as_array()
+        .map(|e| e.iter().filter(|e| e["kind"] == "import_outcome").count());
+    assert_eq!(outcomes, Some(3));
+    assert_eq!(
+        shown["run"]["records_rejected"], 0,
+        "a completed import is not a rejected page"
+    );
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
