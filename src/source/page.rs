@@ -9,7 +9,9 @@ use serde_json::Value;
 pub struct Page {
     /// Records as JSON objects, in the source's stable order.
     pub records: Vec<Value>,
-    /// The cursor to read the next page from; `None` when the page is empty.
+    /// The cursor to read the next page from. `None` when the source cannot
+    /// say (an empty page, the last page of a cursor API): the run then keeps
+    /// the cursor this page was read from.
     pub next_cursor: Option<Value>,
     /// True when the source has nothing after this page.
     pub last: bool,

@@ -367,18 +367,17 @@ async fn page_loop(
                 ));
             }
         }
-        if !cursors::checkpoint_cursor(
-            &env.store,
-            &run.sync_id,
-            page.next_cursor.as_ref(),
-            lease.fence,
-            run.id,
-        )
-        .await?
+        // A page that names no next cursor (the last page of a cursor API)
+        // keeps the cursor it was read from: the next run reads it again
+        // (replayed from the ledger) and goes on from there. Never back to
+        // the start.
+        let next = page.next_cursor.clone().or_else(|| state.cursor.clone());
+        if !cursors::checkpoint_cursor(&env.store, &run.sync_id, next.as_ref(), lease.fence, run.id)
+            .await?
         {
             return Err(lease_lost("a newer fence wrote the cursor"));
         }
-        state.cursor = page.next_cursor.clone();
+        state.cursor = next;
         runs::record_progress(&env.store, run.id, &state.counts, state.cursor.as_ref()).await?;
         info!(
             page = state.page,

@@ -9,6 +9,7 @@ mod breaker;
 mod brevo_fake;
 mod chaos;
 mod config_loading;
+mod conformance;
 mod daemon;
 mod deadman;
 mod debian_package;

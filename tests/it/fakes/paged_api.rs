@@ -30,11 +30,13 @@ pub struct ApiRequest {
 struct Inner {
     faults: Vec<ApiFault>,
     requests: Vec<ApiRequest>,
+    contacts: usize,
+    /// Never answer (the client's timeout must fire).
+    hang: bool,
 }
 
 struct Shared {
     token: String,
-    contacts: usize,
     page: usize,
     inner: Mutex<Inner>,
 }
@@ -63,11 +65,12 @@ impl PagedApiFake {
     pub async fn start(token: &str, contacts: usize, page: usize) -> anyhow::Result<Self> {
         let shared = Arc::new(Shared {
             token: token.to_string(),
-            contacts,
             page,
             inner: Mutex::new(Inner {
                 faults: Vec::new(),
                 requests: Vec::new(),
+                contacts,
+                hang: false,
             }),
         });
         let app = Router::new()
@@ -91,6 +94,16 @@ impl PagedApiFake {
         lock(&self.shared).faults.extend(faults);
     }
 
+    /// More contacts at the end.
+    pub fn add_contacts(&self, n: usize) {
+        lock(&self.shared).contacts += n;
+    }
+
+    /// Every request from now on hangs.
+    pub fn hang(&self) {
+        lock(&self.shared).hang = true;
+    }
+
     pub fn requests(&self) -> Vec<ApiRequest> {
         lock(&self.shared).requests.clone()
     }
@@ -102,6 +115,9 @@ async fn contacts_page(
     Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> Response {
     let after = query.get("after").cloned();
+    if lock(&shared).hang {
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+    }
     let mut inner = lock(&shared);
     let mut request = ApiRequest {
         at: Instant::now(),
@@ -158,10 +174,10 @@ async fn contacts_page(
         return axum::Json(json!({"data": [], "meta": {"next": format!("e{start}")}}))
             .into_response();
     }
-    let end = (start + shared.page).min(shared.contacts);
+    let end = (start + shared.page).min(inner.contacts);
     let data: Vec<_> = (start..end)
         .map(|i| json!({"id": i + 1, "email": format!("api{}@example.com", i + 1), "profile": {"name": format!("Name{}", i + 1)}}))
         .collect();
-    let next = (end < shared.contacts).then(|| format!("p{end}"));
+    let next = (end < inner.contacts).then(|| format!("p{end}"));
     axum::Json(json!({"data": data, "meta": {"next": next}})).into_response()
 }

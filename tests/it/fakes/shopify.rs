@@ -44,6 +44,8 @@ struct Inner {
     /// Request numbers (1-based) before which another app empties the bucket.
     drain_before: Vec<usize>,
     throttles: usize,
+    /// Never answer (the client's timeout must fire).
+    hang: bool,
 }
 
 struct Shared {
@@ -80,20 +82,7 @@ impl ShopifyFake {
         maximum: f64,
         restore_rate: f64,
     ) -> anyhow::Result<Self> {
-        let customers = (1..=customers)
-            .map(|i| {
-                json!({
-                    "id": format!("gid://shopify/Customer/{i}"),
-                    "firstName": format!("First{i}"),
-                    "lastName": format!("Last{i}"),
-                    "updatedAt": format!("2025-01-01T00:00:{:02}Z", i % 60),
-                    "defaultEmailAddress": {
-                        "emailAddress": format!("customer{i}@example.com"),
-                        "marketingState": "SUBSCRIBED",
-                    },
-                })
-            })
-            .collect();
+        let customers = (1..=customers).map(customer).collect();
         let shared = Arc::new(Shared {
             token: token.to_string(),
             maximum,
@@ -106,6 +95,7 @@ impl ShopifyFake {
                 waits: Vec::new(),
                 drain_before: Vec::new(),
                 throttles: 0,
+                hang: false,
             }),
         });
         let app = Router::new()
@@ -124,6 +114,18 @@ impl ShopifyFake {
         })
     }
 
+    /// New customers join the shop (at the end of the UPDATED_AT order).
+    pub fn add_customers(&self, n: usize) {
+        let mut inner = lock(&self.shared);
+        let start = inner.customers.len() + 1;
+        inner.customers.extend((start..start + n).map(customer));
+    }
+
+    /// Every request from now on hangs.
+    pub fn hang(&self) {
+        lock(&self.shared).hang = true;
+    }
+
     /// Another app spends the whole bucket just before request `n` (1-based).
     pub fn drain_bucket_before(&self, n: usize) {
         lock(&self.shared).drain_before.push(n);
@@ -136,6 +138,19 @@ impl ShopifyFake {
     pub fn instructed_waits(&self) -> Vec<InstructedWait> {
         lock(&self.shared).waits.clone()
     }
+}
+
+fn customer(i: usize) -> Value {
+    json!({
+        "id": format!("gid://shopify/Customer/{i}"),
+        "firstName": format!("First{i}"),
+        "lastName": format!("Last{i}"),
+        "updatedAt": format!("2025-01-01T00:00:{:02}Z", i % 60),
+        "defaultEmailAddress": {
+            "emailAddress": format!("customer{i}@example.com"),
+            "marketingState": "SUBSCRIBED",
+        },
+    })
 }
 
 /// What a customers query costs: one point per node asked for, plus the connection.
@@ -175,6 +190,9 @@ async fn graphql(
         .get("x-shopify-access-token")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| t == shared.token);
+    if lock(&shared).hang {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let variables = request.get("variables").cloned().unwrap_or(Value::Null);
     let mut inner = lock(&shared);

@@ -17,10 +17,27 @@ pub struct ReceivedPost {
     pub body: Bytes,
 }
 
+impl ReceivedPost {
+    /// The e-mails the POST carried (one record, or a batch array).
+    pub fn records(&self) -> Vec<String> {
+        let value: serde_json::Value = serde_json::from_slice(&self.body).unwrap_or_default();
+        let items = match value {
+            serde_json::Value::Array(items) => items,
+            one => vec![one],
+        };
+        items
+            .iter()
+            .filter_map(|r| r["email"].as_str().map(str::to_lowercase))
+            .collect()
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     received: Vec<ReceivedPost>,
     statuses: VecDeque<u16>,
+    /// Never answer (the client's timeout must fire).
+    hang: bool,
 }
 
 pub struct WebhookReceiver {
@@ -59,6 +76,11 @@ impl WebhookReceiver {
             .extend(statuses);
     }
 
+    /// Every POST from now on hangs.
+    pub fn hang(&self) {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).hang = true;
+    }
+
     pub fn received(&self) -> Vec<ReceivedPost> {
         self.inner
             .lock()
@@ -73,6 +95,10 @@ async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> StatusCode {
+    let hang = inner.lock().unwrap_or_else(|e| e.into_inner()).hang;
+    if hang {
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+    }
     let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
     inner.received.push(ReceivedPost { headers, body });
     let status = inner.statuses.pop_front().unwrap_or(200);
