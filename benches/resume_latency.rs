@@ -21,16 +21,16 @@
 #[allow(dead_code)]
 #[path = "../tests/it/fakes/brevo.rs"]
 mod brevo;
+#[path = "support/daemon_process.rs"]
+mod daemon_process;
 mod support;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
 const KEY: &str = "xkeysib-bench";
 const ROUNDS: usize = 10;
-const BINARY: &str = env!("CARGO_BIN_EXE_syncward");
 
 fn main() -> anyhow::Result<()> {
     support::main(&[("BENCH_BREVO_KEY", KEY)], 4, run_benchmark)
@@ -38,62 +38,6 @@ fn main() -> anyhow::Result<()> {
 
 fn setting(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
-}
-
-/// One `syncward run` subprocess and its log.
-struct Daemon {
-    child: std::process::Child,
-    log: tempfile::NamedTempFile,
-}
-
-impl Daemon {
-    fn spawn(env: &[(String, String)]) -> anyhow::Result<Self> {
-        let log = tempfile::NamedTempFile::new()?;
-        let child = std::process::Command::new(BINARY)
-            .arg("run")
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::null())
-            .stderr(log.reopen()?)
-            .spawn()?;
-        Ok(Self { child, log })
-    }
-
-    /// Waits until the daemon has logged that it runs; its boot id.
-    async fn ready(&self) -> anyhow::Result<Uuid> {
-        for _ in 0..200 {
-            let text = std::fs::read_to_string(self.log.path())?;
-            if let Some(line) = text.lines().find(|l| l.contains("syncward is running")) {
-                let id = line
-                    .split("boot_id=")
-                    .nth(1)
-                    .and_then(|rest| rest.split_whitespace().next())
-                    .ok_or_else(|| anyhow::anyhow!("no boot id in {line}"))?;
-                return Ok(id.parse()?);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        anyhow::bail!(
-            "the daemon never became ready:\n{}",
-            std::fs::read_to_string(self.log.path())?
-        )
-    }
-
-    fn signal(&self, signal: &str) -> anyhow::Result<()> {
-        let status = std::process::Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.child.id().to_string())
-            .status()?;
-        anyhow::ensure!(status.success(), "kill -{signal} failed");
-        Ok(())
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // Best effort: the daemon may have exited already.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -187,7 +131,7 @@ email = "email"
         ("SYNCWARD_CONFIG".into(), config.display().to_string()),
     ];
     let cli = |args: &[&str]| -> anyhow::Result<()> {
-        let out = std::process::Command::new(BINARY)
+        let out = std::process::Command::new(daemon_process::BINARY)
             .args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .output()?;
@@ -205,7 +149,7 @@ email = "email"
         .fetch_one(&pool)
         .await?;
 
-    let mut holder = Daemon::spawn(&env)?;
+    let mut holder = daemon_process::Daemon::spawn(&env)?;
     let holder_boot = holder.ready().await?;
     wait_for_holder(&pool, run_id, holder_boot).await?;
     println!(
@@ -214,7 +158,7 @@ email = "email"
     for signal in ["TERM", "KILL"] {
         let mut figures = Vec::new();
         for _ in 0..ROUNDS {
-            let standby = Daemon::spawn(&env)?;
+            let standby = daemon_process::Daemon::spawn(&env)?;
             let standby_boot = standby.ready().await?;
             // Let the holder's run get going again after the last takeover.
             tokio::time::sleep(Duration::from_millis(500)).await;
