@@ -131,7 +131,8 @@ pub async fn create_claimed_run(
 }
 
 /// Records the lease a run took (its token, for breaking it if the run dies,
-/// and its fence) and where it starts.
+/// and its fence) and where it starts, with a `lease` event: from then until
+/// its end (or re-queue) the run holds the sync.
 pub async fn record_lease(
     pool: &PgPool,
     run_id: i64,
@@ -140,8 +141,11 @@ pub async fn record_lease(
     cursor_start: Option<&serde_json::Value>,
 ) -> sqlx::Result<()> {
     sqlx::query(
-        "UPDATE runs SET lease_token = $2, fence = $3, cursor_start = $4, cursor_end = $4, heartbeat_at = now()
-         WHERE id = $1",
+        "WITH held AS (
+           UPDATE runs SET lease_token = $2, fence = $3, cursor_start = $4, cursor_end = $4, heartbeat_at = now()
+           WHERE id = $1 RETURNING id)
+         INSERT INTO run_events (run_id, kind, detail)
+         SELECT id, 'lease', jsonb_build_object('fence', $3::bigint) FROM held",
     )
     .bind(run_id)
     .bind(lease_token)

@@ -483,27 +483,33 @@ async fn two_daemons_never_overlap_runs_of_one_sync_and_claim_each_run_once() ->
         .fetch_one(&s.db.pool)
         .await?;
     assert!(finished >= 100, "only {finished} runs succeeded");
-    // A run skipped because the lease was busy did no work: it is the lease
-    // doing its job, not an overlap.
-    let overlaps: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM runs a JOIN runs b ON a.sync_id = b.sync_id AND a.id < b.id
-         WHERE a.started_at IS NOT NULL AND b.started_at IS NOT NULL
-           AND a.status <> 'skipped' AND b.status <> 'skipped'
-           AND tstzrange(a.started_at, coalesce(a.finished_at, 'infinity')) && tstzrange(b.started_at, coalesce(b.finished_at, 'infinity'))",
-    )
-    .fetch_one(&s.db.pool)
+    // A run holds its sync from taking the lease (its `lease` event) until its
+    // next end or re-queue event; no two such spans of one sync may meet. (A
+    // claim that then found the lease busy held nothing.)
+    let spans = "WITH ev AS (
+           SELECT e.run_id, r.sync_id, e.kind, e.at,
+                  lead(e.at) OVER (PARTITION BY e.run_id ORDER BY e.id) AS next_at
+           FROM run_events e JOIN runs r ON r.id = e.run_id),
+         held AS (
+           SELECT run_id, sync_id, tstzrange(at, coalesce(next_at, 'infinity'), '[)') AS span
+           FROM ev WHERE kind = 'lease')";
+    let pairs: Vec<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{spans} SELECT a.run_id, b.run_id FROM held a JOIN held b
+           ON a.sync_id = b.sync_id AND a.run_id < b.run_id AND a.span && b.span"
+    )))
+    .fetch_all(&s.db.pool)
     .await?;
-    if overlaps > 0 {
-        let pairs: Vec<(i64, String, String, i64, String, String)> = sqlx::query_as(
-            "SELECT a.id, a.status, a.trigger, b.id, b.status, b.trigger FROM runs a JOIN runs b ON a.sync_id = b.sync_id AND a.id < b.id
-             WHERE a.started_at IS NOT NULL AND b.started_at IS NOT NULL
-               AND a.status <> 'skipped' AND b.status <> 'skipped'
-               AND tstzrange(a.started_at, coalesce(a.finished_at, 'infinity')) && tstzrange(b.started_at, coalesce(b.finished_at, 'infinity'))",
-        )
-        .fetch_all(&s.db.pool)
+    assert!(
+        pairs.is_empty(),
+        "two runs of one sync held it at once: {pairs:?}"
+    );
+    let leases: i64 = sqlx::query_scalar("SELECT count(*) FROM run_events WHERE kind = 'lease'")
+        .fetch_one(&s.db.pool)
         .await?;
-        panic!("two runs of one sync overlapped in time: {pairs:?}");
-    }
+    assert!(
+        leases >= finished,
+        "every run that succeeded took the lease"
+    );
     let mismatched: i64 = sqlx::query_scalar(
         // A clean stop at the drain gives its attempt back: count those out.
         "SELECT count(*) FROM runs r WHERE r.attempt <>

@@ -80,7 +80,7 @@ async fn each_bad_sync_file_exits_2_with_its_own_message_and_nothing_is_written(
         ),
         (
             good("kind = \"postgres\"", "kind = \"mysql\""),
-            "source.kind: unknown kind `mysql`, expected `postgres`",
+            "source.kind: unknown kind `mysql`, expected one of `postgres`, `shopify`, `http`",
         ),
         (
             good("kind = \"brevo\"", "kind = \"mailchimp\""),
