@@ -165,7 +165,8 @@ fn reset_wait(headers: &reqwest::header::HeaderMap, reset_header: &str) -> Durat
                 .ok()
         })
         .find(|s| s.is_finite() && *s >= 0.0)
-        .map(|s| Duration::from_secs_f64(s.max(0.05)))
+        // Clamped before the conversion, which panics on huge values.
+        .map(|s| Duration::from_secs_f64(s.clamp(0.05, 24.0 * 3600.0)))
         .unwrap_or(Duration::from_secs(1))
 }
 
@@ -193,6 +194,12 @@ mod tests {
         assert_eq!(
             reset_wait(&h, "x-sib-ratelimit-reset"),
             Duration::from_secs(2)
+        );
+        // A reset no one could wait for is not a crash.
+        h.insert("x-sib-ratelimit-reset", "1e300".parse().unwrap());
+        assert_eq!(
+            reset_wait(&h, "x-sib-ratelimit-reset"),
+            Duration::from_secs(24 * 3600)
         );
     }
 }

@@ -89,5 +89,6 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         .parse::<f64>()
         .ok()
         .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
+        // Clamped before the conversion, which panics on huge values.
+        .map(|s| Duration::from_secs_f64(s.min(MAX_WAIT.as_secs_f64())))
 }

@@ -93,6 +93,22 @@ impl ShopifySource {
     }
 }
 
+/// How long until the bucket holds what the query costs, from
+/// `extensions.cost`: `(requestedQueryCost − currentlyAvailable) / restoreRate`
+/// (zero when it holds enough already).
+fn missing_cost_wait(body: &Value) -> Option<Duration> {
+    let cost = body.pointer("/extensions/cost")?;
+    let number = |p: &str| cost.pointer(p).and_then(Value::as_f64);
+    let requested = number("/requestedQueryCost")?;
+    let available = number("/throttleStatus/currentlyAvailable")?;
+    let rate = number("/throttleStatus/restoreRate").filter(|r| *r > 0.0)?;
+    // Clamped before the conversion, which panics on huge values.
+    let seconds = ((requested - available) / rate).clamp(0.0, MAX_WAIT.as_secs_f64());
+    seconds
+        .is_finite()
+        .then(|| Duration::from_secs_f64(seconds))
+}
+
 /// Reads one answer. Pure, so every shape of answer is testable.
 fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Answer {
     let parsed: Option<Value> = serde_json::from_slice(bytes).ok();
@@ -124,18 +140,7 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
             .any(|e| e.pointer("/extensions/code").and_then(Value::as_str) == Some("THROTTLED"))
     });
     if throttled || status == StatusCode::TOO_MANY_REQUESTS {
-        let cost = body.pointer("/extensions/cost");
-        let number = |p: &str| cost.and_then(|c| c.pointer(p)).and_then(Value::as_f64);
-        let computed = match (
-            number("/requestedQueryCost"),
-            number("/throttleStatus/currentlyAvailable"),
-            number("/throttleStatus/restoreRate"),
-        ) {
-            (Some(requested), Some(available), Some(rate)) if rate > 0.0 => {
-                Duration::from_secs_f64(((requested - available) / rate).max(0.0))
-            }
-            _ => Duration::ZERO,
-        };
+        let computed = missing_cost_wait(&body).unwrap_or_default();
         let wait = computed
             .max(retry_after.unwrap_or_default())
             .max(Duration::from_secs(1))
@@ -187,18 +192,7 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
         .and_then(Value::as_str)
         .map(str::to_string);
     // Pace the next request from what this one left in the bucket.
-    let cost = body.pointer("/extensions/cost");
-    let number = |p: &str| cost.and_then(|c| c.pointer(p)).and_then(Value::as_f64);
-    let pause = match (
-        number("/requestedQueryCost"),
-        number("/throttleStatus/currentlyAvailable"),
-        number("/throttleStatus/restoreRate"),
-    ) {
-        (Some(requested), Some(available), Some(rate)) if rate > 0.0 && available < requested => {
-            Some(Duration::from_secs_f64((requested - available) / rate).min(MAX_WAIT))
-        }
-        _ => None,
-    };
+    let pause = missing_cost_wait(&body).filter(|w| !w.is_zero());
     let last = !has_next || end.is_none();
     Answer::Page(
         Page {
@@ -271,6 +265,11 @@ mod tests {
                 None
             ),
             Duration::from_secs(5)
+        );
+        // A bucket that would take ages to refill waits at most a minute.
+        assert_eq!(
+            wait(StatusCode::OK, &throttled_body(1e300, 0.0, 1e-300), None),
+            MAX_WAIT
         );
     }
 
