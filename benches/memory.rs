@@ -44,18 +44,7 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
     sqlx::raw_sql("VACUUM ANALYZE contacts")
         .execute(&pool)
         .await?;
-    // The fake keeps every contact in memory: on a runtime (and in a process)
-    // apart from the daemon being measured.
-    let (fake_runtime, fake) = std::thread::spawn(|| -> anyhow::Result<_> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()?;
-        let fake = runtime.block_on(brevo::BrevoFake::start(KEY))?;
-        Ok((runtime, fake))
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("starting the Brevo fake panicked"))??;
+    let (fake_runtime, fake) = daemon_process::brevo_fake_apart(KEY)?;
 
     let dir = tempfile::tempdir()?;
     let config = dir.path().join("syncward.toml");

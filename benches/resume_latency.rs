@@ -66,18 +66,7 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
     .bind(rows)
     .execute(&pool)
     .await?;
-    // The fake runs on a runtime of its own: its slow imports block that
-    // runtime's threads, never the ones this benchmark measures with.
-    let (fake_runtime, fake) = std::thread::spawn(|| -> anyhow::Result<_> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()?;
-        let fake = runtime.block_on(brevo::BrevoFake::start(KEY))?;
-        Ok((runtime, fake))
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("starting the Brevo fake panicked"))??;
+    let (fake_runtime, fake) = daemon_process::brevo_fake_apart(KEY)?;
     fake.on_write(move |_| std::thread::sleep(Duration::from_millis(import_ms)));
 
     let dir = tempfile::tempdir()?;

@@ -77,3 +77,21 @@ pub fn rss_mb(pid: u32) -> Option<f64> {
         .ok()?;
     Some(kb / 1024.0)
 }
+
+/// The Brevo fake on a runtime of its own: its slow answers block that
+/// runtime's threads, never the ones a benchmark measures with. Shut the
+/// runtime down with `shutdown_background` (dropping it in async code panics).
+pub fn brevo_fake_apart(
+    key: &'static str,
+) -> anyhow::Result<(tokio::runtime::Runtime, crate::brevo::BrevoFake)> {
+    std::thread::spawn(move || -> anyhow::Result<_> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let fake = runtime.block_on(crate::brevo::BrevoFake::start(key))?;
+        Ok((runtime, fake))
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("starting the Brevo fake panicked"))?
+}
