@@ -262,3 +262,20 @@ async fn one_bad_file_in_an_apply_publishes_none_of_them() -> anyhow::Result<()>
     assert_eq!(count(&db, "workspaces").await?, 1);
     Ok(())
 }
+
+#[tokio::test]
+async fn every_example_sync_file_in_config_syncs_is_valid() -> anyhow::Result<()> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/syncs");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let text = std::fs::read_to_string(&path)?;
+            syncward::config::SyncDefinition::parse(&path.display().to_string(), &text)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3, "postgres, shopify and http examples");
+    Ok(())
+}
