@@ -192,19 +192,25 @@ pub async fn touch_heartbeat(pool: &PgPool, run_id: i64) -> sqlx::Result<()> {
 /// Ends a run: `succeeded`, `failed` or `skipped`, with its final counts —
 /// only if it is still in the claim `run` describes (same `started_at`): a
 /// caller working from an old view (a sweeper that saw a claim which has since
-/// been put back and claimed again) changes nothing. Returns whether it did.
+/// been put back and claimed again) changes nothing. The end goes into the
+/// run's timeline (kind = `status`, with `event` as its detail) in the same
+/// statement. Returns whether it did.
 pub async fn finish_run(
     pool: &PgPool,
     run: &RunRow,
     status: &str,
     counts: &RunCounts,
     failure: Option<(&str, &str)>,
+    event: &serde_json::Value,
 ) -> sqlx::Result<bool> {
     let done = sqlx::query(
-        "UPDATE runs SET status = $2, finished_at = now(), records_read = $3, records_written = $4,
-                records_replayed = $5, records_rejected = $6, records_resent = $7,
-                failure_code = $8, failure_detail = $9
-         WHERE id = $1 AND status = 'running' AND started_at IS NOT DISTINCT FROM $10",
+        "WITH ended AS (
+           UPDATE runs SET status = $2, finished_at = now(), records_read = $3, records_written = $4,
+                  records_replayed = $5, records_rejected = $6, records_resent = $7,
+                  failure_code = $8, failure_detail = $9
+           WHERE id = $1 AND status = 'running' AND started_at IS NOT DISTINCT FROM $10
+           RETURNING id)
+         INSERT INTO run_events (run_id, kind, detail) SELECT id, $2, $11 FROM ended",
     )
     .bind(run.id)
     .bind(status)
@@ -216,6 +222,7 @@ pub async fn finish_run(
     .bind(failure.map(|f| f.0))
     .bind(failure.map(|f| f.1))
     .bind(run.started_at)
+    .bind(Json(event))
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -270,32 +277,27 @@ pub async fn enqueue_run(
 /// Claims the oldest due queued run for `executor`: one short transaction that
 /// sets it `running` and spends an attempt before anything external happens.
 pub async fn claim_next_run(pool: &PgPool, executor: &Executor) -> sqlx::Result<Option<RunRow>> {
-    let mut tx = pool.begin().await?;
-    // The CTE keeps LIMIT 1 honoured under SKIP LOCKED (crates.io worker style).
-    let run: Option<RunRow> = sqlx::query_as::<_, RunRow>(
+    // One statement, so one round trip: the CTE keeps LIMIT 1 honoured under
+    // SKIP LOCKED (crates.io worker style), and the claim and its timeline
+    // event commit together.
+    sqlx::query_as::<_, RunRow>(
         "WITH next AS (
            SELECT id FROM runs WHERE status = 'queued' AND scheduled_at <= now()
-           ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-         UPDATE runs r SET status = 'running', attempt = r.attempt + 1, started_at = now(),
-                heartbeat_at = now(), worker_id = $1, boot_id = $2, lease_token = NULL, finished_at = NULL
-         FROM next WHERE r.id = next.id
-         RETURNING r.*",
+           ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),
+         claimed AS (
+           UPDATE runs r SET status = 'running', attempt = r.attempt + 1, started_at = now(),
+                  heartbeat_at = now(), worker_id = $1, boot_id = $2, lease_token = NULL, finished_at = NULL
+           FROM next WHERE r.id = next.id
+           RETURNING r.*),
+         event AS (
+           INSERT INTO run_events (run_id, kind, detail)
+           SELECT id, 'claimed', jsonb_build_object('attempt', attempt, 'worker', $1::text) FROM claimed)
+         SELECT * FROM claimed",
     )
     .bind(&executor.worker_id)
     .bind(executor.boot_id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    if let Some(run) = &run {
-        sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, 'claimed', $2)")
-            .bind(run.id)
-            .bind(Json(
-                serde_json::json!({"attempt": run.attempt, "worker": executor.worker_id}),
-            ))
-            .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await?;
-    Ok(run)
+    .fetch_optional(pool)
+    .await
 }
 
 /// Puts a running run back in the queue, due at `due_in` from now. With

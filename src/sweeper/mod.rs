@@ -114,18 +114,12 @@ async fn put_back(
             "failed",
             &run.counts(),
             Some((FailureCode::Interrupted.as_str(), &detail)),
+            &serde_json::json!({"failure_code": "interrupted", "reason": reason}),
         )
         .await?
         {
             return Ok(());
         }
-        runs::add_run_event(
-            &daemon.store,
-            run.id,
-            "failed",
-            serde_json::json!({"failure_code": "interrupted", "reason": reason}),
-        )
-        .await?;
         warn!(run.id = run.id, sync.id = %run.sync_id, "Dead run had no attempts left; failed");
         crate::breaker::after_failure(
             &daemon.alerter,

@@ -161,7 +161,8 @@ async fn finish(
     failure: Option<(FailureCode, String)>,
 ) -> sqlx::Result<Recorded> {
     let failure_ref = failure.as_ref().map(|(c, d)| (c.as_str(), d.as_str()));
-    if !runs::finish_run(store, run, status, counts, failure_ref).await? {
+    let event = serde_json::json!({"failure_code": failure.as_ref().map(|f| f.0)});
+    if !runs::finish_run(store, run, status, counts, failure_ref, &event).await? {
         return Ok(Recorded::Superseded);
     }
     metrics::counter!(
@@ -170,13 +171,6 @@ async fn finish(
         "failure_code" => failure.as_ref().map(|f| f.0.as_str()).unwrap_or("")
     )
     .increment(1);
-    runs::add_run_event(
-        store,
-        run.id,
-        status,
-        serde_json::json!({"failure_code": failure.as_ref().map(|f| f.0)}),
-    )
-    .await?;
     Ok(Recorded::Finished {
         status,
         failure: failure.map(|f| f.0),
