@@ -139,15 +139,15 @@ impl PostgresSource {
             false,
         );
         let conn = self.connection().await?;
-        let mut tx = conn.begin().await.map_err(classify_io_error)?;
         // READ ONLY: the query cannot write, whatever it says. UTC: timestamp
-        // cursors round-trip through text the same way every time.
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {timeout_ms}; SET LOCAL TimeZone = 'UTC'"
-        )))
-        .execute(&mut *tx)
-        .await
-        .map_err(classify_query_error)?;
+        // cursors round-trip through text the same way every time. One round
+        // trip: the settings travel with the BEGIN.
+        let mut tx = conn
+            .begin_with(sqlx::AssertSqlSafe(format!(
+                "BEGIN READ ONLY; SET LOCAL statement_timeout = {timeout_ms}; SET LOCAL TimeZone = 'UTC'"
+            )))
+            .await
+            .map_err(classify_query_error)?;
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some((_, value)) = &cursor {
             query = query.bind(value.clone());
