@@ -260,9 +260,8 @@ async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqu
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_run_hanging_at_the_drain_deadline_is_cut_off_and_put_back_and_the_exit_is_not_clean()
--> anyhow::Result<()> {
+/// A daemon whose run is started and whose destination hangs every request.
+async fn daemon_with_a_hanging_run() -> anyhow::Result<(Scenario, DaemonProcess)> {
     let mut s = Scenario::new(SyncOptions {
         timeout: "120s",
         ..SyncOptions::default()
@@ -274,11 +273,18 @@ async fn a_run_hanging_at_the_drain_deadline_is_cut_off_and_put_back_and_the_exi
         .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
     s.fake.set_fault_always(Some(Fault::Hang));
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
-    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    let daemon = DaemonProcess::spawn(&s.cli).await?;
     eventually(Duration::from_secs(20), "the run starting", || async {
         Ok(run_field(&s, "status").await? == "running")
     })
     .await?;
+    Ok((s, daemon))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_hanging_at_the_drain_deadline_is_cut_off_and_put_back_and_the_exit_is_not_clean()
+-> anyhow::Result<()> {
+    let (s, mut daemon) = daemon_with_a_hanging_run().await?;
     // Its first import is now hanging at the fake.
     tokio::time::sleep(Duration::from_secs(1)).await;
     daemon.signal("TERM")?;
@@ -306,22 +312,7 @@ async fn a_run_hanging_at_the_drain_deadline_is_cut_off_and_put_back_and_the_exi
 #[tokio::test(flavor = "multi_thread")]
 async fn a_daemon_stuck_past_the_drain_is_gone_at_the_hard_exit_with_a_non_zero_code()
 -> anyhow::Result<()> {
-    let mut s = Scenario::new(SyncOptions {
-        timeout: "120s",
-        ..SyncOptions::default()
-    })
-    .await?;
-    s.cli = s
-        .cli
-        .clone()
-        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
-    s.fake.set_fault_always(Some(Fault::Hang));
-    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
-    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
-    eventually(Duration::from_secs(20), "the run starting", || async {
-        Ok(run_field(&s, "status").await? == "running")
-    })
-    .await?;
+    let (s, mut daemon) = daemon_with_a_hanging_run().await?;
     let run_id = run_field(&s, "id").await?.as_i64().unwrap_or_default();
     // Its first import hangs at the fake, and its own database stalls too: the
     // run's row is locked, so even putting the cut-off run back blocks. Only
