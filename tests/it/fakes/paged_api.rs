@@ -76,12 +76,7 @@ impl PagedApiFake {
         let app = Router::new()
             .route("/contacts", get(contacts_page))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let server = tokio::spawn(async move {
-            // The server only ends when the fake is dropped (aborted).
-            let _ = axum::serve(listener, app).await;
-        });
+        let (addr, server) = super::serve(app).await?;
         Ok(Self {
             url: format!("http://{addr}/contacts"),
             shared,

@@ -2,7 +2,6 @@
 //! envelope format: a header line, then item header and payload lines) and
 //! keeps the event payloads it received.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -32,12 +31,8 @@ impl SentryFake {
         let app = Router::new()
             .route("/api/{project}/envelope/", post(envelope))
             .with_state(events.clone());
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let dsn = format!("http://fakepublickey@{}/42", listener.local_addr()?);
-        // Runs until the fake is dropped (aborted).
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (addr, server) = super::serve(app).await?;
+        let dsn = format!("http://fakepublickey@{addr}/42");
         Ok(Self {
             dsn,
             events,

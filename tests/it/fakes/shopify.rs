@@ -101,12 +101,7 @@ impl ShopifyFake {
         let app = Router::new()
             .route("/admin/api/{version}/graphql.json", post(graphql))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let server = tokio::spawn(async move {
-            // The server only ends when the fake is dropped (aborted).
-            let _ = axum::serve(listener, app).await;
-        });
+        let (addr, server) = super::serve(app).await?;
         Ok(Self {
             base_url: format!("http://{addr}"),
             shared,

@@ -2,7 +2,6 @@
 //! scripted statuses (200 once the script runs out).
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -58,12 +57,8 @@ impl WebhookReceiver {
         let app = Router::new()
             .route("/hook", post(receive))
             .with_state(inner.clone());
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let url = format!("http://{}/hook", listener.local_addr()?);
-        // Runs until the receiver is dropped (aborted).
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (addr, server) = super::serve(app).await?;
+        let url = format!("http://{addr}/hook");
         Ok(Self { url, inner, server })
     }
 
