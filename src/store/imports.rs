@@ -129,8 +129,17 @@ pub async fn finish_import_process(
             .bind(i64::from(process.records))
             .execute(&mut *tx)
             .await?;
+        // Its keys leave the ledger, whether completed one by one or as a batch.
         sqlx::query(
-            "DELETE FROM deliveries WHERE sync_id = $1 AND result @> jsonb_build_object('processId', $2::bigint)",
+            "WITH b AS (
+               DELETE FROM delivery_batches
+               WHERE sync_id = $1 AND result @> jsonb_build_object('processId', $2::bigint)
+               RETURNING id, sync_id, keys),
+             batched AS (
+               DELETE FROM deliveries d USING b
+               WHERE d.sync_id = b.sync_id AND d.key = ANY(b.keys) AND d.batch_id = b.id)
+             DELETE FROM deliveries
+             WHERE sync_id = $1 AND result @> jsonb_build_object('processId', $2::bigint)",
         )
         .bind(&process.sync_id)
         .bind(process.process_id)

@@ -156,28 +156,40 @@ pub async fn record_lease(
     Ok(())
 }
 
-/// Writes a run's counts and position after a clean batch.
-pub async fn record_progress(
+/// After a clean page: moves the sync's cursor, only if `fence` is still the
+/// newest issued (as `cursors::checkpoint_cursor`), and with it the run's
+/// counts and position — one statement, so one round trip and one commit.
+/// Returns whether the cursor moved; when it did not, nothing was written.
+pub async fn record_clean_page(
     pool: &PgPool,
     run_id: i64,
+    sync_id: &str,
+    fence: i64,
     counts: &RunCounts,
-    cursor_end: Option<&serde_json::Value>,
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "UPDATE runs SET records_read = $2, records_written = $3, records_replayed = $4, records_rejected = $5,
-                records_resent = $6, cursor_end = $7, heartbeat_at = now()
-         WHERE id = $1",
+    cursor: Option<&serde_json::Value>,
+) -> sqlx::Result<bool> {
+    sqlx::query_scalar(
+        "WITH moved AS (
+           UPDATE sync_cursors SET cursor = $8, fence = $3, run_id = $1, updated_at = now()
+           WHERE sync_id = $2 AND fence_issued = $3
+           RETURNING 1),
+         progress AS (
+           UPDATE runs SET records_read = $4, records_written = $5, records_replayed = $6,
+                  records_rejected = $7, records_resent = $9, cursor_end = $8, heartbeat_at = now()
+           WHERE id = $1 AND EXISTS (SELECT 1 FROM moved))
+         SELECT EXISTS (SELECT 1 FROM moved)",
     )
     .bind(run_id)
+    .bind(sync_id)
+    .bind(fence)
     .bind(counts.read)
     .bind(counts.written)
     .bind(counts.replayed)
     .bind(counts.rejected)
+    .bind(cursor.map(Json))
     .bind(counts.resent)
-    .bind(cursor_end.map(Json))
-    .execute(pool)
-    .await?;
-    Ok(())
+    .fetch_one(pool)
+    .await
 }
 
 /// The run proved itself alive (its lease was renewed).

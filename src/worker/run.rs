@@ -320,18 +320,26 @@ async fn page_loop(
     progress: &mut (dyn FnMut(&PageProgress) + Send),
 ) -> Result<RunOutcome, Stop> {
     let fingerprint = source.fingerprint();
+    let mut fetched = source.fetch_page(state.cursor.as_ref()).await;
     loop {
         if env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
             return Ok(RunOutcome::Stopped);
         }
-        let page = source.fetch_page(state.cursor.as_ref()).await?;
+        let page = fetched?;
         if page.records.is_empty() {
             return Ok(RunOutcome::Succeeded);
         }
         state.page += 1;
         let before = state.counts;
-        let rejected_all = deliver_page(
+        // A page that names no next cursor (the last page of a cursor API)
+        // keeps the cursor it was read from: the next run reads it again
+        // (replayed from the ledger) and goes on from there. Never back to
+        // the start.
+        let next = page.next_cursor.clone().or_else(|| state.cursor.clone());
+        // The next page is read while this one is delivered: reading moves
+        // nothing, and it is dropped unread if this page does not end clean.
+        let delivery = deliver_page(
             env,
             run,
             definition,
@@ -341,8 +349,16 @@ async fn page_loop(
             state.cursor.as_ref(),
             &page.records,
             &mut state.counts,
-        )
-        .await?;
+        );
+        let read_ahead = async {
+            if page.last {
+                None
+            } else {
+                Some(source.fetch_page(next.as_ref()).await)
+            }
+        };
+        let (delivered, read_ahead) = tokio::join!(delivery, read_ahead);
+        let rejected_all = delivered?;
         if rejected_all {
             return Err(Stop(
                 FailureCode::DestinationRejectedAll,
@@ -367,18 +383,19 @@ async fn page_loop(
                 ));
             }
         }
-        // A page that names no next cursor (the last page of a cursor API)
-        // keeps the cursor it was read from: the next run reads it again
-        // (replayed from the ledger) and goes on from there. Never back to
-        // the start.
-        let next = page.next_cursor.clone().or_else(|| state.cursor.clone());
-        if !cursors::checkpoint_cursor(&env.store, &run.sync_id, next.as_ref(), lease.fence, run.id)
-            .await?
+        if !runs::record_clean_page(
+            &env.store,
+            run.id,
+            &run.sync_id,
+            lease.fence,
+            &state.counts,
+            next.as_ref(),
+        )
+        .await?
         {
             return Err(lease_lost("a newer fence wrote the cursor"));
         }
         state.cursor = next;
-        runs::record_progress(&env.store, run.id, &state.counts, state.cursor.as_ref()).await?;
         info!(
             page = state.page,
             records = page.records.len(),
@@ -401,8 +418,9 @@ async fn page_loop(
             records: page.records.len(),
             counts: state.counts,
         });
-        if page.last {
-            return Ok(RunOutcome::Succeeded);
+        match read_ahead {
+            Some(result) => fetched = result,
+            None => return Ok(RunOutcome::Succeeded),
         }
     }
 }
@@ -535,19 +553,38 @@ async fn deliver_batch(
     rejections: &mut Vec<Rejection>,
 ) -> Result<usize, Stop> {
     let sync_id = run.sync_id.as_str();
+    let mut claimed_batch = None;
     let batch = if env.bench_without_ledger {
         batch
     } else {
-        let keys: Vec<Vec<u8>> = batch.iter().map(|p| p.key.0.to_vec()).collect();
-        let claimed =
-            match ledger::claim_keys(&env.store, sync_id, &keys, run.id, lease.fence).await? {
-                Claim::Fenced => {
-                    return Err(lease_lost(
-                        "a newer fence was issued before the records were claimed",
-                    ));
-                }
-                Claim::Claimed(claimed) => claimed,
-            };
+        let (again, fresh): (Vec<&Pending>, Vec<&Pending>) = batch.iter().partition(|p| p.suspect);
+        let keys = |items: Vec<&Pending>| -> Vec<Vec<u8>> {
+            items.into_iter().map(|p| p.key.0.to_vec()).collect()
+        };
+        let (fresh, again) = (keys(fresh), keys(again));
+        // One call for the whole batch: claim it as one, complete it as one.
+        let as_batch = destination.batch_size().is_none();
+        let claimed = match ledger::claim_keys(
+            &env.store,
+            sync_id,
+            &fresh,
+            &again,
+            run.id,
+            lease.fence,
+            as_batch,
+        )
+        .await?
+        {
+            Claim::Fenced => {
+                return Err(lease_lost(
+                    "a newer fence was issued before the records were claimed",
+                ));
+            }
+            Claim::Claimed { keys, batch } => {
+                claimed_batch = batch;
+                keys
+            }
+        };
         let claimed: HashMap<Vec<u8>, i32> = claimed.into_iter().collect();
         // A key completed by someone else between lookup and claim is not sent.
         counts.replayed += (batch.len() - claimed.len()) as i64;
@@ -591,7 +628,19 @@ async fn deliver_batch(
     }
     if !env.bench_without_ledger {
         if !done_keys.is_empty() {
-            ledger::complete_keys(&env.store, sync_id, &done_keys, &done_results).await?;
+            // Every record of a claimed batch delivered with one answer (an
+            // import's processId): one row completes them all.
+            match claimed_batch {
+                Some(id)
+                    if done_keys.len() == batch.len()
+                        && done_results.iter().all(|r| r == &done_results[0]) =>
+                {
+                    ledger::complete_batch(&env.store, id, &done_results[0]).await?;
+                }
+                _ => {
+                    ledger::complete_keys(&env.store, sync_id, &done_keys, &done_results).await?;
+                }
+            }
             // Asynchronous imports (Brevo's processId) are followed up by the
             // sweeper: only the process says whether the rows arrived.
             let mut processes: Vec<(i64, i32)> = Vec::new();

@@ -259,11 +259,12 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
     }
     for sync in [SYNC_ID, SINGLE_ID] {
         let keys = keys_by_email(&s, sync).await?;
-        let ledger: Vec<(Vec<u8>, String, Option<chrono::DateTime<chrono::Utc>>)> =
-            sqlx::query_as("SELECT key, status, completed_at FROM deliveries WHERE sync_id = $1")
-                .bind(sync)
-                .fetch_all(&s.db.pool)
-                .await?;
+        let ledger: Vec<(Vec<u8>, String, Option<chrono::DateTime<chrono::Utc>>)> = sqlx::query_as(
+            "SELECT key, status, completed_at FROM delivery_states WHERE sync_id = $1",
+        )
+        .bind(sync)
+        .fetch_all(&s.db.pool)
+        .await?;
         let ledger: HashMap<Vec<u8>, (String, Option<chrono::DateTime<chrono::Utc>>)> = ledger
             .into_iter()
             .map(|(k, st, at)| (k, (st, at)))

@@ -8,6 +8,7 @@ async fn counts(s: &Scenario) -> anyhow::Result<Vec<i64>> {
     for table in [
         "runs",
         "deliveries",
+        "delivery_batches",
         "rejected_records",
         "audit_log",
         "alerts",

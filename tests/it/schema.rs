@@ -121,6 +121,18 @@ async fn the_schema_has_every_table_and_column_the_design_names() -> anyhow::Res
                 "fence",
                 "claimed_at",
                 "completed_at",
+                "batch_id",
+            ],
+        ),
+        (
+            "delivery_batches",
+            &[
+                "sync_id",
+                "run_id",
+                "keys",
+                "result",
+                "created_at",
+                "completed_at",
             ],
         ),
         (

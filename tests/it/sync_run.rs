@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::fakes::brevo::Fault;
-use crate::helpers::scenario::{Scenario, SyncOptions};
+use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
 
 const LEASE_LOST: &str =
     "The run lost its slot part-way through and stopped to avoid writing twice.";
@@ -418,7 +418,7 @@ async fn delivery_keys_hold_no_email_or_source_value() -> anyhow::Result<()> {
         );
     }
     let completed: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM deliveries WHERE status = 'completed' AND result ? 'processId'",
+        "SELECT count(*) FROM delivery_states WHERE status = 'completed' AND result ? 'processId'",
     )
     .fetch_one(&s.db.pool)
     .await?;
@@ -431,7 +431,12 @@ async fn delivery_keys_hold_no_email_or_source_value() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ledger_purge_deletes_only_completed_keys_past_retention() -> anyhow::Result<()> {
-    let s = Scenario::new(SyncOptions::default()).await?;
+    // Per-record destinations complete keys one by one.
+    let s = Scenario::new(SyncOptions {
+        mode: "single",
+        ..SyncOptions::default()
+    })
+    .await?;
     s.run_foreground().await?.ok()?;
     sqlx::query("UPDATE deliveries SET completed_at = now() - interval '8 days' WHERE key IN (SELECT key FROM deliveries LIMIT 12)")
         .execute(&s.db.pool)
@@ -447,5 +452,55 @@ async fn ledger_purge_deletes_only_completed_keys_past_retention() -> anyhow::Re
         .fetch_one(&s.db.pool)
         .await?;
     assert_eq!(left, 18);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ledger_purge_deletes_completed_bulk_batches_past_retention() -> anyhow::Result<()> {
+    // A bulk import completes its page's keys as one batch (3 pages of 10).
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.run_foreground().await?.ok()?;
+    let batches: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM delivery_batches WHERE completed_at IS NOT NULL AND cardinality(keys) = 10",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    assert_eq!(batches, 3);
+    let per_key: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE status = 'completed'")
+            .fetch_one(&s.db.pool)
+            .await?;
+    assert_eq!(per_key, 0, "bulk keys are completed through their batch");
+    // One old batch, and one old batch that never completed (a failed call):
+    // its keys stay, pending, and the batch row goes.
+    sqlx::query(
+        "UPDATE delivery_batches SET completed_at = now() - interval '8 days'
+         WHERE id = (SELECT min(id) FROM delivery_batches)",
+    )
+    .execute(&s.db.pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO delivery_batches (sync_id, keys, created_at)
+         VALUES ($1, '{}', now() - interval '8 days')",
+    )
+    .bind(SYNC_ID)
+    .execute(&s.db.pool)
+    .await?;
+    let out = s.cli.run(&["ledger", "purge"]).await?.ok()?;
+    assert!(
+        out.stdout
+            .starts_with("Deleted 10 completed delivery key(s)"),
+        "{}",
+        out.stdout
+    );
+    let left: Vec<(String, i64)> =
+        sqlx::query_as("SELECT status, count(*) FROM delivery_states GROUP BY status")
+            .fetch_all(&s.db.pool)
+            .await?;
+    assert_eq!(left, vec![("completed".to_string(), 20)]);
+    let batches_left: i64 = sqlx::query_scalar("SELECT count(*) FROM delivery_batches")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(batches_left, 2);
     Ok(())
 }
