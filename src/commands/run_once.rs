@@ -12,7 +12,9 @@ use crate::failure::FailureCode;
 use crate::lease::{LeaseManager, clear_liveness, connect_redis, refresh_liveness};
 use crate::store::runs::{self, Executor, RunCounts};
 use crate::store::syncs;
-use crate::worker::{PageProgress, RunEnv, RunOutcome, RunReport, execute_run, record_outcome};
+use crate::worker::{
+    PageProgress, Recorded, RunEnv, RunOutcome, RunReport, execute_run, record_outcome,
+};
 
 pub async fn enqueue(settings: &Settings, pool: &PgPool, id: &str) -> anyhow::Result<()> {
     let max_attempts = i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX);
@@ -116,7 +118,7 @@ pub async fn foreground(
         lease: None,
     };
     let alerter = crate::alerts::Alerter::new(pool.clone(), &settings.alerts);
-    record_outcome(
+    let recorded = record_outcome(
         &alerter,
         &run,
         &report,
@@ -130,9 +132,21 @@ pub async fn foreground(
     {
         tracing::warn!(error = %e, "Releasing the lease failed; it expires on its own");
     }
-    if report.outcome == RunOutcome::Succeeded {
-        crate::deadman::on_success(&alerter, &redis, &prefix, &run.workspace_id, &run.sync_id)
-            .await?;
+    if let Recorded::Finished {
+        status: "succeeded",
+        closed_incidents,
+        ..
+    } = &recorded
+    {
+        crate::deadman::on_success(
+            &alerter,
+            &redis,
+            &prefix,
+            &run.workspace_id,
+            &run.sync_id,
+            closed_incidents,
+        )
+        .await?;
     }
     let summary = format!(
         "{} read, {} written, {} replayed, {} rejected, {} re-sent",

@@ -182,13 +182,15 @@ async fn judge(
 }
 
 /// The success path of a run: ends the silence of its sync and its workspace,
-/// deleting their markers, closing their incidents and sending a recovery notice.
+/// deleting their markers and sending a recovery notice for each incident the
+/// run's finish closed (`store::runs::finish_run` closes them in its statement).
 pub async fn on_success(
     alerter: &Alerter,
     redis: &Pool,
     prefix: &str,
     workspace: &str,
     sync_id: &str,
+    closed: &[deadman::IncidentRow],
 ) -> anyhow::Result<usize> {
     let mut conn = redis.get().await?;
     let _: i64 = conn
@@ -197,8 +199,7 @@ pub async fn on_success(
             marker(prefix, &format!("sync:{sync_id}")),
         ])
         .await?;
-    let closed = deadman::close_incidents(alerter.store(), workspace, sync_id).await?;
-    for incident in &closed {
+    for incident in closed {
         let subject = match &incident.sync_id {
             Some(id) => format!("Sync {id}"),
             None => format!("Workspace {}", incident.workspace_id),

@@ -122,6 +122,27 @@ impl LeaseManager {
         store: &PgPool,
         sync_id: &str,
     ) -> Result<Option<Lease>, LeaseError> {
+        let taken = self
+            .acquire_with(sync_id, |_| async {
+                Ok((cursors::issue_fence(store, sync_id).await?, ()))
+            })
+            .await?;
+        Ok(taken.map(|(lease, ())| lease))
+    }
+
+    /// Takes the lease if it is free, then runs `begin` with the lease's value:
+    /// one store statement that issues the fence (returned first) and may do
+    /// more in the same round trip (a run records its lease and reads its
+    /// cursor). If `begin` fails the lease is given back at once.
+    pub async fn acquire_with<T, F, Fut>(
+        &self,
+        sync_id: &str,
+        begin: F,
+    ) -> Result<Option<(Lease, T)>, LeaseError>
+    where
+        F: FnOnce(String) -> Fut,
+        Fut: std::future::Future<Output = sqlx::Result<(i64, T)>>,
+    {
         let token = Uuid::new_v4().simple().to_string();
         let value = format!("{}/{token}", self.boot_id.simple());
         let mut conn = self.pool.get().await?;
@@ -133,17 +154,18 @@ impl LeaseManager {
             .arg(ttl_millis(self.ttl))
             .query_async(&mut conn)
             .await?;
+        drop(conn);
         if set.is_none() {
             return Ok(None);
         }
         let lease = Lease {
             sync_id: sync_id.to_owned(),
-            value,
+            value: value.clone(),
             token,
             fence: 0,
         };
-        match cursors::issue_fence(store, sync_id).await {
-            Ok(fence) => Ok(Some(Lease { fence, ..lease })),
+        match begin(value).await {
+            Ok((fence, more)) => Ok(Some((Lease { fence, ..lease }, more))),
             Err(e) => {
                 // Without a fence the lease is useless: give it back at once rather
                 // than block the sync for a whole TTL. The store error is what matters.

@@ -1,7 +1,7 @@
 //! Dead-man queries: who is active, what ran, and the incidents opened.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, PgPool};
 
 /// An active sync with what the dead-man check needs.
@@ -84,7 +84,7 @@ pub async fn close_incidents(
     .await
 }
 
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, FromRow)]
 pub struct IncidentRow {
     pub id: i64,
     pub scope: String,

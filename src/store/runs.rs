@@ -5,6 +5,8 @@ use serde::Serialize;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
+use super::deadman::IncidentRow;
+
 /// A run as stored.
 #[derive(Debug, Clone, Serialize, FromRow)]
 pub struct RunRow {
@@ -130,30 +132,36 @@ pub async fn create_claimed_run(
     .await
 }
 
-/// Records the lease a run took (its token, for breaking it if the run dies,
-/// and its fence) and where it starts, with a `lease` event: from then until
-/// its end (or re-queue) the run holds the sync.
-pub async fn record_lease(
+/// A run took its sync's lease (`lease_value`): issues the next fence, records
+/// the lease and the starting cursor on the run (with a `lease` event) and
+/// returns the fence and the saved cursor — one statement, one round trip.
+pub async fn begin_leased_run(
     pool: &PgPool,
     run_id: i64,
-    lease_token: &str,
-    fence: i64,
-    cursor_start: Option<&serde_json::Value>,
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "WITH held AS (
-           UPDATE runs SET lease_token = $2, fence = $3, cursor_start = $4, cursor_end = $4, heartbeat_at = now()
-           WHERE id = $1 RETURNING id)
-         INSERT INTO run_events (run_id, kind, detail)
-         SELECT id, 'lease', jsonb_build_object('fence', $3::bigint) FROM held",
+    sync_id: &str,
+    lease_value: &str,
+) -> sqlx::Result<(i64, Option<serde_json::Value>)> {
+    let (fence, cursor): (i64, Option<Json<serde_json::Value>>) = sqlx::query_as(
+        "WITH f AS (
+           INSERT INTO sync_cursors (sync_id, fence_issued) VALUES ($2, 1)
+           ON CONFLICT (sync_id) DO UPDATE SET fence_issued = sync_cursors.fence_issued + 1
+           RETURNING fence_issued, cursor),
+         held AS (
+           UPDATE runs SET lease_token = $3, fence = f.fence_issued, cursor_start = f.cursor,
+                  cursor_end = f.cursor, heartbeat_at = now()
+           FROM f WHERE id = $1
+           RETURNING id, f.fence_issued),
+         event AS (
+           INSERT INTO run_events (run_id, kind, detail)
+           SELECT id, 'lease', jsonb_build_object('fence', fence_issued) FROM held)
+         SELECT fence_issued, cursor FROM f",
     )
     .bind(run_id)
-    .bind(lease_token)
-    .bind(fence)
-    .bind(cursor_start.map(Json))
-    .execute(pool)
+    .bind(sync_id)
+    .bind(lease_value)
+    .fetch_one(pool)
     .await?;
-    Ok(())
+    Ok((fence, cursor.map(|c| c.0)))
 }
 
 /// After a clean page: moves the sync's cursor, only if `fence` is still the
@@ -206,7 +214,9 @@ pub async fn touch_heartbeat(pool: &PgPool, run_id: i64) -> sqlx::Result<()> {
 /// caller working from an old view (a sweeper that saw a claim which has since
 /// been put back and claimed again) changes nothing. The end goes into the
 /// run's timeline (kind = `status`, with `event` as its detail) in the same
-/// statement. Returns whether it did.
+/// statement. A success also closes the open dead-man incidents of the sync
+/// and its workspace, still in that statement. Returns `None` when the run
+/// was not in that claim any more, else the incidents it closed.
 pub async fn finish_run(
     pool: &PgPool,
     run: &RunRow,
@@ -214,15 +224,23 @@ pub async fn finish_run(
     counts: &RunCounts,
     failure: Option<(&str, &str)>,
     event: &serde_json::Value,
-) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+) -> sqlx::Result<Option<Vec<IncidentRow>>> {
+    let closed: Option<Json<Vec<IncidentRow>>> = sqlx::query_scalar(
         "WITH ended AS (
            UPDATE runs SET status = $2, finished_at = now(), records_read = $3, records_written = $4,
                   records_replayed = $5, records_rejected = $6, records_resent = $7,
                   failure_code = $8, failure_detail = $9
            WHERE id = $1 AND status = 'running' AND started_at IS NOT DISTINCT FROM $10
-           RETURNING id)
-         INSERT INTO run_events (run_id, kind, detail) SELECT id, $2, $11 FROM ended",
+           RETURNING id, workspace_id, sync_id, status),
+         event AS (
+           INSERT INTO run_events (run_id, kind, detail) SELECT id, $2, $11 FROM ended),
+         closed AS (
+           UPDATE deadman_incidents i SET closed_at = now()
+           FROM ended e
+           WHERE e.status = 'succeeded' AND i.closed_at IS NULL AND i.workspace_id = e.workspace_id
+             AND (i.scope = 'workspace' OR i.sync_id = e.sync_id)
+           RETURNING i.*)
+         SELECT coalesce((SELECT jsonb_agg(to_jsonb(c)) FROM closed c), '[]'::jsonb) FROM ended",
     )
     .bind(run.id)
     .bind(status)
@@ -235,9 +253,9 @@ pub async fn finish_run(
     .bind(failure.map(|f| f.1))
     .bind(run.started_at)
     .bind(Json(event))
-    .execute(pool)
+    .fetch_optional(pool)
     .await?;
-    Ok(done.rows_affected() == 1)
+    Ok(closed.map(|c| c.0))
 }
 
 /// Appends to a run's timeline.
@@ -286,13 +304,24 @@ pub async fn enqueue_run(
     Ok((existing, false))
 }
 
+/// A claimed run with its sync's stored definition (absent if the sync is gone).
+#[derive(Debug, Clone, FromRow)]
+pub struct ClaimedRun {
+    #[sqlx(flatten)]
+    pub run: RunRow,
+    pub sync_definition: Option<Json<serde_json::Value>>,
+}
+
 /// Claims the oldest due queued run for `executor`: one short transaction that
 /// sets it `running` and spends an attempt before anything external happens.
-pub async fn claim_next_run(pool: &PgPool, executor: &Executor) -> sqlx::Result<Option<RunRow>> {
+pub async fn claim_next_run(
+    pool: &PgPool,
+    executor: &Executor,
+) -> sqlx::Result<Option<ClaimedRun>> {
     // One statement, so one round trip: the CTE keeps LIMIT 1 honoured under
-    // SKIP LOCKED (crates.io worker style), and the claim and its timeline
-    // event commit together.
-    sqlx::query_as::<_, RunRow>(
+    // SKIP LOCKED (crates.io worker style), the claim and its timeline event
+    // commit together, and the sync's definition comes along.
+    sqlx::query_as::<_, ClaimedRun>(
         "WITH next AS (
            SELECT id FROM runs WHERE status = 'queued' AND scheduled_at <= now()
            ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),
@@ -304,7 +333,8 @@ pub async fn claim_next_run(pool: &PgPool, executor: &Executor) -> sqlx::Result<
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
            SELECT id, 'claimed', jsonb_build_object('attempt', attempt, 'worker', $1::text) FROM claimed)
-         SELECT * FROM claimed",
+         SELECT c.*, s.definition AS sync_definition
+         FROM claimed c LEFT JOIN syncs s ON s.id = c.sync_id",
     )
     .bind(&executor.worker_id)
     .bind(executor.boot_id)

@@ -108,7 +108,7 @@ async fn put_back(
         // Its last attempt died with it: the attempt was spent at the claim.
         let detail = format!("the worker died during the last attempt ({reason})");
         // Another daemon's sweeper may have got there first.
-        if !runs::finish_run(
+        if runs::finish_run(
             &daemon.store,
             run,
             "failed",
@@ -117,6 +117,7 @@ async fn put_back(
             &serde_json::json!({"failure_code": "interrupted", "reason": reason}),
         )
         .await?
+        .is_none()
         {
             return Ok(());
         }

@@ -16,6 +16,8 @@ pub enum Recorded {
     Finished {
         status: &'static str,
         failure: Option<FailureCode>,
+        /// Dead-man incidents a success closed (for their recovery notices).
+        closed_incidents: Vec<crate::store::deadman::IncidentRow>,
     },
     Requeued {
         due_in: Duration,
@@ -67,7 +69,7 @@ pub async fn record_outcome(
     }
     if let Recorded::Finished {
         status: "failed", ..
-    } = recorded
+    } = &recorded
     {
         // The breaker reads what was just recorded; its own failure must not
         // hide the run's outcome.
@@ -162,9 +164,11 @@ async fn finish(
 ) -> sqlx::Result<Recorded> {
     let failure_ref = failure.as_ref().map(|(c, d)| (c.as_str(), d.as_str()));
     let event = serde_json::json!({"failure_code": failure.as_ref().map(|f| f.0)});
-    if !runs::finish_run(store, run, status, counts, failure_ref, &event).await? {
+    let Some(closed_incidents) =
+        runs::finish_run(store, run, status, counts, failure_ref, &event).await?
+    else {
         return Ok(Recorded::Superseded);
-    }
+    };
     metrics::counter!(
         "syncward_runs_finished_total",
         "outcome" => status,
@@ -174,6 +178,7 @@ async fn finish(
     Ok(Recorded::Finished {
         status,
         failure: failure.map(|f| f.0),
+        closed_incidents,
     })
 }
 

@@ -15,13 +15,13 @@ use super::outcome::{Recorded, record_outcome};
 use super::run::{RunEnv, RunOutcome, RunReport, execute_run};
 use crate::alerts::Alerter;
 use crate::config::Settings;
+use crate::config::SyncDefinition;
 use crate::destination::RetryPolicy;
 use crate::failure::FailureCode;
 use crate::lease::LeaseManager;
 use crate::shutdown::Shutdown;
 use crate::source::postgres::PostgresSourcePools;
-use crate::store::runs::{self, Executor, RunCounts, RunRow};
-use crate::store::syncs;
+use crate::store::runs::{self, ClaimedRun, Executor, RunCounts, RunRow};
 
 /// Wait between tries to record a run's outcome while the store is away.
 const RECORD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -112,7 +112,7 @@ async fn worker_loop(daemon: Daemon, executor: Executor, wake: Arc<Notify>, shut
         // Registered before the query, so a NOTIFY that lands in between is not lost.
         let notified = wake.notified();
         match runs::claim_next_run(&daemon.store, &executor).await {
-            Ok(Some(run)) => process(&daemon, run, &shutdown).await,
+            Ok(Some(claimed)) => process(&daemon, claimed, &shutdown).await,
             Ok(None) => {
                 tokio::select! {
                     _ = notified => {}
@@ -131,14 +131,18 @@ async fn worker_loop(daemon: Daemon, executor: Executor, wake: Arc<Notify>, shut
     }
 }
 
-async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
+async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
+    let ClaimedRun {
+        run,
+        sync_definition,
+    } = claimed;
     let span =
         info_span!("claimed", run.id = run.id, sync.id = %run.sync_id, attempt = run.attempt);
     async {
-        let definition = match syncs::get_sync(&daemon.store, &run.sync_id).await {
-            Ok(Some(sync)) => sync.definition().map_err(|e| format!("the stored definition no longer validates: {e}")),
-            Ok(None) => Err("the sync no longer exists".to_string()),
-            Err(e) => Err(format!("reading the sync failed: {e}")),
+        let definition = match sync_definition {
+            Some(stored) => serde_json::from_value::<SyncDefinition>(stored.0)
+                .map_err(|e| format!("the stored definition no longer validates: {e}")),
+            None => Err("the sync no longer exists".to_string()),
         };
         let report = match definition {
             Err(detail) => RunReport {
@@ -203,7 +207,7 @@ async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
             warn!(error = %e, "Releasing the lease failed; it expires on its own");
         }
         match recorded {
-            Ok(Recorded::Finished { status, failure }) => {
+            Ok(Recorded::Finished { status, failure, closed_incidents }) => {
                 info!(status, failure = ?failure, "Run finished");
                 if status == "succeeded"
                     && let Err(e) = crate::deadman::on_success(
@@ -212,6 +216,7 @@ async fn process(daemon: &Daemon, run: RunRow, shutdown: &Shutdown) {
                         &daemon.settings.redis.key_prefix,
                         &run.workspace_id,
                         &run.sync_id,
+                        &closed_incidents,
                     )
                     .await
                 {

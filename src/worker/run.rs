@@ -152,8 +152,16 @@ pub async fn execute_run(
             Ok(d) => d,
             Err(e) => return failed_before_start(Stop::from(e)),
         };
-        let lease = match env.leases.acquire(&env.store, &run.sync_id).await {
-            Ok(Some(lease)) => lease,
+        // The lease, then in one statement the fence, the lease recorded on
+        // the run, and the saved cursor.
+        let taken = env
+            .leases
+            .acquire_with(&run.sync_id, |value| async move {
+                runs::begin_leased_run(&env.store, run.id, &run.sync_id, &value).await
+            })
+            .await;
+        let (lease, start) = match taken {
+            Ok(Some(taken)) => taken,
             Ok(None) => {
                 info!("Lease busy; skipping");
                 return RunReport {
@@ -170,11 +178,13 @@ pub async fn execute_run(
                 ));
             }
         };
+        info!(fence = lease.fence, cursor = ?start, "Run started");
         let mut report = run_with_lease(
             env,
             run,
             definition,
             &lease,
+            start,
             &mut source,
             &destination,
             progress,
@@ -199,32 +209,18 @@ fn failed_before_start(stop: Stop) -> RunReport {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_with_lease(
     env: &RunEnv,
     run: &RunRow,
     definition: &SyncDefinition,
     lease: &Lease,
+    start: Option<Value>,
     source: &mut AnySource,
     destination: &AnyDestination,
     progress: &mut (dyn FnMut(&PageProgress) + Send),
 ) -> RunReport {
     let lost = Arc::new(AtomicBool::new(false));
-    let start = match cursors::get_cursor(&env.store, &run.sync_id).await {
-        Ok(row) => row.and_then(|r| r.cursor.map(|c| c.0)),
-        Err(e) => return failed_before_start(e.into()),
-    };
-    if let Err(e) = runs::record_lease(
-        &env.store,
-        run.id,
-        &lease.value,
-        lease.fence,
-        start.as_ref(),
-    )
-    .await
-    {
-        return failed_before_start(e.into());
-    }
-    info!(fence = lease.fence, cursor = ?start, "Run started");
     let mut state = LoopState {
         counts: RunCounts::default(),
         cursor: start,

@@ -1,5 +1,8 @@
-//! `PostgresSource`: keyset pages over the operator's query, read in a READ
-//! ONLY transaction with a statement timeout.
+//! `PostgresSource`: keyset pages over the operator's query, each one statement
+//! on a connection whose transactions are all READ ONLY, with a statement
+//! timeout (see `pools`). A query cannot write by mistake: an INSERT, or a
+//! function that writes, fails. (Its author could still switch read-only off
+//! on purpose with `set_config` inside the query; use a read-only role.)
 //!
 //! Paging: rows are ordered by the cursor column in SQL (so an index on it
 //! serves the page), and rows sharing a cursor value are then ordered by their
@@ -14,7 +17,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection, PgPool, Postgres, Row};
+use sqlx::{PgPool, Postgres, Row};
 
 use super::config::PostgresSourceConfig;
 use super::pools::PostgresSourcePools;
@@ -80,7 +83,7 @@ impl PostgresSource {
             .map_err(|e| SourceError::InvalidConfig(format!("not a Postgres URL: {e}")))?;
         Ok(Self {
             config: config.clone(),
-            pool: pools.pool(url, &options),
+            pool: pools.pool(url, &options, config.statement_timeout),
             connection: None,
         })
     }
@@ -129,7 +132,6 @@ impl PostgresSource {
             None => None,
         };
         let page_size = self.config.page_size as usize;
-        let timeout_ms = self.config.statement_timeout.as_millis();
         let fetch_limit = i64::try_from(page_size + 1).unwrap_or(i64::MAX);
         let config = self.config.clone();
         let sql = page_sql(
@@ -139,21 +141,12 @@ impl PostgresSource {
             false,
         );
         let conn = self.connection().await?;
-        // READ ONLY: the query cannot write, whatever it says. UTC: timestamp
-        // cursors round-trip through text the same way every time. One round
-        // trip: the settings travel with the BEGIN.
-        let mut tx = conn
-            .begin_with(sqlx::AssertSqlSafe(format!(
-                "BEGIN READ ONLY; SET LOCAL statement_timeout = {timeout_ms}; SET LOCAL TimeZone = 'UTC'"
-            )))
-            .await
-            .map_err(classify_query_error)?;
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some((_, value)) = &cursor {
             query = query.bind(value.clone());
         }
         let rows = query
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **conn)
             .await
             .map_err(classify_query_error)?;
         let mut rows = rows
@@ -180,7 +173,7 @@ impl PostgresSource {
                     true,
                 )))
                 .bind(&boundary)
-                .fetch_all(&mut *tx)
+                .fetch_all(&mut **conn)
                 .await
                 .map_err(classify_query_error)?;
                 for row in group {
@@ -188,7 +181,6 @@ impl PostgresSource {
                 }
             }
         }
-        tx.commit().await.map_err(classify_io_error)?;
         order_ties(&mut rows);
         let next_cursor = match rows.last() {
             Some(r) => {
@@ -317,16 +309,6 @@ fn is_transient(db: &dyn sqlx::error::DatabaseError) -> bool {
             || code == "40001"
             || code == "40P01"
     })
-}
-
-fn classify_io_error(e: sqlx::Error) -> SourceError {
-    match e {
-        sqlx::Error::Database(db) if is_transient(db.as_ref()) => {
-            SourceError::Unreachable(format!("the source database went away: {}", db.message()))
-        }
-        sqlx::Error::Database(db) => SourceError::Query(db.message().to_string()),
-        other => SourceError::Unreachable(format!("the source connection failed: {other}")),
-    }
 }
 
 fn classify_query_error(e: sqlx::Error) -> SourceError {

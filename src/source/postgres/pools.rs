@@ -1,6 +1,11 @@
 //! `PostgresSourcePools`: connections to source databases, shared by every run
-//! in a process. One small lazy pool per source URL, so a schedule of many
-//! short runs does not fork a new backend on the customer's server each time.
+//! in a process. One small lazy pool per source URL (and statement timeout),
+//! so a schedule of many short runs does not fork a new backend on the
+//! customer's server each time.
+//!
+//! Every connection starts read-only, in UTC and with the statement timeout,
+//! as startup parameters: a page is then one statement, one round trip, with no
+//! BEGIN/COMMIT around it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,20 +27,38 @@ pub struct PostgresSourcePools {
 }
 
 impl PostgresSourcePools {
-    /// The pool for `url`, created (without connecting) on first use.
-    pub fn pool(&self, url: &str, options: &PgConnectOptions) -> PgPool {
+    /// The pool for `url` with this statement timeout, created (without
+    /// connecting) on first use.
+    pub fn pool(
+        &self,
+        url: &str,
+        options: &PgConnectOptions,
+        statement_timeout: Duration,
+    ) -> PgPool {
+        let timeout_ms = statement_timeout.as_millis().to_string();
         // A poisoned lock only means another thread panicked while inserting;
         // the map itself is still whole.
         let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
         pools
-            .entry(url.to_string())
+            .entry(format!("{url}\n{timeout_ms}"))
             .or_insert_with(|| {
+                // Read-only for every transaction: the query cannot write,
+                // whatever it says. UTC: timestamp cursors round-trip through
+                // text the same way every time.
+                let options = options.clone().options([
+                    ("default_transaction_read_only", "on"),
+                    ("statement_timeout", timeout_ms.as_str()),
+                    ("TimeZone", "UTC"),
+                ]);
                 PgPoolOptions::new()
                     .max_connections(MAX_PER_SOURCE)
                     .min_connections(0)
                     .idle_timeout(Some(IDLE_TIMEOUT))
                     .acquire_timeout(ACQUIRE_TIMEOUT)
-                    .connect_lazy_with(options.clone())
+                    // No ping per page: a dead connection fails the page as
+                    // `source_unreachable` (retried) and is dropped.
+                    .test_before_acquire(false)
+                    .connect_lazy_with(options)
             })
             .clone()
     }
