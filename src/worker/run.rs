@@ -30,7 +30,7 @@ use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
 use crate::mapping::map_record;
 use crate::source::postgres::PostgresSourcePools;
-use crate::source::{AnySource, Source, SourceError};
+use crate::source::{AnySource, Page, Source, SourceError};
 use crate::store::cursors;
 use crate::store::imports;
 use crate::store::ledger::{self, Claim, Rejection};
@@ -316,53 +316,70 @@ async fn page_loop(
     progress: &mut (dyn FnMut(&PageProgress) + Send),
 ) -> Result<RunOutcome, Stop> {
     let fingerprint = source.fingerprint();
-    let mut fetched = source.fetch_page(state.cursor.as_ref()).await;
+    // Three pages in flight: page N is sent while page N+1 (already read) is
+    // keyed and looked up in the ledger and page N+2 is read. All of that only
+    // reads, so it is simply dropped if page N does not end clean; claiming
+    // (which spends attempts) waits until page N is done.
+    let first = source.fetch_page(state.cursor.as_ref()).await?;
+    let at = following_cursor(&first, state.cursor.as_ref());
+    let mut following = read_following(source, at).await;
+    let mut ahead: Result<PreparedPage, SourceError> = Ok(prepare_page(
+        env,
+        run,
+        definition,
+        &fingerprint,
+        state.cursor.as_ref(),
+        first,
+    )
+    .await?);
     loop {
         if env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
             return Ok(RunOutcome::Stopped);
         }
-        let page = fetched?;
-        if page.records.is_empty() {
+        let prepared = ahead?;
+        if prepared.records == 0 {
             return Ok(RunOutcome::Succeeded);
         }
         state.page += 1;
         let before = state.counts;
+        let records = prepared.records;
         // A page that names no next cursor (the last page of a cursor API)
         // keeps the cursor it was read from: the next run reads it again
         // (replayed from the ledger) and goes on from there. Never back to
         // the start.
-        let next = page.next_cursor.clone().or_else(|| state.cursor.clone());
-        // The next page is read while this one is delivered: reading moves
-        // nothing, and it is dropped unread if this page does not end clean.
-        let delivery = deliver_page(
-            env,
-            run,
-            definition,
-            lease,
-            destination,
-            &fingerprint,
-            state.cursor.as_ref(),
-            &page.records,
-            &mut state.counts,
-        );
-        let read_ahead = async {
-            if page.last {
-                None
-            } else {
-                Some(source.fetch_page(next.as_ref()).await)
+        let next = prepared
+            .next_cursor
+            .clone()
+            .or_else(|| state.cursor.clone());
+        let delivery = send_page(env, run, lease, destination, prepared, &mut state.counts);
+        let (next_page, after) = match following.take() {
+            Some(Ok(page)) => {
+                let after = read_following(source, following_cursor(&page, next.as_ref()));
+                (Some(Ok(page)), Some(after))
             }
+            Some(Err(e)) => (Some(Err(e)), None),
+            None => (None, None),
+        };
+        let read_ahead = async {
+            let prepared = match next_page? {
+                Ok(page) => prepare_page(env, run, definition, &fingerprint, next.as_ref(), page)
+                    .await
+                    .map_err(Ok),
+                Err(e) => Err(Err(e)),
+            };
+            let after = match after {
+                Some(after) => after.await,
+                None => None,
+            };
+            Some((prepared, after))
         };
         let (delivered, read_ahead) = tokio::join!(delivery, read_ahead);
         let rejected_all = delivered?;
         if rejected_all {
             return Err(Stop(
                 FailureCode::DestinationRejectedAll,
-                format!(
-                    "all {} records of page {} were rejected",
-                    page.records.len(),
-                    state.page
-                ),
+                format!("all {records} records of page {} were rejected", state.page),
             ));
         }
         // The page is clean: prove we still own the sync, then move the cursor.
@@ -394,7 +411,7 @@ async fn page_loop(
         state.cursor = next;
         info!(
             page = state.page,
-            records = page.records.len(),
+            records,
             written = state.counts.written - before.written,
             replayed = state.counts.replayed - before.replayed,
             rejected = state.counts.rejected - before.rejected,
@@ -411,13 +428,20 @@ async fn page_loop(
             .increment(delta(state.counts.resent, before.resent));
         progress(&PageProgress {
             page: state.page,
-            records: page.records.len(),
+            records,
             counts: state.counts,
         });
-        match read_ahead {
-            Some(result) => fetched = result,
-            None => return Ok(RunOutcome::Succeeded),
-        }
+        let Some((prepared, after)) = read_ahead else {
+            return Ok(RunOutcome::Succeeded);
+        };
+        ahead = match prepared {
+            Ok(prepared) => Ok(prepared),
+            // A store error while looking the next page up fails the run
+            // now; a source error is that page's (raised when it is due).
+            Err(Ok(stop)) => return Err(stop),
+            Err(Err(source_error)) => Err(source_error),
+        };
+        following = after;
     }
 }
 
@@ -429,24 +453,54 @@ struct Pending {
     suspect: bool,
 }
 
-/// Delivers one page; returns true when every record of it was rejected.
-#[allow(clippy::too_many_arguments)]
-async fn deliver_page(
+/// Where the page after `page` (read from `read_from`) starts; `None` after
+/// the last page.
+fn following_cursor(page: &Page, read_from: Option<&Value>) -> Option<Option<Value>> {
+    if page.last || page.records.is_empty() {
+        return None;
+    }
+    Some(page.next_cursor.clone().or_else(|| read_from.cloned()))
+}
+
+/// Reads the page at `at` (see `following_cursor`).
+async fn read_following(
+    source: &mut AnySource,
+    at: Option<Option<Value>>,
+) -> Option<Result<Page, SourceError>> {
+    let at = at?;
+    Some(source.fetch_page(at.as_ref()).await)
+}
+
+/// A page read, keyed, mapped and looked up in the ledger; nothing written.
+struct PreparedPage {
+    records: usize,
+    next_cursor: Option<Value>,
+    /// Records the ledger already holds as `completed`.
+    replayed: i64,
+    /// Refused before any call: unmappable, or out of attempts.
+    rejections: Vec<Rejection>,
+    /// How many of `rejections` ran out of attempts.
+    exhausted: usize,
+    /// Left `pending` by an earlier run: outcome unknown.
+    suspects: Vec<Pending>,
+    fresh: Vec<Pending>,
+}
+
+/// Derives each record's key, maps it, and looks the page's keys up in the
+/// ledger (one query). Reads only.
+async fn prepare_page(
     env: &RunEnv,
     run: &RunRow,
     definition: &SyncDefinition,
-    lease: &Lease,
-    destination: &AnyDestination,
     fingerprint: &str,
     page_cursor: Option<&Value>,
-    records: &[Value],
-    counts: &mut RunCounts,
-) -> Result<bool, Stop> {
-    counts.read += records.len() as i64;
+    page: Page,
+) -> Result<PreparedPage, Stop> {
     let sync_id = run.sync_id.as_str();
+    let records = page.records.len();
     let mut rejections = Vec::new();
-    let mut mapped = Vec::with_capacity(records.len());
-    for (position, record) in records.iter().enumerate() {
+    let mut mapped = Vec::with_capacity(records);
+    for (position, record) in page.records.iter().enumerate() {
         let key = DeliveryKey::derive(sync_id, fingerprint, page_cursor, position as u64, record);
         match map_record(&definition.mapping, record) {
             Ok(contact) => mapped.push((key, contact)),
@@ -458,6 +512,7 @@ async fn deliver_page(
             }),
         }
     }
+    drop(page.records);
 
     let known: HashMap<DeliveryKey, ledger::LedgerEntry> = if env.bench_without_ledger {
         HashMap::new()
@@ -472,39 +527,70 @@ async fn deliver_page(
     let mut fresh = Vec::new();
     let mut suspects = Vec::new();
     let mut replayed = 0;
+    let mut exhausted = 0;
     for (key, contact) in mapped {
-        let email = contact.email.clone();
-        let item = Pending {
-            key,
-            outbound: Outbound {
-                key_hex: key.hex(),
-                contact,
-            },
-            suspect: false,
-        };
         match known.get(&key) {
             Some(entry) if entry.status == "completed" => replayed += 1,
-            Some(entry) if entry.attempts >= env.record_attempts => rejections.push(Rejection {
-                key: Some(key.0.to_vec()),
-                email: Some(email),
-                code: ATTEMPT_BUDGET_EXHAUSTED.into(),
-                message: format!(
-                    "sent {} times without a confirmed answer; not sent again",
-                    entry.attempts
-                ),
-            }),
-            Some(_) => suspects.push(Pending {
-                suspect: true,
-                ..item
-            }),
-            None => fresh.push(item),
+            Some(entry) if entry.attempts >= env.record_attempts => {
+                exhausted += 1;
+                rejections.push(Rejection {
+                    key: Some(key.0.to_vec()),
+                    email: Some(contact.email),
+                    code: ATTEMPT_BUDGET_EXHAUSTED.into(),
+                    message: format!(
+                        "sent {} times without a confirmed answer; not sent again",
+                        entry.attempts
+                    ),
+                })
+            }
+            found => {
+                let item = Pending {
+                    key,
+                    outbound: Outbound {
+                        key_hex: key.hex(),
+                        contact,
+                    },
+                    suspect: found.is_some(),
+                };
+                if item.suspect {
+                    suspects.push(item)
+                } else {
+                    fresh.push(item)
+                }
+            }
         }
     }
+    Ok(PreparedPage {
+        records,
+        next_cursor: page.next_cursor,
+        replayed,
+        rejections,
+        exhausted,
+        suspects,
+        fresh,
+    })
+}
+
+/// Sends a prepared page; returns true when every record of it was rejected.
+async fn send_page(
+    env: &RunEnv,
+    run: &RunRow,
+    lease: &Lease,
+    destination: &AnyDestination,
+    page: PreparedPage,
+    counts: &mut RunCounts,
+) -> Result<bool, Stop> {
+    let PreparedPage {
+        records,
+        replayed,
+        mut rejections,
+        exhausted,
+        suspects,
+        fresh,
+        ..
+    } = page;
+    counts.read += records as i64;
     counts.replayed += replayed;
-    let exhausted = rejections
-        .iter()
-        .filter(|r| r.code == ATTEMPT_BUDGET_EXHAUSTED)
-        .count();
 
     // Suspects go alone, fresh records in the destination's batch size; a bulk
     // destination takes the whole page in one call.
@@ -533,9 +619,9 @@ async fn deliver_page(
     }
     counts.written += delivered as i64;
     counts.rejected += rejections.len() as i64;
-    ledger::record_rejections(&env.store, run.id, sync_id, &rejections).await?;
+    ledger::record_rejections(&env.store, run.id, &run.sync_id, &rejections).await?;
     let rejected_for_cause = rejections.len() - exhausted;
-    Ok(rejected_for_cause == records.len())
+    Ok(rejected_for_cause == records)
 }
 
 /// Claims, sends and completes one batch; returns how many were delivered.
@@ -600,22 +686,24 @@ async fn deliver_batch(
             "Re-sending keys left pending by an earlier run"
         );
     }
-    let outbound: Vec<Outbound> = batch.iter().map(|p| p.outbound.clone()).collect();
+    let sent = batch.len();
+    let (keys, outbound): (Vec<DeliveryKey>, Vec<Outbound>) =
+        batch.into_iter().map(|p| (p.key, p.outbound)).unzip();
     let outcomes = destination.deliver(&outbound).await?;
     let mut done_keys = Vec::new();
     let mut done_results = Vec::new();
     let mut refused_keys = Vec::new();
-    for (item, outcome) in batch.iter().zip(outcomes) {
+    for ((key, outbound), outcome) in keys.iter().zip(outbound).zip(outcomes) {
         match outcome {
             RecordOutcome::Delivered(result) => {
-                done_keys.push(item.key.0.to_vec());
+                done_keys.push(key.0.to_vec());
                 done_results.push(result);
             }
             RecordOutcome::Rejected { code, message } => {
-                refused_keys.push(item.key.0.to_vec());
+                refused_keys.push(key.0.to_vec());
                 rejections.push(Rejection {
-                    key: Some(item.key.0.to_vec()),
-                    email: Some(item.outbound.contact.email.clone()),
+                    key: Some(key.0.to_vec()),
+                    email: Some(outbound.contact.email),
                     code,
                     message,
                 });
@@ -628,7 +716,7 @@ async fn deliver_batch(
             // import's processId): one row completes them all.
             match claimed_batch {
                 Some(id)
-                    if done_keys.len() == batch.len()
+                    if done_keys.len() == sent
                         && done_results.iter().all(|r| r == &done_results[0]) =>
                 {
                     ledger::complete_batch(&env.store, id, &done_results[0]).await?;
