@@ -362,17 +362,24 @@ async fn page_loop(
             None => (None, None),
         };
         let read_ahead = async {
-            let prepared = match next_page? {
-                Ok(page) => prepare_page(env, run, definition, &fingerprint, next.as_ref(), page)
-                    .await
-                    .map_err(Ok),
-                Err(e) => Err(Err(e)),
+            let prepare = async {
+                Some(match next_page? {
+                    Ok(page) => {
+                        prepare_page(env, run, definition, &fingerprint, next.as_ref(), page)
+                            .await
+                            .map_err(Ok)
+                    }
+                    Err(e) => Err(Err(e)),
+                })
             };
-            let after = match after {
-                Some(after) => after.await,
-                None => None,
+            let read = async {
+                match after {
+                    Some(after) => after.await,
+                    None => None,
+                }
             };
-            Some((prepared, after))
+            let (prepared, after) = tokio::join!(prepare, read);
+            Some((prepared?, after))
         };
         let (delivered, read_ahead) = tokio::join!(delivery, read_ahead);
         let rejected_all = delivered?;
