@@ -137,17 +137,39 @@ pub async fn claim_keys(
     })
 }
 
-/// Completes every key still claimed in `batch` with one answer: one row.
+/// A Brevo import a batch started, for the sweeper to follow up
+/// (`store::imports`).
+#[derive(Debug, Clone, Copy)]
+pub struct ImportToFollow<'a> {
+    pub sync_id: &'a str,
+    pub run_id: i64,
+    pub process_id: i64,
+    pub records: i32,
+}
+
+/// Completes every key still claimed in `batch` with one answer: one row;
+/// with the import the answer names, recorded in the same statement.
 pub async fn complete_batch(
     pool: &PgPool,
     batch: i64,
     result: &serde_json::Value,
+    import: Option<ImportToFollow<'_>>,
 ) -> sqlx::Result<()> {
-    sqlx::query("UPDATE delivery_batches SET result = $2, completed_at = now() WHERE id = $1")
-        .bind(batch)
-        .bind(Json(result))
-        .execute(pool)
-        .await?;
+    sqlx::query(
+        "WITH done AS (
+           UPDATE delivery_batches SET result = $2, completed_at = now() WHERE id = $1)
+         INSERT INTO import_processes (sync_id, run_id, process_id, records)
+         SELECT $3, $4, $5, $6 WHERE $5 IS NOT NULL
+         ON CONFLICT (sync_id, process_id) DO NOTHING",
+    )
+    .bind(batch)
+    .bind(Json(result))
+    .bind(import.map(|i| i.sync_id))
+    .bind(import.map(|i| i.run_id))
+    .bind(import.map(|i| i.process_id))
+    .bind(import.map(|i| i.records))
+    .execute(pool)
+    .await?;
     Ok(())
 }
 

@@ -719,19 +719,6 @@ async fn deliver_batch(
     }
     if !env.bench_without_ledger {
         if !done_keys.is_empty() {
-            // Every record of a claimed batch delivered with one answer (an
-            // import's processId): one row completes them all.
-            match claimed_batch {
-                Some(id)
-                    if done_keys.len() == sent
-                        && done_results.iter().all(|r| r == &done_results[0]) =>
-                {
-                    ledger::complete_batch(&env.store, id, &done_results[0]).await?;
-                }
-                _ => {
-                    ledger::complete_keys(&env.store, sync_id, &done_keys, &done_results).await?;
-                }
-            }
             // Asynchronous imports (Brevo's processId) are followed up by the
             // sweeper: only the process says whether the rows arrived.
             let mut processes: Vec<(i64, i32)> = Vec::new();
@@ -744,8 +731,34 @@ async fn deliver_batch(
                     None => processes.push((id, 1)),
                 }
             }
-            if !processes.is_empty() {
-                imports::record_import_processes(&env.store, sync_id, run.id, &processes).await?;
+            // Every record of a claimed batch delivered with one answer (an
+            // import's processId): one row completes them all, and the import
+            // to follow up is recorded in the same statement.
+            match claimed_batch {
+                Some(id)
+                    if done_keys.len() == sent
+                        && done_results.iter().all(|r| r == &done_results[0]) =>
+                {
+                    ledger::complete_batch(
+                        &env.store,
+                        id,
+                        &done_results[0],
+                        processes.first().map(|p| ledger::ImportToFollow {
+                            sync_id,
+                            run_id: run.id,
+                            process_id: p.0,
+                            records: p.1,
+                        }),
+                    )
+                    .await?;
+                }
+                _ => {
+                    ledger::complete_keys(&env.store, sync_id, &done_keys, &done_results).await?;
+                    if !processes.is_empty() {
+                        imports::record_import_processes(&env.store, sync_id, run.id, &processes)
+                            .await?;
+                    }
+                }
             }
         }
         if !refused_keys.is_empty() {
