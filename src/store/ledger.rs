@@ -65,6 +65,10 @@ pub enum Claim {
     Fenced,
 }
 
+/// A claimed key and its attempts, or (no key) the fence check's row with the
+/// new batch.
+type ClaimRow = (Option<Vec<u8>>, Option<i32>, Option<i64>);
+
 /// Claims keys as `pending` for a run, spending one attempt of each, in one
 /// statement that first checks the run's fence is still the newest. `fresh`
 /// keys were absent from the ledger: they are inserted with one attempt spent
@@ -85,7 +89,7 @@ pub async fn claim_keys(
     // FOR SHARE holds off a new fence until this claim commits. The last
     // branch yields one row with no key (and the batch) when the fence is
     // still ours.
-    let rows: Result<Vec<(Option<Vec<u8>>, Option<i32>, Option<i64>)>, sqlx::Error> =
+    let rows: Result<Vec<ClaimRow>, sqlx::Error> =
         sqlx::query_as(
             "WITH f AS (
                SELECT 1 FROM sync_cursors WHERE sync_id = $1 AND fence_issued = $4 FOR SHARE),
