@@ -321,7 +321,7 @@ async fn page_loop(
     // reads, so it is simply dropped if page N does not end clean; claiming
     // (which spends attempts) waits until page N is done.
     let first = source.fetch_page(state.cursor.as_ref()).await?;
-    let at = following_cursor(&first, state.cursor.as_ref());
+    let at = following_cursor(&first);
     let mut following = read_following(source, at).await;
     let mut ahead: Result<PreparedPage, SourceError> = Ok(prepare_page(
         env,
@@ -355,7 +355,7 @@ async fn page_loop(
         let delivery = send_page(env, run, lease, destination, prepared, &mut state.counts);
         let (next_page, after) = match following.take() {
             Some(Ok(page)) => {
-                let after = read_following(source, following_cursor(&page, next.as_ref()));
+                let after = read_following(source, following_cursor(&page));
                 (Some(Ok(page)), Some(after))
             }
             Some(Err(e)) => (Some(Err(e)), None),
@@ -460,22 +460,23 @@ struct Pending {
     suspect: bool,
 }
 
-/// Where the page after `page` (read from `read_from`) starts; `None` after
-/// the last page.
-fn following_cursor(page: &Page, read_from: Option<&Value>) -> Option<Option<Value>> {
+/// Where the page after `page` starts; `None` after the last page. A page
+/// that names no next cursor ends the run too: reading from where it was read
+/// would only give the same page again (while it is still being sent).
+fn following_cursor(page: &Page) -> Option<Value> {
     if page.last || page.records.is_empty() {
         return None;
     }
-    Some(page.next_cursor.clone().or_else(|| read_from.cloned()))
+    page.next_cursor.clone()
 }
 
-/// Reads the page at `at` (see `following_cursor`).
+/// Reads the page at `at` (see `following_cursor`); nothing when there is none.
 async fn read_following(
     source: &mut AnySource,
-    at: Option<Option<Value>>,
+    at: Option<Value>,
 ) -> Option<Result<Page, SourceError>> {
     let at = at?;
-    Some(source.fetch_page(at.as_ref()).await)
+    Some(source.fetch_page(Some(&at)).await)
 }
 
 /// A page read, keyed, mapped and looked up in the ledger; nothing written.
