@@ -10,6 +10,10 @@
 //! exists. Keys left `pending` by a dead run are suspects: they are sent again,
 //! alone, within their attempt budget, so a record that kills the worker cannot
 //! spend its neighbours' budgets.
+//!
+//! The reading half of the next pages (fetch, keys, mapping, ledger lookup)
+//! runs while the current page is sent; everything that writes (claims,
+//! completions, the cursor) stays in page order.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -367,9 +371,9 @@ async fn page_loop(
                     Ok(page) => {
                         prepare_page(env, run, definition, &fingerprint, next.as_ref(), page)
                             .await
-                            .map_err(Ok)
+                            .map_err(AheadError::Now)
                     }
-                    Err(e) => Err(Err(e)),
+                    Err(e) => Err(AheadError::WhenDue(e)),
                 })
             };
             let read = async {
@@ -443,10 +447,8 @@ async fn page_loop(
         };
         ahead = match prepared {
             Ok(prepared) => Ok(prepared),
-            // A store error while looking the next page up fails the run
-            // now; a source error is that page's (raised when it is due).
-            Err(Ok(stop)) => return Err(stop),
-            Err(Err(source_error)) => Err(source_error),
+            Err(AheadError::Now(stop)) => return Err(stop),
+            Err(AheadError::WhenDue(source_error)) => Err(source_error),
         };
         following = after;
     }
@@ -458,6 +460,15 @@ struct Pending {
     outbound: Outbound,
     /// Found `pending` from an earlier run: its outcome is unknown.
     suspect: bool,
+}
+
+/// What went wrong with a page read ahead.
+enum AheadError {
+    /// The store failed while the page was looked up: the run fails now.
+    Now(Stop),
+    /// The source failed to give the page: raised when the page is due, after
+    /// the page before it is checkpointed.
+    WhenDue(SourceError),
 }
 
 /// Where the page after `page` starts; `None` after the last page. A page
