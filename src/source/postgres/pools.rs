@@ -42,8 +42,8 @@ impl PostgresSourcePools {
         pools
             .entry(format!("{url}\n{timeout_ms}"))
             .or_insert_with(|| {
-                // Read-only for every transaction: the query cannot write,
-                // whatever it says. UTC: timestamp cursors round-trip through
+                // Read-only for every transaction: a query that writes (by
+                // mistake) fails. UTC: timestamp cursors round-trip through
                 // text the same way every time.
                 let options = options.clone().options([
                     ("default_transaction_read_only", "on"),
