@@ -119,6 +119,17 @@ impl BrevoDestination {
             .json(body)
     }
 
+    /// A POST whose JSON body is already written.
+    fn post_bytes(&self, url: &str, body: Vec<u8>) -> reqwest::RequestBuilder {
+        self.client
+            .post(url)
+            .timeout(self.config.timeout)
+            .header("api-key", self.api_key.expose_secret())
+            .header("accept", "application/json")
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+    }
+
     async fn create_contact(&self, record: &Outbound) -> Result<RecordOutcome, DestinationError> {
         let mut body = json!({
             "email": record.contact.email,
@@ -134,22 +145,41 @@ impl BrevoDestination {
     }
 
     async fn import(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
+        // Each contact is written as JSON once: its length decides the split,
+        // its bytes go into the body as they are.
+        let rows: Vec<Vec<u8>> = records
+            .iter()
+            .map(|r| {
+                serde_json::to_vec(&ImportRow {
+                    email: &r.contact.email,
+                    attributes: &r.contact.attributes,
+                })
+                .unwrap_or_default()
+            })
+            .collect();
+        let sizes: Vec<usize> = rows.iter().map(Vec::len).collect();
+        let list_ids = serde_json::to_string(&self.config.list_ids).unwrap_or_else(|_| "[]".into());
         let mut outcomes = Vec::with_capacity(records.len());
-        for chunk in split_by_body_size(records, IMPORT_BODY_LIMIT) {
-            let contacts: Vec<Value> = chunk
-                .iter()
-                .map(|r| json!({"email": r.contact.email, "attributes": r.contact.attributes}))
-                .collect();
-            let body = json!({
-                "jsonBody": contacts,
-                "listIds": self.config.list_ids,
-                "updateExistingContacts": true,
-                "emptyContactsAttributes": false,
-            });
+        for chunk in split_by_body_size(&sizes, IMPORT_BODY_LIMIT) {
+            let rows = &rows[chunk.clone()];
+            let mut body =
+                Vec::with_capacity(sizes[chunk].iter().sum::<usize>() + rows.len() + 128);
+            body.extend_from_slice(br#"{"jsonBody":["#);
+            for (i, row) in rows.iter().enumerate() {
+                if i > 0 {
+                    body.push(b',');
+                }
+                body.extend_from_slice(row);
+            }
+            body.extend_from_slice(br#"],"listIds":"#);
+            body.extend_from_slice(list_ids.as_bytes());
+            body.extend_from_slice(
+                br#","updateExistingContacts":true,"emptyContactsAttributes":false}"#,
+            );
             let url = self.url("/contacts/import");
-            let build = || self.post(&url, &body);
+            let build = || self.post_bytes(&url, body.clone());
             let answer = send_with_retry(build, &self.policy, RESET_HEADER, |status, bytes| {
-                judge_import(status, bytes, chunk.len())
+                judge_import(status, bytes, rows.len())
             })
             .await?;
             outcomes.extend(answer);
@@ -243,26 +273,30 @@ fn classify_error(status: StatusCode, body: &[u8], records: usize) -> Verdict<Ve
     }
 }
 
-/// Splits records so each import body stays under `limit` bytes.
-fn split_by_body_size(records: &[Outbound], limit: usize) -> Vec<&[Outbound]> {
+/// One contact of an import's `jsonBody`, written without copying it.
+#[derive(serde::Serialize)]
+struct ImportRow<'a> {
+    email: &'a str,
+    attributes: &'a serde_json::Map<String, Value>,
+}
+
+/// Splits rows of these serialized sizes so each import body stays under
+/// `limit` bytes.
+fn split_by_body_size(sizes: &[usize], limit: usize) -> Vec<std::ops::Range<usize>> {
     // Room for the envelope around jsonBody (listIds and flags).
     let budget = limit.saturating_sub(4096);
     let mut chunks = Vec::new();
     let (mut start, mut size) = (0, 0);
-    for (i, r) in records.iter().enumerate() {
-        let entry = serde_json::to_vec(
-            &json!({"email": r.contact.email, "attributes": r.contact.attributes}),
-        )
-        .map(|v| v.len() + 1)
-        .unwrap_or(0);
+    for (i, len) in sizes.iter().enumerate() {
+        let entry = len + 1;
         if i > start && size + entry > budget {
-            chunks.push(&records[start..i]);
+            chunks.push(start..i);
             (start, size) = (i, 0);
         }
         size += entry;
     }
-    if start < records.len() {
-        chunks.push(&records[start..]);
+    if start < sizes.len() {
+        chunks.push(start..sizes.len());
     }
     chunks
 }
@@ -305,9 +339,25 @@ mod tests {
                 },
             })
             .collect();
-        let chunks = split_by_body_size(&records, 4096 + 10_500);
+        let sizes: Vec<usize> = records
+            .iter()
+            .map(|r| {
+                serde_json::to_vec(&ImportRow {
+                    email: &r.contact.email,
+                    attributes: &r.contact.attributes,
+                })
+                .unwrap()
+                .len()
+            })
+            .collect();
+        let chunks = split_by_body_size(&sizes, 4096 + 10_500);
         assert!(chunks.len() >= 5, "{}", chunks.len());
         assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 50);
+        assert!(
+            chunks
+                .iter()
+                .all(|c| sizes[c.clone()].iter().sum::<usize>() < 10_500)
+        );
     }
 
     proptest::proptest! {
