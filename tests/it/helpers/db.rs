@@ -147,6 +147,22 @@ async fn build_template_if_missing(
         "ALTER DATABASE {building} RENAME TO {template}"
     )))
     .await?;
+    // Templates of older migrations are of no use any more; one still being
+    // copied (by another checkout's tests) is left for next time.
+    let stale: Vec<String> = sqlx::query_scalar(
+        "SELECT datname FROM pg_database
+         WHERE datname LIKE 'syncward\\_tmpl\\_%' AND datname <> $1 AND datname NOT LIKE '%\\_build'",
+    )
+    .bind(template)
+    .fetch_all(&mut *conn)
+    .await?;
+    for name in stale {
+        let _ = conn
+            .execute(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name}"
+            )))
+            .await;
+    }
     Ok(())
 }
 
