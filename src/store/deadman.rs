@@ -66,24 +66,6 @@ pub async fn open_incident(
     .await
 }
 
-/// Closes the open incidents of a workspace and of one of its syncs; returns
-/// the closed ones.
-pub async fn close_incidents(
-    pool: &PgPool,
-    workspace_id: &str,
-    sync_id: &str,
-) -> sqlx::Result<Vec<IncidentRow>> {
-    sqlx::query_as::<_, IncidentRow>(
-        "UPDATE deadman_incidents SET closed_at = now()
-         WHERE closed_at IS NULL AND workspace_id = $1 AND (scope = 'workspace' OR sync_id = $2)
-         RETURNING *",
-    )
-    .bind(workspace_id)
-    .bind(sync_id)
-    .fetch_all(pool)
-    .await
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, FromRow)]
 pub struct IncidentRow {
     pub id: i64,

@@ -111,23 +111,22 @@ impl BrevoDestination {
 
     /// A JSON POST to the API with the key, as every Brevo write is.
     fn post(&self, url: &str, body: &Value) -> reqwest::RequestBuilder {
-        self.client
-            .post(url)
-            .timeout(self.config.timeout)
-            .header("api-key", self.api_key.expose_secret())
-            .header("accept", "application/json")
-            .json(body)
+        self.post_to(url).json(body)
     }
 
     /// A POST whose JSON body is already written.
     fn post_bytes(&self, url: &str, body: Vec<u8>) -> reqwest::RequestBuilder {
+        self.post_to(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+    }
+
+    fn post_to(&self, url: &str) -> reqwest::RequestBuilder {
         self.client
             .post(url)
             .timeout(self.config.timeout)
             .header("api-key", self.api_key.expose_secret())
             .header("accept", "application/json")
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
     }
 
     async fn create_contact(&self, record: &Outbound) -> Result<RecordOutcome, DestinationError> {
@@ -147,16 +146,7 @@ impl BrevoDestination {
     async fn import(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
         // Each contact is written as JSON once: its length decides the split,
         // its bytes go into the body as they are.
-        let rows: Vec<Vec<u8>> = records
-            .iter()
-            .map(|r| {
-                serde_json::to_vec(&ImportRow {
-                    email: &r.contact.email,
-                    attributes: &r.contact.attributes,
-                })
-                .unwrap_or_default()
-            })
-            .collect();
+        let rows: Vec<Vec<u8>> = records.iter().map(import_row).collect();
         let sizes: Vec<usize> = rows.iter().map(Vec::len).collect();
         let list_ids = serde_json::to_string(&self.config.list_ids).unwrap_or_else(|_| "[]".into());
         let mut outcomes = Vec::with_capacity(records.len());
@@ -280,6 +270,16 @@ struct ImportRow<'a> {
     attributes: &'a serde_json::Map<String, Value>,
 }
 
+/// One contact as written in an import's `jsonBody`.
+fn import_row(record: &Outbound) -> Vec<u8> {
+    // A string and a map of JSON values always serialize.
+    serde_json::to_vec(&ImportRow {
+        email: &record.contact.email,
+        attributes: &record.contact.attributes,
+    })
+    .unwrap_or_default()
+}
+
 /// Splits rows of these serialized sizes so each import body stays under
 /// `limit` bytes.
 fn split_by_body_size(sizes: &[usize], limit: usize) -> Vec<std::ops::Range<usize>> {
@@ -339,17 +339,7 @@ mod tests {
                 },
             })
             .collect();
-        let sizes: Vec<usize> = records
-            .iter()
-            .map(|r| {
-                serde_json::to_vec(&ImportRow {
-                    email: &r.contact.email,
-                    attributes: &r.contact.attributes,
-                })
-                .unwrap()
-                .len()
-            })
-            .collect();
+        let sizes: Vec<usize> = records.iter().map(|r| import_row(r).len()).collect();
         let chunks = split_by_body_size(&sizes, 4096 + 10_500);
         assert!(chunks.len() >= 5, "{}", chunks.len());
         assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 50);
