@@ -109,6 +109,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     all.extend(others.iter().cloned());
     syncs::publish_syncs(&pool, &all, Actor::Cli).await?;
     let env = RunEnv {
+        statements: syncward::store::grouped::RunStatements::new(pool.clone()),
         store: pool.clone(),
         leases,
         record_attempts: 3,

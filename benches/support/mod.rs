@@ -4,7 +4,6 @@
 
 use std::future::Future;
 
-use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, Executor, PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -48,10 +47,12 @@ where
                 .await?;
             let result = async {
                 let url = std::env::var("BENCH_SOURCE_URL")?;
-                let pool = PgPoolOptions::new()
-                    .max_connections(connections)
-                    .connect(&url)
-                    .await?;
+                // Opened as the daemon opens its store.
+                let pool = syncward::store::connect(&syncward::config::DatabaseSettings {
+                    url: url.into(),
+                    max_connections: connections,
+                })
+                .await?;
                 syncward::store::MIGRATOR.run(&pool).await?;
                 bench(pool).await
             }

@@ -39,6 +39,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
     let leases = LeaseManager::new(redis.clone(), &prefix, boot_id, settings.lease.ttl);
     let alerter = crate::alerts::Alerter::new(store.clone(), &settings.alerts);
     let daemon = Daemon {
+        statements: crate::store::grouped::RunStatements::new(store.clone()),
         store,
         leases,
         settings: settings.clone(),

@@ -62,11 +62,13 @@ pub async fn foreground(
         run.id, sync.id
     );
 
+    let statements = crate::store::grouped::RunStatements::new(pool.clone());
     let definition: Result<SyncDefinition, _> = sync.definition();
     let (outcome, counts, lease) = match definition {
         Ok(definition) => {
             let env = RunEnv {
                 store: pool.clone(),
+                statements: statements.clone(),
                 leases: leases.clone(),
                 record_attempts: i32::try_from(settings.ledger.record_attempts).unwrap_or(i32::MAX),
                 renew_every: settings.lease.renew_every,
@@ -120,6 +122,7 @@ pub async fn foreground(
     let alerter = crate::alerts::Alerter::new(pool.clone(), &settings.alerts);
     let recorded = record_outcome(
         &alerter,
+        &statements,
         &run,
         &report,
         None,
@@ -140,7 +143,7 @@ pub async fn foreground(
     {
         crate::deadman::on_success(
             &alerter,
-            &redis,
+            leases.shared(),
             &prefix,
             &run.workspace_id,
             &run.sync_id,

@@ -15,6 +15,7 @@ use tracing::info;
 
 use crate::alerts::{Alert, Alerter};
 use crate::config::DeadmanSettings;
+use crate::lease::SharedConnection;
 use crate::store::deadman;
 
 /// What one check found.
@@ -186,18 +187,21 @@ async fn judge(
 /// run's finish closed (`store::runs::finish_run` closes them in its statement).
 pub async fn on_success(
     alerter: &Alerter,
-    redis: &Pool,
+    redis: &SharedConnection,
     prefix: &str,
     workspace: &str,
     sync_id: &str,
     closed: &[deadman::IncidentRow],
 ) -> anyhow::Result<usize> {
-    let mut conn = redis.get().await?;
-    let _: i64 = conn
-        .del(&[
-            marker(prefix, &format!("workspace:{workspace}")),
-            marker(prefix, &format!("sync:{sync_id}")),
-        ])
+    let markers = [
+        marker(prefix, &format!("workspace:{workspace}")),
+        marker(prefix, &format!("sync:{sync_id}")),
+    ];
+    let _: i64 = redis
+        .run(|mut conn| {
+            let markers = &markers;
+            async move { conn.del(&markers[..]).await }
+        })
         .await?;
     for incident in closed {
         let subject = match &incident.sync_id {

@@ -4,6 +4,8 @@
 
 mod liveness;
 mod redis_lease;
+mod shared;
 
 pub use liveness::{clear_liveness, is_alive, liveness_key, refresh_liveness};
 pub use redis_lease::{Lease, LeaseError, LeaseHolder, LeaseManager, connect_redis};
+pub use shared::SharedConnection;

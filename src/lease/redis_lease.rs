@@ -2,6 +2,7 @@
 //! Every ownership command is a compare on the stored value, done in Lua so the
 //! compare and the write are one step.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -11,6 +12,7 @@ use secrecy::ExposeSecret;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::SharedConnection;
 use crate::config::{RedisSettings, redact_url};
 use crate::store::cursors;
 
@@ -60,24 +62,48 @@ pub async fn connect_redis(settings: &RedisSettings) -> anyhow::Result<Pool> {
     Ok(pool)
 }
 
-const RENEW: &str = r#"
+static RENEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
-"#;
+"#,
+    )
+});
 
-const RELEASE: &str = r#"
+/// `SET key value NX PX ttl`, also true when the key already holds exactly
+/// `value` (this very acquisition, sent again after a broken connection).
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return 1
+end
+return 0
+"#,
+    )
+});
+
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
-"#;
+"#,
+    )
+});
 
 /// Leases of one daemon process (one boot id).
 #[derive(Clone)]
 pub struct LeaseManager {
-    pool: Pool,
+    redis: SharedConnection,
     prefix: String,
     boot_id: Uuid,
     ttl: Duration,
@@ -95,7 +121,7 @@ impl std::fmt::Debug for LeaseManager {
 impl LeaseManager {
     pub fn new(pool: Pool, prefix: &str, boot_id: Uuid, ttl: Duration) -> Self {
         Self {
-            pool,
+            redis: SharedConnection::new(pool),
             prefix: prefix.to_owned(),
             boot_id,
             ttl,
@@ -107,7 +133,12 @@ impl LeaseManager {
     }
 
     pub fn pool(&self) -> &Pool {
-        &self.pool
+        self.redis.pool()
+    }
+
+    /// The connection lease commands share; for other hot commands too.
+    pub fn shared(&self) -> &SharedConnection {
+        &self.redis
     }
 
     /// The Redis key of a sync's lease.
@@ -145,17 +176,21 @@ impl LeaseManager {
     {
         let token = Uuid::new_v4().simple().to_string();
         let value = format!("{}/{token}", self.boot_id.simple());
-        let mut conn = self.pool.get().await?;
-        let set: Option<String> = redis::cmd("SET")
-            .arg(self.key(sync_id))
-            .arg(&value)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_millis(self.ttl))
-            .query_async(&mut conn)
+        let taken: i64 = self
+            .redis
+            .run(|mut conn| {
+                let value = &value;
+                async move {
+                    ACQUIRE
+                        .key(self.key(sync_id))
+                        .arg(value)
+                        .arg(ttl_millis(self.ttl))
+                        .invoke_async(&mut conn)
+                        .await
+                }
+            })
             .await?;
-        drop(conn);
-        if set.is_none() {
+        if taken != 1 {
             return Ok(None);
         }
         let lease = Lease {
@@ -177,19 +212,25 @@ impl LeaseManager {
 
     /// Whether the lease is still ours.
     pub async fn prove(&self, lease: &Lease) -> Result<bool, LeaseError> {
-        let mut conn = self.pool.get().await?;
-        let current: Option<String> = conn.get(self.key(&lease.sync_id)).await?;
+        let current: Option<String> = self
+            .redis
+            .run(|mut conn| async move { conn.get(self.key(&lease.sync_id)).await })
+            .await?;
         Ok(current.as_deref() == Some(lease.value.as_str()))
     }
 
     /// Extends the lease by a full TTL if it is still ours; false if it is gone.
     pub async fn renew(&self, lease: &Lease) -> Result<bool, LeaseError> {
-        let mut conn = self.pool.get().await?;
-        let renewed: i64 = Script::new(RENEW)
-            .key(self.key(&lease.sync_id))
-            .arg(&lease.value)
-            .arg(ttl_millis(self.ttl))
-            .invoke_async(&mut conn)
+        let renewed: i64 = self
+            .redis
+            .run(|mut conn| async move {
+                RENEW
+                    .key(self.key(&lease.sync_id))
+                    .arg(&lease.value)
+                    .arg(ttl_millis(self.ttl))
+                    .invoke_async(&mut conn)
+                    .await
+            })
             .await?;
         Ok(renewed == 1)
     }
@@ -201,8 +242,10 @@ impl LeaseManager {
 
     /// Who holds the sync's lease now, if anyone.
     pub async fn holder(&self, sync_id: &str) -> Result<Option<LeaseHolder>, LeaseError> {
-        let mut conn = self.pool.get().await?;
-        let value: Option<String> = conn.get(self.key(sync_id)).await?;
+        let value: Option<String> = self
+            .redis
+            .run(|mut conn| async move { conn.get(self.key(sync_id)).await })
+            .await?;
         Ok(value.map(|value| {
             let boot_id = value
                 .split_once('/')
@@ -217,11 +260,15 @@ impl LeaseManager {
     }
 
     async fn delete_if(&self, sync_id: &str, value: &str) -> Result<bool, LeaseError> {
-        let mut conn = self.pool.get().await?;
-        let deleted: i64 = Script::new(RELEASE)
-            .key(self.key(sync_id))
-            .arg(value)
-            .invoke_async(&mut conn)
+        let deleted: i64 = self
+            .redis
+            .run(|mut conn| async move {
+                RELEASE
+                    .key(self.key(sync_id))
+                    .arg(value)
+                    .invoke_async(&mut conn)
+                    .await
+            })
             .await?;
         Ok(deleted == 1)
     }

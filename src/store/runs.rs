@@ -6,6 +6,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
 use super::deadman::IncidentRow;
+use super::grouped::LeaseStart;
 
 /// A run as stored.
 #[derive(Debug, Clone, Serialize, FromRow)]
@@ -141,27 +142,59 @@ pub async fn begin_leased_run(
     sync_id: &str,
     lease_value: &str,
 ) -> sqlx::Result<(i64, Option<serde_json::Value>)> {
-    let (fence, cursor): (i64, Option<Json<serde_json::Value>>) = sqlx::query_as(
-        "WITH f AS (
-           INSERT INTO sync_cursors (sync_id, fence_issued) VALUES ($2, 1)
+    let start = LeaseStart {
+        run_id,
+        sync_id: sync_id.to_owned(),
+        lease_value: lease_value.to_owned(),
+    };
+    one(begin_leased_runs(pool, &[start]).await?)
+}
+
+/// `begin_leased_run` for several runs (of different syncs) in one statement;
+/// answers in request order.
+pub async fn begin_leased_runs(
+    pool: &PgPool,
+    starts: &[LeaseStart],
+) -> sqlx::Result<Vec<(i64, Option<serde_json::Value>)>> {
+    let rows: Vec<(i64, i64, Option<Json<serde_json::Value>>)> = sqlx::query_as(
+        "WITH want AS (
+           SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS w(run_id, sync_id, lease_value)),
+         f AS (
+           INSERT INTO sync_cursors (sync_id, fence_issued) SELECT sync_id, 1 FROM want
            ON CONFLICT (sync_id) DO UPDATE SET fence_issued = sync_cursors.fence_issued + 1
-           RETURNING fence_issued, cursor),
+           RETURNING sync_id, fence_issued, cursor),
          held AS (
-           UPDATE runs SET lease_token = $3, fence = f.fence_issued, cursor_start = f.cursor,
+           UPDATE runs SET lease_token = w.lease_value, fence = f.fence_issued, cursor_start = f.cursor,
                   cursor_end = f.cursor, heartbeat_at = now()
-           FROM f WHERE id = $1
-           RETURNING id, f.fence_issued),
+           FROM want w JOIN f USING (sync_id) WHERE runs.id = w.run_id
+           RETURNING runs.id, f.fence_issued),
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
            SELECT id, 'lease', jsonb_build_object('fence', fence_issued) FROM held)
-         SELECT fence_issued, cursor FROM f",
+         SELECT w.run_id, f.fence_issued, f.cursor FROM want w JOIN f USING (sync_id)",
     )
-    .bind(run_id)
-    .bind(sync_id)
-    .bind(lease_value)
-    .fetch_one(pool)
+    .bind(starts.iter().map(|s| s.run_id).collect::<Vec<_>>())
+    .bind(starts.iter().map(|s| s.sync_id.as_str()).collect::<Vec<_>>())
+    .bind(starts.iter().map(|s| s.lease_value.as_str()).collect::<Vec<_>>())
+    .fetch_all(pool)
     .await?;
-    Ok((fence, cursor.map(|c| c.0)))
+    let mut answers: std::collections::HashMap<i64, (i64, Option<serde_json::Value>)> = rows
+        .into_iter()
+        .map(|(run_id, fence, cursor)| (run_id, (fence, cursor.map(|c| c.0))))
+        .collect();
+    starts
+        .iter()
+        .map(|s| {
+            answers
+                .remove(&s.run_id)
+                .ok_or_else(|| sqlx::Error::RowNotFound)
+        })
+        .collect()
+}
+
+/// The one answer of a one-request group.
+fn one<T>(mut answers: Vec<T>) -> sqlx::Result<T> {
+    answers.pop().ok_or(sqlx::Error::RowNotFound)
 }
 
 /// After a clean page: moves the sync's cursor, only if `fence` is still the
@@ -209,6 +242,20 @@ pub async fn touch_heartbeat(pool: &PgPool, run_id: i64) -> sqlx::Result<()> {
     Ok(())
 }
 
+/// How a run ends: `finish_run`'s arguments, owned, for `finish_runs`.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    pub run_id: i64,
+    /// The claim the caller saw (`RunRow::started_at`).
+    pub started_at: Option<DateTime<Utc>>,
+    pub status: String,
+    pub counts: RunCounts,
+    /// Failure code and detail.
+    pub failure: Option<(String, String)>,
+    /// The detail of the timeline event.
+    pub event: serde_json::Value,
+}
+
 /// Ends a run: `succeeded`, `failed` or `skipped`, with its final counts —
 /// only if it is still in the claim `run` describes (same `started_at`): a
 /// caller working from an old view (a sweeper that saw a claim which has since
@@ -225,37 +272,66 @@ pub async fn finish_run(
     failure: Option<(&str, &str)>,
     event: &serde_json::Value,
 ) -> sqlx::Result<Option<Vec<IncidentRow>>> {
-    let closed: Option<Json<Vec<IncidentRow>>> = sqlx::query_scalar(
-        "WITH ended AS (
-           UPDATE runs SET status = $2, finished_at = now(), records_read = $3, records_written = $4,
-                  records_replayed = $5, records_rejected = $6, records_resent = $7,
-                  failure_code = $8, failure_detail = $9
-           WHERE id = $1 AND status = 'running' AND started_at IS NOT DISTINCT FROM $10
-           RETURNING id, workspace_id, sync_id, status),
+    let finish = Finish {
+        run_id: run.id,
+        started_at: run.started_at,
+        status: status.to_owned(),
+        counts: *counts,
+        failure: failure.map(|(code, detail)| (code.to_owned(), detail.to_owned())),
+        event: event.clone(),
+    };
+    one(finish_runs(pool, &[finish]).await?)
+}
+
+/// `finish_run` for several runs in one statement; answers in request order.
+/// An incident that two successes of one group would close is closed (and
+/// reported) once.
+pub async fn finish_runs(
+    pool: &PgPool,
+    finishes: &[Finish],
+) -> sqlx::Result<Vec<Option<Vec<IncidentRow>>>> {
+    let rows: Vec<(i64, Json<Vec<IncidentRow>>)> = sqlx::query_as(
+        "WITH want AS (
+           SELECT * FROM unnest($1::bigint[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[],
+                                $7::int8[], $8::text[], $9::text[], $10::timestamptz[], $11::jsonb[])
+             AS w(id, status, read, written, replayed, rejected, resent, failure_code, failure_detail,
+                  started_at, event)),
+         ended AS (
+           UPDATE runs r SET status = w.status, finished_at = now(), records_read = w.read,
+                  records_written = w.written, records_replayed = w.replayed,
+                  records_rejected = w.rejected, records_resent = w.resent,
+                  failure_code = w.failure_code, failure_detail = w.failure_detail
+           FROM want w
+           WHERE r.id = w.id AND r.status = 'running' AND r.started_at IS NOT DISTINCT FROM w.started_at
+           RETURNING r.id, r.workspace_id, r.sync_id, r.status, w.event),
          event AS (
-           INSERT INTO run_events (run_id, kind, detail) SELECT id, $2, $11 FROM ended),
+           INSERT INTO run_events (run_id, kind, detail) SELECT id, status, event FROM ended),
          closed AS (
            UPDATE deadman_incidents i SET closed_at = now()
            FROM ended e
            WHERE e.status = 'succeeded' AND i.closed_at IS NULL AND i.workspace_id = e.workspace_id
              AND (i.scope = 'workspace' OR i.sync_id = e.sync_id)
-           RETURNING i.*)
-         SELECT coalesce((SELECT jsonb_agg(to_jsonb(c)) FROM closed c), '[]'::jsonb) FROM ended",
+           RETURNING i.*, e.id AS closed_by)
+         SELECT e.id, coalesce((SELECT jsonb_agg(to_jsonb(c) - 'closed_by') FROM closed c
+                                WHERE c.closed_by = e.id), '[]'::jsonb)
+         FROM ended e",
     )
-    .bind(run.id)
-    .bind(status)
-    .bind(counts.read)
-    .bind(counts.written)
-    .bind(counts.replayed)
-    .bind(counts.rejected)
-    .bind(counts.resent)
-    .bind(failure.map(|f| f.0))
-    .bind(failure.map(|f| f.1))
-    .bind(run.started_at)
-    .bind(Json(event))
-    .fetch_optional(pool)
+    .bind(finishes.iter().map(|f| f.run_id).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.status.as_str()).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.counts.read).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.counts.written).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.counts.replayed).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.counts.rejected).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.counts.resent).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.failure.as_ref().map(|x| x.0.as_str())).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.failure.as_ref().map(|x| x.1.as_str())).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.started_at).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| Json(&f.event)).collect::<Vec<_>>())
+    .fetch_all(pool)
     .await?;
-    Ok(closed.map(|c| c.0))
+    let mut closed: std::collections::HashMap<i64, Vec<IncidentRow>> =
+        rows.into_iter().map(|(id, c)| (id, c.0)).collect();
+    Ok(finishes.iter().map(|f| closed.remove(&f.run_id)).collect())
 }
 
 /// Appends to a run's timeline.
@@ -318,28 +394,63 @@ pub async fn claim_next_run(
     pool: &PgPool,
     executor: &Executor,
 ) -> sqlx::Result<Option<ClaimedRun>> {
-    // One statement, so one round trip: the CTE keeps LIMIT 1 honoured under
-    // SKIP LOCKED (crates.io worker style), the claim and its timeline event
-    // commit together, and the sync's definition comes along.
-    sqlx::query_as::<_, ClaimedRun>(
-        "WITH next AS (
-           SELECT id FROM runs WHERE status = 'queued' AND scheduled_at <= now()
-           ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),
+    one(claim_runs(pool, std::slice::from_ref(executor)).await?)
+}
+
+/// A claimed run and which of the claim's executors it went to.
+#[derive(FromRow)]
+struct ClaimedFor {
+    #[sqlx(flatten)]
+    claimed: ClaimedRun,
+    slot: i64,
+}
+
+/// `claim_next_run` for several executors in one statement: the oldest due
+/// runs, one each, in request order; `None` for those left over when fewer
+/// runs are due.
+pub async fn claim_runs(
+    pool: &PgPool,
+    executors: &[Executor],
+) -> sqlx::Result<Vec<Option<ClaimedRun>>> {
+    // One statement, so one round trip and one commit: the inner query keeps
+    // its LIMIT honoured under SKIP LOCKED (crates.io worker style), the runs
+    // are numbered outside it (a window cannot sit beside FOR UPDATE) to pair
+    // each with an executor, the claims and their timeline events commit
+    // together, and each sync's definition comes along.
+    let rows: Vec<ClaimedFor> = sqlx::query_as(
+        "WITH want AS (
+           SELECT * FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS w(worker_id, boot_id, slot)),
+         next AS (
+           SELECT id, row_number() OVER (ORDER BY scheduled_at, id) AS slot
+           FROM (SELECT id, scheduled_at FROM runs WHERE status = 'queued' AND scheduled_at <= now()
+                 ORDER BY scheduled_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) due),
          claimed AS (
            UPDATE runs r SET status = 'running', attempt = r.attempt + 1, started_at = now(),
-                  heartbeat_at = now(), worker_id = $1, boot_id = $2, lease_token = NULL, finished_at = NULL
-           FROM next WHERE r.id = next.id
-           RETURNING r.*),
+                  heartbeat_at = now(), worker_id = w.worker_id, boot_id = w.boot_id,
+                  lease_token = NULL, finished_at = NULL
+           FROM next JOIN want w USING (slot) WHERE r.id = next.id
+           RETURNING r.*, w.slot),
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
-           SELECT id, 'claimed', jsonb_build_object('attempt', attempt, 'worker', $1::text) FROM claimed)
+           SELECT id, 'claimed', jsonb_build_object('attempt', attempt, 'worker', worker_id) FROM claimed)
          SELECT c.*, s.definition AS sync_definition
          FROM claimed c LEFT JOIN syncs s ON s.id = c.sync_id",
     )
-    .bind(&executor.worker_id)
-    .bind(executor.boot_id)
-    .fetch_optional(pool)
-    .await
+    .bind(executors.iter().map(|e| e.worker_id.as_str()).collect::<Vec<_>>())
+    .bind(executors.iter().map(|e| e.boot_id).collect::<Vec<_>>())
+    .bind(i64::try_from(executors.len()).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await?;
+    let mut answers: Vec<Option<ClaimedRun>> = executors.iter().map(|_| None).collect();
+    for row in rows {
+        if let Some(answer) = usize::try_from(row.slot - 1)
+            .ok()
+            .and_then(|i| answers.get_mut(i))
+        {
+            *answer = Some(row.claimed);
+        }
+    }
+    Ok(answers)
 }
 
 /// Puts a running run back in the queue, due at `due_in` from now. With

@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use super::run::{RunOutcome, RunReport};
 use crate::config::RetrySettings;
 use crate::failure::FailureCode;
+use crate::store::grouped::RunStatements;
 use crate::store::runs::{self, RunCounts, RunRow};
 
 /// What became of the run.
@@ -47,13 +48,14 @@ pub fn backoff(retry: &RetrySettings, attempt: i32) -> Duration {
 /// batch boundary goes back at once with its attempt returned.
 pub async fn record_outcome(
     alerter: &crate::alerts::Alerter,
+    statements: &RunStatements,
     run: &RunRow,
     report: &RunReport,
     retry: Option<&RetrySettings>,
     breaker_threshold: u32,
 ) -> sqlx::Result<Recorded> {
     let store = alerter.store();
-    let recorded = record(store, run, report, retry).await?;
+    let recorded = record(store, statements, run, report, retry).await?;
     if let Some(started) = run.started_at {
         let seconds = (chrono::Utc::now() - started).num_milliseconds() as f64 / 1000.0;
         metrics::histogram!("syncward_run_duration_seconds").record(seconds.max(0.0));
@@ -84,17 +86,18 @@ pub async fn record_outcome(
 
 async fn record(
     store: &PgPool,
+    statements: &RunStatements,
     run: &RunRow,
     report: &RunReport,
     retry: Option<&RetrySettings>,
 ) -> sqlx::Result<Recorded> {
     let counts = &report.counts;
     match &report.outcome {
-        RunOutcome::Succeeded => finish(store, run, "succeeded", counts, None).await,
+        RunOutcome::Succeeded => finish(statements, run, "succeeded", counts, None).await,
         RunOutcome::Skipped => {
             let detail = FailureCode::LeaseBusy.what_happened().to_string();
             finish(
-                store,
+                statements,
                 run,
                 "skipped",
                 counts,
@@ -126,7 +129,7 @@ async fn record(
             None => {
                 let detail = "stopped at a batch boundary".to_string();
                 finish(
-                    store,
+                    statements,
                     run,
                     "failed",
                     counts,
@@ -150,23 +153,39 @@ async fn record(
                     Recorded::Superseded
                 })
             }
-            _ => finish(store, run, "failed", counts, Some((*code, detail.clone()))).await,
+            _ => {
+                finish(
+                    statements,
+                    run,
+                    "failed",
+                    counts,
+                    Some((*code, detail.clone())),
+                )
+                .await
+            }
         },
     }
 }
 
 async fn finish(
-    store: &PgPool,
+    statements: &RunStatements,
     run: &RunRow,
     status: &'static str,
     counts: &RunCounts,
     failure: Option<(FailureCode, String)>,
 ) -> sqlx::Result<Recorded> {
-    let failure_ref = failure.as_ref().map(|(c, d)| (c.as_str(), d.as_str()));
     let event = serde_json::json!({"failure_code": failure.as_ref().map(|f| f.0)});
-    let Some(closed_incidents) =
-        runs::finish_run(store, run, status, counts, failure_ref, &event).await?
-    else {
+    let finish = runs::Finish {
+        run_id: run.id,
+        started_at: run.started_at,
+        status: status.to_owned(),
+        counts: *counts,
+        failure: failure
+            .as_ref()
+            .map(|(code, detail)| (code.as_str().to_owned(), detail.clone())),
+        event,
+    };
+    let Some(closed_incidents) = statements.finish(finish).await? else {
         return Ok(Recorded::Superseded);
     };
     metrics::counter!(

@@ -21,6 +21,7 @@ use crate::failure::FailureCode;
 use crate::lease::LeaseManager;
 use crate::shutdown::Shutdown;
 use crate::source::postgres::PostgresSourcePools;
+use crate::store::grouped::RunStatements;
 use crate::store::runs::{self, ClaimedRun, Executor, RunCounts, RunRow};
 
 /// Wait between tries to record a run's outcome while the store is away.
@@ -35,12 +36,15 @@ pub struct Daemon {
     pub alerter: Alerter,
     /// Source connections shared by this daemon's runs.
     pub sources: PostgresSourcePools,
+    /// Its workers' queue statements, grouped.
+    pub statements: RunStatements,
 }
 
 impl Daemon {
     fn run_env(&self, shutdown: &Shutdown) -> RunEnv {
         RunEnv {
             store: self.store.clone(),
+            statements: self.statements.clone(),
             leases: self.leases.clone(),
             record_attempts: i32::try_from(self.settings.ledger.record_attempts)
                 .unwrap_or(i32::MAX),
@@ -111,7 +115,7 @@ async fn worker_loop(daemon: Daemon, executor: Executor, wake: Arc<Notify>, shut
         }
         // Registered before the query, so a NOTIFY that lands in between is not lost.
         let notified = wake.notified();
-        match runs::claim_next_run(&daemon.store, &executor).await {
+        match daemon.statements.claim(&executor).await {
             Ok(Some(claimed)) => process(&daemon, claimed, &shutdown).await,
             Ok(None) => {
                 tokio::select! {
@@ -188,7 +192,7 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
         // would take it from.
         let recorded = loop {
             match record_outcome(
-                &daemon.alerter, &run, &report, Some(&daemon.settings.retry), daemon.settings.breaker.consecutive_failures).await {
+                &daemon.alerter, &daemon.statements, &run, &report, Some(&daemon.settings.retry), daemon.settings.breaker.consecutive_failures).await {
                 Ok(recorded) => break Ok(recorded),
                 Err(e) => {
                     warn!(error = %e, "Recording the run's outcome failed; trying again");
@@ -200,19 +204,22 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
             }
         };
         // Released once the outcome is recorded: the next run of the sync
-        // cannot start before this one shows as ended or put back.
-        if let Some(lease) = &report.lease
-            && let Err(e) = daemon.leases.release(lease).await
-        {
-            warn!(error = %e, "Releasing the lease failed; it expires on its own");
-        }
-        match recorded {
+        // cannot start before this one shows as ended or put back. The
+        // release and the dead-man markers' clearing go to Redis together.
+        let release = async {
+            if let Some(lease) = &report.lease
+                && let Err(e) = daemon.leases.release(lease).await
+            {
+                warn!(error = %e, "Releasing the lease failed; it expires on its own");
+            }
+        };
+        let told = async { match recorded {
             Ok(Recorded::Finished { status, failure, closed_incidents }) => {
                 info!(status, failure = ?failure, "Run finished");
                 if status == "succeeded"
                     && let Err(e) = crate::deadman::on_success(
                         &daemon.alerter,
-                        daemon.leases.pool(),
+                        daemon.leases.shared(),
                         &daemon.settings.redis.key_prefix,
                         &run.workspace_id,
                         &run.sync_id,
@@ -227,6 +234,8 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
             Ok(Recorded::Superseded) => warn!("The run was put back by a sweeper while it ran here; its outcome is not recorded (the ledger and the fence keep its writes safe)"),
             Err(e) => error!(error = %e, "Recording the run's outcome failed until the drain deadline; once this daemon is gone, the sweeper of another recovers it"),
         }
+        };
+        tokio::join!(release, told);
     }
     .instrument(span)
     .await

@@ -36,6 +36,7 @@ use crate::mapping::map_record;
 use crate::source::postgres::PostgresSourcePools;
 use crate::source::{AnySource, Page, Source, SourceError};
 use crate::store::cursors;
+use crate::store::grouped::{LeaseStart, RunStatements};
 use crate::store::imports;
 use crate::store::ledger::{self, Claim, Rejection};
 use crate::store::runs::{self, RunCounts, RunRow};
@@ -47,6 +48,8 @@ pub const ATTEMPT_BUDGET_EXHAUSTED: &str = "attempt_budget_exhausted";
 #[derive(Debug, Clone)]
 pub struct RunEnv {
     pub store: PgPool,
+    /// The run-queue statements, grouped with other runs' (one set per daemon).
+    pub statements: RunStatements,
     pub leases: LeaseManager,
     /// Sends allowed per delivery key (`ledger.record_attempts`).
     pub record_attempts: i32,
@@ -160,8 +163,12 @@ pub async fn execute_run(
         // the run, and the saved cursor.
         let taken = env
             .leases
-            .acquire_with(&run.sync_id, |value| async move {
-                runs::begin_leased_run(&env.store, run.id, &run.sync_id, &value).await
+            .acquire_with(&run.sync_id, |lease_value| {
+                env.statements.begin_leased(LeaseStart {
+                    run_id: run.id,
+                    sync_id: run.sync_id.clone(),
+                    lease_value,
+                })
             })
             .await;
         let (lease, start) = match taken {

@@ -57,6 +57,7 @@ fn daemon_for(s: &Scenario) -> Daemon {
         Duration::from_secs(60),
     );
     Daemon {
+        statements: syncward::store::grouped::RunStatements::new(s.db.pool.clone()),
         store: s.db.pool.clone(),
         leases,
         settings: Arc::new(Settings::default()),

@@ -23,6 +23,7 @@ mod pages;
 mod postgres_source;
 mod preview;
 mod quickstart;
+mod run_queue;
 mod schema;
 mod shopify_source;
 mod sync_commands;

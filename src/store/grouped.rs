@@ -1,0 +1,176 @@
+//! Group commit for the run queue's statements: the claims, lease starts and
+//! finishes that a daemon's workers ask for at the same moment go to Postgres
+//! as one statement, so one round trip and one commit serve them all.
+//!
+//! Nothing waits to fill a group: a request goes out at once when no statement
+//! of its kind is in flight, and the requests that arrive while one is become
+//! the next group. Every caller still waits for its own statement's commit, so
+//! what a crash can lose is what it could lose without grouping.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+use sqlx::PgPool;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+
+use super::deadman::IncidentRow;
+use super::runs::{self, ClaimedRun, Executor, Finish};
+
+/// Most requests one statement carries.
+const MOST_PER_GROUP: usize = 64;
+
+/// Statements of one kind in flight at once. One: what arrives meanwhile
+/// waits and goes out as the next group (measured: two in flight made the
+/// groups so small that grouping gained nothing).
+const GROUPS_IN_FLIGHT: usize = 1;
+
+type Reply<T> = oneshot::Sender<sqlx::Result<T>>;
+type GroupFuture<T> = Pin<Box<dyn Future<Output = sqlx::Result<Vec<T>>> + Send>>;
+type GroupStatement<Req, Resp> = Arc<dyn Fn(PgPool, Vec<Req>) -> GroupFuture<Resp> + Send + Sync>;
+
+/// Requests of one kind, sent as groups by a task of their own. The task ends
+/// when the last handle is dropped.
+struct Grouped<Req, Resp> {
+    requests: mpsc::UnboundedSender<(Req, Reply<Resp>)>,
+}
+
+impl<Req, Resp> Clone for Grouped<Req, Resp> {
+    fn clone(&self) -> Self {
+        Self {
+            requests: self.requests.clone(),
+        }
+    }
+}
+
+impl<Req, Resp> Grouped<Req, Resp>
+where
+    Req: Clone + Send + 'static,
+    Resp: Send + 'static,
+{
+    /// `statement` answers a group in request order, one answer per request.
+    fn new(pool: PgPool, statement: GroupStatement<Req, Resp>) -> Self {
+        let (requests, mut incoming) = mpsc::unbounded_channel::<(Req, Reply<Resp>)>();
+        let in_flight = Arc::new(Semaphore::new(GROUPS_IN_FLIGHT));
+        tokio::spawn(async move {
+            while let Some(first) = incoming.recv().await {
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    return;
+                };
+                let mut group = vec![first];
+                while group.len() < MOST_PER_GROUP
+                    && let Ok(next) = incoming.try_recv()
+                {
+                    group.push(next);
+                }
+                tokio::spawn(send_group(pool.clone(), statement.clone(), group, permit));
+            }
+        });
+        Self { requests }
+    }
+
+    async fn call(&self, request: Req) -> sqlx::Result<Resp> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send((request, reply))
+            .map_err(|_| sqlx::Error::PoolClosed)?;
+        answer.await.map_err(|_| sqlx::Error::PoolClosed)?
+    }
+}
+
+async fn send_group<Req: Clone, Resp>(
+    pool: PgPool,
+    statement: GroupStatement<Req, Resp>,
+    group: Vec<(Req, Reply<Resp>)>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let (asked, replies): (Vec<Req>, Vec<Reply<Resp>>) = group.into_iter().unzip();
+    match statement(pool.clone(), asked.clone()).await {
+        Ok(answers) => {
+            // One answer per request, by construction of each statement.
+            debug_assert_eq!(answers.len(), replies.len());
+            for (reply, answer) in replies.into_iter().zip(answers) {
+                let _ = reply.send(Ok(answer));
+            }
+        }
+        // A failed statement changed nothing: each request is sent
+        // again alone, so one bad request cannot fail the others
+        // and each caller gets its own error.
+        Err(_) => {
+            for (request, reply) in asked.into_iter().zip(replies) {
+                let answer = statement(pool.clone(), vec![request])
+                    .await
+                    .and_then(|mut one| {
+                        one.pop().ok_or_else(|| {
+                            sqlx::Error::Protocol("a grouped statement answered nothing".into())
+                        })
+                    });
+                let _ = reply.send(answer);
+            }
+        }
+    }
+}
+
+/// What `begin_leased_run` needs: the run, its sync and the lease's value.
+#[derive(Debug, Clone)]
+pub struct LeaseStart {
+    pub run_id: i64,
+    pub sync_id: String,
+    pub lease_value: String,
+}
+
+/// A daemon's grouped run-queue statements (cheap to clone; one set per daemon).
+#[derive(Clone)]
+pub struct RunStatements {
+    claims: Grouped<Executor, Option<ClaimedRun>>,
+    lease_starts: Grouped<LeaseStart, (i64, Option<Value>)>,
+    finishes: Grouped<Finish, Option<Vec<IncidentRow>>>,
+}
+
+impl std::fmt::Debug for RunStatements {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunStatements").finish_non_exhaustive()
+    }
+}
+
+impl RunStatements {
+    /// Starts the three group tasks (needs a Tokio runtime).
+    pub fn new(pool: PgPool) -> Self {
+        Self {
+            claims: Grouped::new(
+                pool.clone(),
+                Arc::new(|pool, executors| {
+                    Box::pin(async move { runs::claim_runs(&pool, &executors).await })
+                }),
+            ),
+            lease_starts: Grouped::new(
+                pool.clone(),
+                Arc::new(|pool, starts| {
+                    Box::pin(async move { runs::begin_leased_runs(&pool, &starts).await })
+                }),
+            ),
+            finishes: Grouped::new(
+                pool,
+                Arc::new(|pool, finishes| {
+                    Box::pin(async move { runs::finish_runs(&pool, &finishes).await })
+                }),
+            ),
+        }
+    }
+
+    /// As `runs::claim_runs` for one executor.
+    pub async fn claim(&self, executor: &Executor) -> sqlx::Result<Option<ClaimedRun>> {
+        self.claims.call(executor.clone()).await
+    }
+
+    /// As `runs::begin_leased_runs` for one run: its fence and saved cursor.
+    pub async fn begin_leased(&self, start: LeaseStart) -> sqlx::Result<(i64, Option<Value>)> {
+        self.lease_starts.call(start).await
+    }
+
+    /// As `runs::finish_runs` for one run.
+    pub async fn finish(&self, finish: Finish) -> sqlx::Result<Option<Vec<IncidentRow>>> {
+        self.finishes.call(finish).await
+    }
+}

@@ -1,0 +1,206 @@
+//! The run queue's grouped statements: one claim, lease start or finish
+//! statement serves several workers, and each still gets exactly its own run,
+//! fence and outcome.
+
+use std::collections::BTreeSet;
+
+use syncward::store::grouped::RunStatements;
+use syncward::store::runs::{self, Executor, Finish, RunCounts};
+use uuid::Uuid;
+
+use crate::helpers::TestDb;
+
+async fn seed_syncs(db: &TestDb, ids: &[&str]) -> anyhow::Result<()> {
+    sqlx::query("INSERT INTO workspaces (id) VALUES ('acme')")
+        .execute(&db.pool)
+        .await?;
+    for id in ids {
+        sqlx::query("INSERT INTO syncs (id, workspace_id, definition) VALUES ($1, 'acme', '{}')")
+            .bind(id)
+            .execute(&db.pool)
+            .await?;
+    }
+    Ok(())
+}
+
+fn executor(name: &str) -> Executor {
+    Executor {
+        worker_id: name.into(),
+        boot_id: Uuid::new_v4(),
+    }
+}
+
+#[tokio::test]
+async fn one_claim_statement_gives_each_worker_a_different_run_oldest_first() -> anyhow::Result<()>
+{
+    let db = TestDb::new().await?;
+    seed_syncs(&db, &["s1", "s2", "s3"]).await?;
+    let (older, _) = runs::enqueue_run(&db.pool, "s1", "manual", 5).await?;
+    let (newer, _) = runs::enqueue_run(&db.pool, "s2", "manual", 5).await?;
+    // Not due yet: never claimed, even with an executor left over.
+    sqlx::query(
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, scheduled_at)
+         VALUES ('s3', 'acme', 1, 'retry', 5, now() + interval '1 hour')",
+    )
+    .execute(&db.pool)
+    .await?;
+
+    let workers = [executor("w0"), executor("w1"), executor("w2")];
+    let claimed = runs::claim_runs(&db.pool, &workers).await?;
+
+    assert_eq!(claimed.len(), 3, "one answer per executor");
+    let first = claimed[0].as_ref().expect("the first worker gets a run");
+    let second = claimed[1].as_ref().expect("the second worker gets a run");
+    assert!(claimed[2].is_none(), "only two runs were due");
+    assert_eq!(first.run.id, older, "the oldest due run goes first");
+    assert_eq!(second.run.id, newer);
+    for (claim, worker) in [(first, &workers[0]), (second, &workers[1])] {
+        assert_eq!(claim.run.status, "running");
+        assert_eq!(claim.run.attempt, 1, "the claim spends an attempt");
+        assert_eq!(
+            claim.run.worker_id.as_deref(),
+            Some(worker.worker_id.as_str())
+        );
+        assert_eq!(claim.run.boot_id, Some(worker.boot_id));
+        assert!(
+            claim.sync_definition.is_some(),
+            "the definition comes along"
+        );
+    }
+    let events: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT run_id, detail->>'worker' FROM run_events WHERE kind = 'claimed' ORDER BY run_id",
+    )
+    .fetch_all(&db.pool)
+    .await?;
+    assert_eq!(
+        events,
+        vec![(older, "w0".to_string()), (newer, "w1".to_string())]
+    );
+    // Nothing is left to claim; the future run stays queued.
+    assert_eq!(
+        runs::claim_next_run(&db.pool, &workers[2])
+            .await?
+            .map(|c| c.run.id),
+        None
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_grouped_finish_ends_only_current_claims_and_closes_a_shared_incident_once()
+-> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    seed_syncs(&db, &["s1", "s2", "s3"]).await?;
+    let worker = executor("w0");
+    let mut claimed = Vec::new();
+    for sync in ["s1", "s2", "s3"] {
+        claimed.push(runs::create_claimed_run(&db.pool, sync, "manual", 5, &worker).await?);
+    }
+    sqlx::query(
+        "INSERT INTO deadman_incidents (scope, workspace_id, sync_id, silence)
+         VALUES ('workspace', 'acme', NULL, 'no_runs'), ('sync', 'acme', 's2', 'no_runs')",
+    )
+    .execute(&db.pool)
+    .await?;
+    let finish = |run: &runs::RunRow, status: &str, failure: Option<(&str, &str)>| Finish {
+        run_id: run.id,
+        started_at: run.started_at,
+        status: status.into(),
+        counts: RunCounts {
+            read: 3,
+            written: 2,
+            ..RunCounts::default()
+        },
+        failure: failure.map(|(c, d)| (c.into(), d.into())),
+        event: serde_json::json!({"by": "test"}),
+    };
+    let stale = Finish {
+        started_at: Some(chrono::Utc::now() - chrono::Duration::hours(2)),
+        ..finish(&claimed[2], "succeeded", None)
+    };
+    let answers = runs::finish_runs(
+        &db.pool,
+        &[
+            finish(&claimed[0], "succeeded", None),
+            finish(&claimed[1], "succeeded", None),
+            stale,
+        ],
+    )
+    .await?;
+
+    assert_eq!(answers.len(), 3);
+    assert!(
+        answers[2].is_none(),
+        "a finish from an old view of the claim changes nothing"
+    );
+    let closed: Vec<(i64, String, Option<String>)> = answers[..2]
+        .iter()
+        .enumerate()
+        .flat_map(|(i, a)| {
+            a.as_ref()
+                .expect("a current claim is ended")
+                .iter()
+                .map(move |inc| (i as i64, inc.scope.clone(), inc.sync_id.clone()))
+        })
+        .collect();
+    let scopes: BTreeSet<(String, Option<String>)> = closed
+        .iter()
+        .map(|(_, s, id)| (s.clone(), id.clone()))
+        .collect();
+    assert_eq!(closed.len(), 2, "each incident reported once: {closed:?}");
+    assert_eq!(
+        scopes,
+        BTreeSet::from([
+            ("sync".to_string(), Some("s2".to_string())),
+            ("workspace".to_string(), None)
+        ])
+    );
+    assert!(
+        closed.contains(&(1, "sync".into(), Some("s2".into()))),
+        "the sync's own incident goes with its run: {closed:?}"
+    );
+    let ended: Vec<(String, String, i64)> =
+        sqlx::query_as("SELECT sync_id, status, records_written FROM runs ORDER BY sync_id")
+            .fetch_all(&db.pool)
+            .await?;
+    assert_eq!(
+        ended,
+        vec![
+            ("s1".into(), "succeeded".into(), 2),
+            ("s2".into(), "succeeded".into(), 2),
+            ("s3".into(), "running".into(), 0)
+        ]
+    );
+    let open: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM deadman_incidents WHERE closed_at IS NULL")
+            .fetch_one(&db.pool)
+            .await?;
+    assert_eq!(open, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lease_starts_that_cannot_share_a_statement_are_sent_one_at_a_time() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    seed_syncs(&db, &["s1"]).await?;
+    let start = |run_id: i64| syncward::store::grouped::LeaseStart {
+        run_id,
+        sync_id: "s1".into(),
+        lease_value: format!("boot/{run_id}"),
+    };
+    // Two fences for one sync in one statement is an error...
+    let together = runs::begin_leased_runs(&db.pool, &[start(1), start(2)]).await;
+    assert!(together.is_err(), "{together:?}");
+
+    // ...so a group holding them fails, and each is sent again alone: every
+    // caller still gets its own fence.
+    let statements = RunStatements::new(db.pool.clone());
+    let calls = (1..=20).map(|id| statements.begin_leased(start(id)));
+    let fences: BTreeSet<i64> = futures::future::try_join_all(calls)
+        .await?
+        .into_iter()
+        .map(|(fence, _)| fence)
+        .collect();
+    assert_eq!(fences, (1..=20).collect::<BTreeSet<i64>>());
+    Ok(())
+}
