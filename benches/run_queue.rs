@@ -2,7 +2,7 @@
 //! no-op-sized runs (a source whose page is empty) through claim → lease →
 //! run → finish, with one and with two daemons' worker pools in this process,
 //! on the daemon's own code path, with default settings but for the number of
-//! workers: 4 (the default) and 32. Target on a 2-core machine: ≥ 2,000
+//! workers: 4 (the default), 16, 32 and 64. Target on a 2-core machine: ≥ 2,000
 //! runs/s. `cargo bench --bench run_queue`; `BENCH_RUNS` sets how many runs,
 //! `BENCH_WORKERS` (e.g. `4,32`) the worker counts.
 
@@ -27,13 +27,13 @@ async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
     let runs_wanted: usize = std::env::var("BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(6000);
+        .unwrap_or(20_000);
     let worker_counts: Vec<usize> = match std::env::var("BENCH_WORKERS") {
         Ok(list) => list
             .split(',')
             .map(|n| n.trim().parse())
             .collect::<Result<_, _>>()?,
-        Err(_) => vec![4, 32],
+        Err(_) => vec![4, 16, 32, 64],
     };
     sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text)")
         .execute(&pool)
@@ -72,6 +72,14 @@ email = "email"
     for workers in worker_counts {
         println!("run queue, {runs_wanted} no-op runs, {workers} workers per daemon");
         for daemons in [1usize, 2] {
+            // Every round starts from the same state: no runs from earlier
+            // rounds (and no autovacuum of them during this one).
+            sqlx::raw_sql("TRUNCATE runs CASCADE")
+                .execute(&pool)
+                .await?;
+            sqlx::raw_sql("VACUUM ANALYZE runs, run_events, sync_cursors")
+                .execute(&pool)
+                .await?;
             for d in &definitions {
                 runs::enqueue_run(&pool, d.id.as_str(), "manual", 5).await?;
             }
