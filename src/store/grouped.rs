@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use sqlx::PgPool;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use super::deadman::IncidentRow;
 use super::runs::{self, ClaimedRun, Executor, Finish};
@@ -21,17 +21,14 @@ use super::runs::{self, ClaimedRun, Executor, Finish};
 /// Most requests one statement carries.
 const MOST_PER_GROUP: usize = 64;
 
-/// Statements of one kind in flight at once. One: what arrives meanwhile
-/// waits and goes out as the next group (measured: two in flight made the
-/// groups so small that grouping gained nothing).
-const GROUPS_IN_FLIGHT: usize = 1;
-
 type Reply<T> = oneshot::Sender<sqlx::Result<T>>;
 type GroupFuture<T> = Pin<Box<dyn Future<Output = sqlx::Result<Vec<T>>> + Send>>;
 type GroupStatement<Req, Resp> = Arc<dyn Fn(PgPool, Vec<Req>) -> GroupFuture<Resp> + Send + Sync>;
 
-/// Requests of one kind, sent as groups by a task of their own. The task ends
-/// when the last handle is dropped.
+/// Requests of one kind, sent as groups by a task of their own, one statement
+/// at a time: what arrives meanwhile waits and goes out as the next group
+/// (measured: allowing two in flight made the groups so small that grouping
+/// gained nothing). The task ends when the last handle is dropped.
 struct Grouped<Req, Resp> {
     requests: mpsc::UnboundedSender<(Req, Reply<Resp>)>,
 }
@@ -52,19 +49,19 @@ where
     /// `statement` answers a group in request order, one answer per request.
     fn new(pool: PgPool, statement: GroupStatement<Req, Resp>) -> Self {
         let (requests, mut incoming) = mpsc::unbounded_channel::<(Req, Reply<Resp>)>();
-        let in_flight = Arc::new(Semaphore::new(GROUPS_IN_FLIGHT));
+        // Not on the shutdown's tracker: it serves the tracked tasks while they
+        // drain, and ends by itself once they (and every other holder of a
+        // handle) are gone; on the tracker, the drain would wait for the
+        // daemon's own handle.
         tokio::spawn(async move {
             while let Some(first) = incoming.recv().await {
-                let Ok(permit) = in_flight.clone().acquire_owned().await else {
-                    return;
-                };
                 let mut group = vec![first];
                 while group.len() < MOST_PER_GROUP
                     && let Ok(next) = incoming.try_recv()
                 {
                     group.push(next);
                 }
-                tokio::spawn(send_group(pool.clone(), statement.clone(), group, permit));
+                send_group(&pool, &statement, group).await;
             }
         });
         Self { requests }
@@ -80,10 +77,9 @@ where
 }
 
 async fn send_group<Req: Clone, Resp>(
-    pool: PgPool,
-    statement: GroupStatement<Req, Resp>,
+    pool: &PgPool,
+    statement: &GroupStatement<Req, Resp>,
     group: Vec<(Req, Reply<Resp>)>,
-    _permit: OwnedSemaphorePermit,
 ) {
     let (asked, replies): (Vec<Req>, Vec<Reply<Resp>>) = group.into_iter().unzip();
     match statement(pool.clone(), asked.clone()).await {
