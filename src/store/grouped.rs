@@ -16,7 +16,7 @@ use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::deadman::IncidentRow;
-use super::runs::{self, ClaimedRun, Executor, Finish};
+use super::runs::{self, ClaimedRun, Executor, Finish, LeaseStart};
 
 /// Most requests one statement carries.
 const MOST_PER_GROUP: usize = 64;
@@ -106,14 +106,6 @@ async fn send_group<Req: Clone, Resp>(
             }
         }
     }
-}
-
-/// What `begin_leased_run` needs: the run, its sync and the lease's value.
-#[derive(Debug, Clone)]
-pub struct LeaseStart {
-    pub run_id: i64,
-    pub sync_id: String,
-    pub lease_value: String,
 }
 
 /// A daemon's grouped run-queue statements (cheap to clone; one set per daemon).

@@ -6,7 +6,6 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
 use super::deadman::IncidentRow;
-use super::grouped::LeaseStart;
 
 /// A run as stored.
 #[derive(Debug, Clone, Serialize, FromRow)]
@@ -133,25 +132,19 @@ pub async fn create_claimed_run(
     .await
 }
 
-/// A run took its sync's lease (`lease_value`): issues the next fence, records
-/// the lease and the starting cursor on the run (with a `lease` event) and
-/// returns the fence and the saved cursor — one statement, one round trip.
-pub async fn begin_leased_run(
-    pool: &PgPool,
-    run_id: i64,
-    sync_id: &str,
-    lease_value: &str,
-) -> sqlx::Result<(i64, Option<serde_json::Value>)> {
-    let start = LeaseStart {
-        run_id,
-        sync_id: sync_id.to_owned(),
-        lease_value: lease_value.to_owned(),
-    };
-    one(begin_leased_runs(pool, &[start]).await?)
+/// What a run that took its sync's lease records: the run, its sync and the
+/// lease's value.
+#[derive(Debug, Clone)]
+pub struct LeaseStart {
+    pub run_id: i64,
+    pub sync_id: String,
+    pub lease_value: String,
 }
 
-/// `begin_leased_run` for several runs (of different syncs) in one statement;
-/// answers in request order.
+/// Runs that took their syncs' leases: for each, issues the next fence,
+/// records the lease and the starting cursor on the run (with a `lease` event)
+/// and returns the fence and the saved cursor. Several runs (of different
+/// syncs) in one statement, one round trip; answers in request order.
 pub async fn begin_leased_runs(
     pool: &PgPool,
     starts: &[LeaseStart],

@@ -36,10 +36,10 @@ use crate::mapping::map_record;
 use crate::source::postgres::PostgresSourcePools;
 use crate::source::{AnySource, Page, Source, SourceError};
 use crate::store::cursors;
-use crate::store::grouped::{LeaseStart, RunStatements};
+use crate::store::grouped::RunStatements;
 use crate::store::imports;
 use crate::store::ledger::{self, Claim, Rejection};
-use crate::store::runs::{self, RunCounts, RunRow};
+use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
 
 /// Code kept on a record whose attempt budget ran out.
 pub const ATTEMPT_BUDGET_EXHAUSTED: &str = "attempt_budget_exhausted";

@@ -183,7 +183,7 @@ async fn a_grouped_finish_ends_only_current_claims_and_closes_a_shared_incident_
 async fn lease_starts_that_cannot_share_a_statement_are_sent_one_at_a_time() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
     seed_syncs(&db, &["s1"]).await?;
-    let start = |run_id: i64| syncward::store::grouped::LeaseStart {
+    let start = |run_id: i64| syncward::store::runs::LeaseStart {
         run_id,
         sync_id: "s1".into(),
         lease_value: format!("boot/{run_id}"),
