@@ -1,15 +1,22 @@
-//! The delivery ledger: one row per delivery key, claimed `pending` before the
-//! destination is called and `completed` with its answer after. Every
-//! statement takes a whole batch of keys: never one query per record. Keys
-//! sent in one bulk call are claimed with a batch row (`delivery_batches`) that
-//! the call's answer completes as a whole; `delivery_states` reads both.
+//! The delivery ledger. Every claim is a batch row (`delivery_batches`) marked
+//! with the page its keys were read from, and spends one attempt of each key
+//! before the destination is called. A bulk call's keys live in its batch row
+//! alone and its answer completes that one row; per-record destinations keep
+//! one `deliveries` row per key as well, completed key by key. Every statement
+//! takes a whole page or batch of keys: never one query per record.
+//!
+//! A key hashes its page cursor, so it can only have been claimed from its own
+//! page: a page with no batch row has none of its keys in the ledger, and its
+//! lookup is one index probe instead of one per key (migration 0007; syncs with
+//! keys from before pages were recorded still probe per key).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
-/// A key's state in the ledger.
+/// A key's per-key row in the ledger.
 #[derive(Debug, Clone, FromRow)]
 pub struct LedgerEntry {
     pub key: Vec<u8>,
@@ -17,53 +24,162 @@ pub struct LedgerEntry {
     pub attempts: i32,
 }
 
-/// The ledger rows of these keys (absent keys are simply missing).
-pub async fn lookup_keys(
+/// A batch-only claim (a bulk call) of a page.
+#[derive(Debug, Clone)]
+pub struct PageBatch {
+    pub id: i64,
+    pub keys: Vec<Vec<u8>>,
+    pub completed: bool,
+    pub attempts: i32,
+}
+
+/// Where one key stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyState {
+    /// Never claimed (or forgotten): send it.
+    Absent,
+    /// Claimed and not known to have arrived, with the attempts spent on it;
+    /// `per_key` when it has its own `deliveries` row.
+    Pending { attempts: i32, per_key: bool },
+    /// Delivered: replay the stored answer.
+    Completed,
+}
+
+/// What the ledger holds for one page's keys.
+#[derive(Debug, Default)]
+pub struct PageLedger {
+    states: HashMap<[u8; 32], KeyState>,
+    /// Open batch-only claims of the page: ids, for the next claim to supersede
+    /// or watch.
+    pub open_batches: Vec<(i64, Vec<Vec<u8>>)>,
+}
+
+impl PageLedger {
+    pub fn state(&self, key: &[u8; 32]) -> KeyState {
+        self.states.get(key).copied().unwrap_or(KeyState::Absent)
+    }
+
+    fn merge(&mut self, key: &[u8], state: KeyState) {
+        let Ok(key) = <[u8; 32]>::try_from(key) else {
+            return;
+        };
+        let merged = match (self.state(&key), state) {
+            (KeyState::Completed, _) | (_, KeyState::Completed) => KeyState::Completed,
+            (KeyState::Absent, s) => s,
+            (
+                KeyState::Pending {
+                    attempts: a,
+                    per_key: p,
+                },
+                KeyState::Pending {
+                    attempts: b,
+                    per_key: q,
+                },
+            ) => KeyState::Pending {
+                attempts: a.max(b),
+                per_key: p || q,
+            },
+            (s, KeyState::Absent) => s,
+        };
+        self.states.insert(key, merged);
+    }
+}
+
+/// One row of the page lookup: a batch-only claim (`batch` set) or a key's
+/// own row (`key` set).
+type LookupRow = (
+    Option<i64>,
+    Option<Vec<Vec<u8>>>,
+    Option<bool>,
+    Option<Vec<u8>>,
+    Option<String>,
+    i32,
+);
+
+/// What the ledger holds for the keys of one page, in one statement: the
+/// page's batch-only claims, and the keys' own rows only when the page has
+/// per-key claims (or the sync has keys from before pages were recorded).
+pub async fn lookup_page(
     pool: &PgPool,
     sync_id: &str,
+    page: &[u8; 32],
     keys: &[Vec<u8>],
-) -> sqlx::Result<Vec<LedgerEntry>> {
+) -> sqlx::Result<PageLedger> {
     // An empty page (the end of the source) costs no round trip.
     if keys.is_empty() {
-        return Ok(Vec::new());
+        return Ok(PageLedger::default());
     }
-    // One index probe per key: the key leads the primary key, and the planner
-    // takes unnest() for a few rows, so it probes rather than scans. (Led by
-    // the sync, a new sync's missing statistics made it scan every key of the
-    // sync for each page; `key = ANY(...)` made it scan the whole table while
-    // the ledger was small.)
-    //
-    // The page's keys share a batch or two: their completion is looked up once
+    // The per-key probe: one index descent per key (the key leads the primary
+    // key, and the planner takes unnest() for a few rows). Its condition is
+    // evaluated once, before any probe. Per-key completion is looked up once
     // per batch (a hashed subplan), not once per key as a join would.
-    sqlx::query_as::<_, LedgerEntry>(
-        "WITH d AS MATERIALIZED (
+    let rows: Vec<LookupRow> = sqlx::query_as(
+        "WITH b AS MATERIALIZED (
+           SELECT id, keys, completed_at IS NOT NULL AS done, attempts, per_key
+           FROM delivery_batches WHERE page = $3 AND sync_id = $1),
+         d AS MATERIALIZED (
            SELECT d.key, d.status, d.attempts, d.batch_id
            FROM unnest($2::bytea[]) AS k(key)
-           JOIN deliveries d ON d.key = k.key AND d.sync_id = $1),
+           JOIN deliveries d ON d.key = k.key AND d.sync_id = $1
+           WHERE EXISTS (SELECT 1 FROM b WHERE per_key)
+              OR EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)),
          done AS MATERIALIZED (
            SELECT id FROM delivery_batches
            WHERE id IN (SELECT DISTINCT batch_id FROM d) AND completed_at IS NOT NULL)
-         SELECT key,
+         SELECT id, keys, done, NULL::bytea, NULL::text, attempts FROM b WHERE NOT per_key
+         UNION ALL
+         SELECT NULL, NULL, NULL, key,
                 CASE WHEN status = 'completed' OR batch_id IN (SELECT id FROM done)
-                     THEN 'completed' ELSE 'pending' END AS status,
+                     THEN 'completed' ELSE 'pending' END,
                 attempts
          FROM d",
     )
     .bind(sync_id)
     .bind(keys)
+    .bind(&page[..])
     .fetch_all(pool)
-    .await
+    .await?;
+    let mut ledger = PageLedger::default();
+    for (batch, batch_keys, done, key, status, attempts) in rows {
+        if let (Some(id), Some(batch_keys), Some(done)) = (batch, batch_keys, done) {
+            let state = if done {
+                KeyState::Completed
+            } else {
+                KeyState::Pending {
+                    attempts,
+                    per_key: false,
+                }
+            };
+            for key in &batch_keys {
+                ledger.merge(key, state);
+            }
+            if !done {
+                ledger.open_batches.push((id, batch_keys));
+            }
+        } else if let Some(key) = key {
+            let state = if status.as_deref() == Some("completed") {
+                KeyState::Completed
+            } else {
+                KeyState::Pending {
+                    attempts,
+                    per_key: true,
+                }
+            };
+            ledger.merge(&key, state);
+        }
+    }
+    Ok(ledger)
 }
 
 /// What a claim did.
 #[derive(Debug)]
 pub enum Claim {
     /// Keys now `pending` for this run, with the attempts each has spent
-    /// (this one included), and the batch they were claimed in, if one was
-    /// asked for. Keys completed meanwhile are left out.
+    /// (this one included), and the batch they were claimed in. Keys completed
+    /// meanwhile are left out.
     Claimed {
         keys: Vec<(Vec<u8>, i32)>,
-        batch: Option<i64>,
+        batch: i64,
     },
     /// A newer fence was issued: this run no longer owns the sync.
     Fenced,
@@ -73,37 +189,40 @@ pub enum Claim {
 /// new batch.
 type ClaimRow = (Option<Vec<u8>>, Option<i32>, Option<i64>);
 
-/// Claims keys as `pending` for a run, spending one attempt of each, in one
-/// statement that first checks the run's fence is still the newest. `fresh`
-/// keys were absent from the ledger: they are inserted with one attempt spent
-/// (a plain insert, a third of the cost of an upsert). `again` keys were found
-/// `pending` (left by a dead run): their attempts grow by one. A key that was
-/// completed meanwhile is left out; a fresh key that someone else inserted
-/// meanwhile means another run wrote under this sync: `Fenced`. With
-/// `as_batch` the keys are claimed in a new batch, for `complete_batch`.
+/// Claims keys of one page as `pending` for a run, one row per key, spending
+/// one attempt of each, in one statement that first checks the run's fence is
+/// still the newest; the claim's batch row marks the page. `fresh` keys have
+/// no row of their own: they are inserted (a plain insert, a third of the cost
+/// of an upsert) with `spent[i]` attempts already spent on them elsewhere plus
+/// this one. `again` keys were found `pending` (left by a dead run): their
+/// attempts grow by one. A key completed meanwhile is left out; a fresh key
+/// that someone else inserted meanwhile means another run wrote under this
+/// sync: `Fenced`.
+#[allow(clippy::too_many_arguments)]
 pub async fn claim_keys(
     pool: &PgPool,
     sync_id: &str,
+    page: &[u8; 32],
     fresh: &[Vec<u8>],
+    spent: &[i32],
     again: &[Vec<u8>],
     run_id: i64,
     fence: i64,
-    as_batch: bool,
 ) -> sqlx::Result<Claim> {
     // FOR SHARE holds off a new fence until this claim commits. The last
     // branch yields one row with no key (and the batch) when the fence is
     // still ours.
-    let rows: Result<Vec<ClaimRow>, sqlx::Error> =
-        sqlx::query_as(
-            "WITH f AS (
+    let rows: Result<Vec<ClaimRow>, sqlx::Error> = sqlx::query_as(
+        "WITH f AS (
                SELECT 1 FROM sync_cursors WHERE sync_id = $1 AND fence_issued = $4 FOR SHARE),
              b AS (
-               INSERT INTO delivery_batches (sync_id, run_id, keys)
-               SELECT $1, $3, $2::bytea[] || $5::bytea[] FROM f WHERE $6
+               INSERT INTO delivery_batches (sync_id, run_id, fence, page, keys, per_key)
+               SELECT $1, $3, $4, $6, $2::bytea[] || $5::bytea[], true FROM f
                RETURNING id),
              fresh AS (
                INSERT INTO deliveries (sync_id, key, status, attempts, run_id, fence, batch_id)
-               SELECT $1, k, 'pending', 1, $3, $4, (SELECT id FROM b) FROM f, unnest($2::bytea[]) AS k
+               SELECT $1, k, 'pending', s + 1, $3, $4, (SELECT id FROM b)
+               FROM f, unnest($2::bytea[], $7::int4[]) AS k(k, s)
                RETURNING key, attempts),
              again AS (
                UPDATE deliveries d SET attempts = d.attempts + 1, run_id = $3, fence = $4,
@@ -115,15 +234,16 @@ pub async fn claim_keys(
              SELECT key, attempts, NULL::bigint FROM fresh
              UNION ALL SELECT key, attempts, NULL FROM again
              UNION ALL SELECT NULL, NULL, (SELECT id FROM b) FROM f",
-        )
-        .bind(sync_id)
-        .bind(fresh)
-        .bind(run_id)
-        .bind(fence)
-        .bind(again)
-        .bind(as_batch)
-        .fetch_all(pool)
-        .await;
+    )
+    .bind(sync_id)
+    .bind(fresh)
+    .bind(run_id)
+    .bind(fence)
+    .bind(again)
+    .bind(&page[..])
+    .bind(spent)
+    .fetch_all(pool)
+    .await;
     let rows = match rows {
         Ok(rows) => rows,
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Ok(Claim::Fenced),
@@ -132,7 +252,7 @@ pub async fn claim_keys(
     let Some(batch) = rows
         .iter()
         .find(|(key, _, _)| key.is_none())
-        .map(|row| row.2)
+        .and_then(|row| row.2)
     else {
         return Ok(Claim::Fenced);
     };
@@ -142,6 +262,71 @@ pub async fn claim_keys(
             .filter_map(|(key, attempts, _)| Some((key?, attempts?)))
             .collect(),
         batch,
+    })
+}
+
+/// What a batch-only claim did.
+#[derive(Debug)]
+pub enum BatchClaim {
+    /// The keys are claimed in `batch`, which spent attempt number `attempts`
+    /// of each. `completed_meanwhile` holds the keys of watched batches that
+    /// completed after the page was looked up: not to be sent.
+    Claimed {
+        batch: i64,
+        completed_meanwhile: Vec<Vec<u8>>,
+    },
+    /// A newer fence was issued: this run no longer owns the sync.
+    Fenced,
+}
+
+/// Claims the keys of one bulk call as one batch row of `page` with attempt
+/// number `attempts` (one more than the most any of them had spent), after
+/// checking the run's fence is still the newest. Open batch-only claims in
+/// `superseded` (every key of theirs is in this claim) are deleted; the keys of
+/// `watched` ones (open when looked up, sharing keys with this claim) that
+/// completed meanwhile are returned.
+#[allow(clippy::too_many_arguments)]
+pub async fn claim_batch(
+    pool: &PgPool,
+    sync_id: &str,
+    page: &[u8; 32],
+    keys: &[Vec<u8>],
+    attempts: i32,
+    run_id: i64,
+    fence: i64,
+    superseded: &[i64],
+    watched: &[i64],
+) -> sqlx::Result<BatchClaim> {
+    let (batch, completed_meanwhile): (Option<i64>, Vec<Vec<u8>>) = sqlx::query_as(
+        "WITH f AS (
+           SELECT 1 FROM sync_cursors WHERE sync_id = $1 AND fence_issued = $6 FOR SHARE),
+         gone AS (
+           DELETE FROM delivery_batches o USING f
+           WHERE o.id = ANY($7::bigint[]) AND o.completed_at IS NULL AND NOT o.per_key),
+         b AS (
+           INSERT INTO delivery_batches (sync_id, run_id, fence, page, keys, attempts, per_key)
+           SELECT $1, $5, $6, $2, $3, $4, false FROM f
+           RETURNING id)
+         SELECT (SELECT id FROM b),
+                ARRAY(SELECT k FROM delivery_batches w, unnest(w.keys) AS k
+                      WHERE w.id = ANY($8::bigint[]) AND w.completed_at IS NOT NULL)",
+    )
+    .bind(sync_id)
+    .bind(&page[..])
+    .bind(keys)
+    .bind(attempts)
+    .bind(run_id)
+    .bind(fence)
+    .bind(superseded)
+    .bind(watched)
+    .fetch_one(pool)
+    .await?;
+    Ok(match batch {
+        Some(batch) => BatchClaim::Claimed {
+            batch,
+            completed_meanwhile,
+        },
+        None => BatchClaim::Fenced,
     })
 }
 
@@ -176,6 +361,36 @@ pub async fn complete_batch(
     .bind(import.map(|i| i.run_id))
     .bind(import.map(|i| i.process_id))
     .bind(import.map(|i| i.records))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Settles a batch-only claim whose call answered key by key (some records
+/// refused, or different answers): the delivered keys get rows of their own,
+/// `completed` with their answers, and the batch keeps only them; the refused
+/// keys are forgotten (nothing was written), so a later replay may send them.
+pub async fn settle_batch_per_key(
+    pool: &PgPool,
+    batch: i64,
+    keys: &[Vec<u8>],
+    results: &[serde_json::Value],
+) -> sqlx::Result<()> {
+    let results: Vec<Json<&serde_json::Value>> = results.iter().map(Json).collect();
+    sqlx::query(
+        "WITH b AS (
+           UPDATE delivery_batches SET per_key = true, keys = $2::bytea[] WHERE id = $1
+           RETURNING sync_id, run_id, fence, attempts)
+         INSERT INTO deliveries
+           (sync_id, key, status, attempts, result, run_id, fence, batch_id, completed_at)
+         SELECT b.sync_id, r.key, 'completed', b.attempts, r.result, b.run_id, b.fence, $1, now()
+         FROM b, unnest($2::bytea[], $3::jsonb[]) AS r(key, result)
+         ON CONFLICT (key, sync_id) DO UPDATE SET status = 'completed', result = EXCLUDED.result,
+           completed_at = EXCLUDED.completed_at, batch_id = EXCLUDED.batch_id",
+    )
+    .bind(batch)
+    .bind(keys)
+    .bind(results)
     .execute(pool)
     .await?;
     Ok(())
@@ -235,8 +450,8 @@ pub async fn release_keys(pool: &PgPool, sync_id: &str, keys: &[Vec<u8>]) -> sql
 
 /// Deletes completed keys older than `retention`, `batch` keys per statement
 /// so no statement holds locks for long (a completed bulk batch goes whole).
-/// Batches never completed (their call failed) go too once that old: their
-/// keys stay, `pending`. Returns how many keys went.
+/// Pending keys stay. Returns how many keys went (a completed bulk batch's
+/// keys counted as keys).
 pub async fn purge_completed(pool: &PgPool, retention: Duration, batch: i64) -> sqlx::Result<u64> {
     let seconds = retention.as_secs_f64();
     let mut total = 0;
@@ -264,12 +479,14 @@ pub async fn purge_completed(pool: &PgPool, retention: Duration, batch: i64) -> 
                  SELECT id FROM delivery_batches
                  WHERE completed_at < now() - make_interval(secs => $1)
                  ORDER BY completed_at LIMIT 1)
-               RETURNING id, sync_id, keys),
+               RETURNING id, sync_id, keys, per_key),
              k AS (
                DELETE FROM deliveries d USING b
                WHERE d.sync_id = b.sync_id AND d.key = ANY(b.keys) AND d.batch_id = b.id
                RETURNING 1)
-             SELECT EXISTS (SELECT 1 FROM b), (SELECT count(*) FROM k)",
+             SELECT EXISTS (SELECT 1 FROM b),
+                    (SELECT count(*) FROM k)
+                    + coalesce((SELECT cardinality(keys) FROM b WHERE NOT per_key), 0)",
         )
         .bind(seconds)
         .fetch_one(pool)
@@ -279,11 +496,29 @@ pub async fn purge_completed(pool: &PgPool, retention: Duration, batch: i64) -> 
             break;
         }
     }
+    // An open batch row marks its page (see the module comment): it goes only
+    // once none of its keys' own rows point at it. A batch-only claim (a bulk
+    // call that never answered) is its keys' pending claim, kept as a pending
+    // key row is.
     sqlx::query(
-        "DELETE FROM delivery_batches
-         WHERE completed_at IS NULL AND created_at < now() - make_interval(secs => $1)",
+        "DELETE FROM delivery_batches b
+         WHERE completed_at IS NULL AND per_key AND created_at < now() - make_interval(secs => $1)
+           AND NOT EXISTS (SELECT 1 FROM deliveries d
+                           WHERE d.sync_id = b.sync_id AND d.key = ANY(b.keys) AND d.batch_id = b.id)",
     )
     .bind(seconds)
+    .execute(pool)
+    .await?;
+    // A sync whose keys from before pages were recorded are all gone looks its
+    // pages up like any other.
+    sqlx::query(
+        "DELETE FROM ledger_unpaged_syncs u
+         WHERE NOT EXISTS (SELECT 1 FROM delivery_batches b
+                           WHERE b.sync_id = u.sync_id AND b.page IS NULL)
+           AND NOT EXISTS (SELECT 1 FROM deliveries d
+                           LEFT JOIN delivery_batches b ON b.id = d.batch_id
+                           WHERE d.sync_id = u.sync_id AND b.page IS NULL)",
+    )
     .execute(pool)
     .await?;
     Ok(total)

@@ -23,6 +23,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 const DOMAIN: &[u8] = b"syncward.delivery-key.v1";
+/// A page's identity in the ledger (`store::ledger`): the same first fields as
+/// its keys, under another tag. Persisted: changing it would make every page
+/// look unclaimed.
+const PAGE_DOMAIN: &[u8] = b"syncward.ledger-page.v1";
 
 /// A 32-byte SHA-256 delivery key.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -36,18 +40,7 @@ impl DeliveryKey {
         position: u64,
         record: &Value,
     ) -> Self {
-        let mut hash = Sha256::new();
-        hash.update(DOMAIN);
-        let mut field = |bytes: &[u8]| {
-            hash.update((bytes.len() as u64).to_be_bytes());
-            hash.update(bytes);
-        };
-        field(sync_id.as_bytes());
-        field(fingerprint.as_bytes());
-        field(canonical_json(page_cursor.unwrap_or(&Value::Null)).as_bytes());
-        field(&position.to_be_bytes());
-        field(canonical_json(record).as_bytes());
-        Self(hash.finalize().into())
+        PageKeys::new(sync_id, fingerprint, page_cursor).key(position, record)
     }
 
     pub fn hex(&self) -> String {
@@ -71,42 +64,114 @@ impl fmt::Display for DeliveryKey {
     }
 }
 
+/// Derives the keys of one page: the fields its keys share are hashed once,
+/// and one buffer serves every record's canonical bytes.
+pub struct PageKeys {
+    /// The hash state after the domain tag and the shared fields.
+    prefix: Sha256,
+    page: [u8; 32],
+    buffer: Vec<u8>,
+}
+
+impl fmt::Debug for PageKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PageKeys({})", hex::encode(self.page))
+    }
+}
+
+impl PageKeys {
+    pub fn new(sync_id: &str, fingerprint: &str, page_cursor: Option<&Value>) -> Self {
+        let cursor = canonical_json(page_cursor.unwrap_or(&Value::Null));
+        let shared = |domain: &[u8]| {
+            let mut hash = Sha256::new();
+            hash.update(domain);
+            for bytes in [
+                sync_id.as_bytes(),
+                fingerprint.as_bytes(),
+                cursor.as_bytes(),
+            ] {
+                field(&mut hash, bytes);
+            }
+            hash
+        };
+        Self {
+            prefix: shared(DOMAIN),
+            page: shared(PAGE_DOMAIN).finalize().into(),
+            buffer: Vec::new(),
+        }
+    }
+
+    /// The page's identity in the ledger.
+    pub fn page_id(&self) -> [u8; 32] {
+        self.page
+    }
+
+    pub fn key(&mut self, position: u64, record: &Value) -> DeliveryKey {
+        let mut hash = self.prefix.clone();
+        field(&mut hash, &position.to_be_bytes());
+        self.buffer.clear();
+        write_canonical(record, &mut self.buffer);
+        field(&mut hash, &self.buffer);
+        DeliveryKey(hash.finalize().into())
+    }
+}
+
+fn field(hash: &mut Sha256, bytes: &[u8]) {
+    hash.update((bytes.len() as u64).to_be_bytes());
+    hash.update(bytes);
+}
+
 /// JSON with object keys sorted and no whitespace, whatever order the value
 /// was built in.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    // Only serde_json's own output and ASCII punctuation were written.
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
+            out.push(b'{');
+            // serde_json's map is already sorted by key unless a crate in the
+            // build turns on its `preserve_order`: sort only then.
+            let keys = || map.keys().map(String::as_bytes);
+            if keys().zip(keys().skip(1)).all(|(a, b)| a <= b) {
+                for (i, (k, v)) in map.iter().enumerate() {
+                    entry(i, k, v, out);
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(v, out);
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                for (i, (k, v)) in entries.into_iter().enumerate() {
+                    entry(i, k, v, out);
+                }
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        // Strings, numbers and literals exactly as serde_json writes them.
+        scalar => serde_json::to_writer(&mut *out, scalar).unwrap_or_default(),
     }
+}
+
+fn entry(i: usize, key: &str, value: &Value, out: &mut Vec<u8>) {
+    if i > 0 {
+        out.push(b',');
+    }
+    serde_json::to_writer(&mut *out, key).unwrap_or_default();
+    out.push(b':');
+    write_canonical(value, out);
 }
 
 /// Any JSON value, a few levels deep: for property tests of everything that
@@ -197,6 +262,32 @@ mod tests {
                 &json!({"email": "ann@example.com", "id": 2})
             )
         );
+    }
+
+    #[test]
+    fn page_ids_are_pinned_and_shared_by_a_pages_keys_only() {
+        let cursor = json!({"type": "bigint", "value": "1000"});
+        let page = PageKeys::new("contacts", "postgres:fp", Some(&cursor)).page_id();
+        // Persisted in the ledger: this value must never change.
+        assert_eq!(
+            hex::encode(page),
+            "4597fa90d3c0353d40979a0216022a70585aed85253dfce9b2807421f7ae3fb8"
+        );
+        assert_eq!(
+            page,
+            PageKeys::new("contacts", "postgres:fp", Some(&cursor)).page_id()
+        );
+        assert_ne!(
+            page,
+            PageKeys::new("contacts", "postgres:fp", None).page_id()
+        );
+        assert_ne!(
+            page,
+            PageKeys::new("other", "postgres:fp", Some(&cursor)).page_id()
+        );
+        // Not any key of the page.
+        let mut keys = PageKeys::new("contacts", "postgres:fp", Some(&cursor));
+        assert_ne!(keys.key(0, &json!({})).0, page);
     }
 
     #[test]

@@ -5,11 +5,12 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sqlx::PgPool;
 
-use super::delivery_key::DeliveryKey;
+use super::delivery_key::{DeliveryKey, PageKeys};
 use crate::config::SyncDefinition;
 use crate::mapping::map_record;
 use crate::source::{AnySource, Source};
-use crate::store::{cursors, ledger};
+use crate::store::cursors;
+use crate::store::ledger::{self, KeyState};
 
 /// One record of the preview.
 #[derive(Debug, Clone, Serialize)]
@@ -47,29 +48,23 @@ pub async fn preview(
     let fingerprint = source.fingerprint();
     let page = source.fetch_page(cursor.as_ref()).await?;
     // Keys over the whole page: a record's position is its place on the page.
+    let mut page_keys = PageKeys::new(sync_id, &fingerprint, cursor.as_ref());
     let keyed: Vec<(usize, DeliveryKey, &Value)> = page
         .records
         .iter()
         .enumerate()
-        .map(|(i, r)| {
-            (
-                i,
-                DeliveryKey::derive(sync_id, &fingerprint, cursor.as_ref(), i as u64, r),
-                r,
-            )
-        })
+        .map(|(i, r)| (i, page_keys.key(i as u64, r), r))
         .take(limit)
         .collect();
     let keys: Vec<Vec<u8>> = keyed.iter().map(|(_, k, _)| k.0.to_vec()).collect();
-    let known = ledger::lookup_keys(store, sync_id, &keys).await?;
+    let known = ledger::lookup_page(store, sync_id, &page_keys.page_id(), &keys).await?;
     let records = keyed
         .into_iter()
         .map(|(position, key, record)| {
-            let entry = known.iter().find(|e| e.key == key.0);
-            let ledger = match entry {
-                None => "new".to_string(),
-                Some(e) if e.status == "completed" => "completed".to_string(),
-                Some(e) => format!("pending ({} attempts)", e.attempts),
+            let ledger = match known.state(&key.0) {
+                KeyState::Absent => "new".to_string(),
+                KeyState::Completed => "completed".to_string(),
+                KeyState::Pending { attempts, .. } => format!("pending ({attempts} attempts)"),
             };
             match map_record(&definition.mapping, record) {
                 Ok(contact) => PreviewRecord {

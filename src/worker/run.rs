@@ -15,7 +15,7 @@
 //! runs while the current page is sent; everything that writes (claims,
 //! completions, the cursor) stays in page order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -25,7 +25,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
-use super::delivery_key::DeliveryKey;
+use super::delivery_key::{DeliveryKey, PageKeys};
 use crate::config::SyncDefinition;
 use crate::destination::{
     AnyDestination, Destination, DestinationError, Outbound, RecordOutcome, RetryPolicy,
@@ -38,7 +38,7 @@ use crate::source::{AnySource, Page, Source, SourceError};
 use crate::store::cursors;
 use crate::store::grouped::RunStatements;
 use crate::store::imports;
-use crate::store::ledger::{self, Claim, Rejection};
+use crate::store::ledger::{self, BatchClaim, Claim, KeyState, Rejection};
 use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
 
 /// Code kept on a record whose attempt budget ran out.
@@ -467,6 +467,10 @@ struct Pending {
     outbound: Outbound,
     /// Found `pending` from an earlier run: its outcome is unknown.
     suspect: bool,
+    /// Attempts already spent on the key.
+    spent: i32,
+    /// The key has a `deliveries` row of its own (a per-record claim).
+    per_key: bool,
 }
 
 /// What went wrong with a page read ahead.
@@ -501,6 +505,10 @@ async fn read_following(
 struct PreparedPage {
     records: usize,
     next_cursor: Option<Value>,
+    /// The page's identity in the ledger.
+    page_id: [u8; 32],
+    /// The page's open batch-only claims (bulk calls left unanswered).
+    open_batches: Vec<(i64, Vec<Vec<u8>>)>,
     /// Records the ledger already holds as `completed`.
     replayed: i64,
     /// Refused before any call: unmappable, or out of attempts.
@@ -512,8 +520,8 @@ struct PreparedPage {
     fresh: Vec<Pending>,
 }
 
-/// Derives each record's key, maps it, and looks the page's keys up in the
-/// ledger (one query). Reads only.
+/// Derives each record's key, looks the page's keys up in the ledger (one
+/// query), and maps the records to send. Reads only.
 async fn prepare_page(
     env: &RunEnv,
     run: &RunRow,
@@ -524,71 +532,79 @@ async fn prepare_page(
 ) -> Result<PreparedPage, Stop> {
     let sync_id = run.sync_id.as_str();
     let records = page.records.len();
-    let mut rejections = Vec::new();
-    let mut mapped = Vec::with_capacity(records);
-    for (position, record) in page.records.iter().enumerate() {
-        let key = DeliveryKey::derive(sync_id, fingerprint, page_cursor, position as u64, record);
-        match map_record(&definition.mapping, record) {
-            Ok(contact) => mapped.push((key, contact)),
-            Err(e) => rejections.push(Rejection {
-                key: Some(key.0.to_vec()),
-                email: None,
-                code: e.code().to_string(),
-                message: e.to_string(),
-            }),
-        }
-    }
-    drop(page.records);
-
-    let known: HashMap<DeliveryKey, ledger::LedgerEntry> = if env.bench_without_ledger {
-        HashMap::new()
+    let mut page_keys = PageKeys::new(sync_id, fingerprint, page_cursor);
+    let page_id = page_keys.page_id();
+    let keys: Vec<DeliveryKey> = page
+        .records
+        .iter()
+        .enumerate()
+        .map(|(position, record)| page_keys.key(position as u64, record))
+        .collect();
+    let known = if env.bench_without_ledger {
+        ledger::PageLedger::default()
     } else {
-        let keys: Vec<Vec<u8>> = mapped.iter().map(|(k, _)| k.0.to_vec()).collect();
-        ledger::lookup_keys(&env.store, sync_id, &keys)
-            .await?
-            .into_iter()
-            .filter_map(|e| DeliveryKey::from_slice(&e.key).map(|k| (k, e)))
-            .collect()
+        let bytes: Vec<Vec<u8>> = keys.iter().map(|k| k.0.to_vec()).collect();
+        ledger::lookup_page(&env.store, sync_id, &page_id, &bytes).await?
     };
+    let mut rejections = Vec::new();
     let mut fresh = Vec::new();
     let mut suspects = Vec::new();
     let mut replayed = 0;
     let mut exhausted = 0;
-    for (key, contact) in mapped {
-        match known.get(&key) {
-            Some(entry) if entry.status == "completed" => replayed += 1,
-            Some(entry) if entry.attempts >= env.record_attempts => {
-                exhausted += 1;
+    for (key, record) in keys.into_iter().zip(page.records) {
+        let state = known.state(&key.0);
+        // A replayed record is not even mapped.
+        if state == KeyState::Completed {
+            replayed += 1;
+            continue;
+        }
+        let contact = match map_record(&definition.mapping, &record) {
+            Ok(contact) => contact,
+            Err(e) => {
                 rejections.push(Rejection {
                     key: Some(key.0.to_vec()),
-                    email: Some(contact.email),
-                    code: ATTEMPT_BUDGET_EXHAUSTED.into(),
-                    message: format!(
-                        "sent {} times without a confirmed answer; not sent again",
-                        entry.attempts
-                    ),
-                })
+                    email: None,
+                    code: e.code().to_string(),
+                    message: e.to_string(),
+                });
+                continue;
             }
-            found => {
-                let item = Pending {
-                    key,
-                    outbound: Outbound {
-                        key_hex: key.hex(),
-                        contact,
-                    },
-                    suspect: found.is_some(),
-                };
-                if item.suspect {
-                    suspects.push(item)
-                } else {
-                    fresh.push(item)
-                }
-            }
+        };
+        let (spent, per_key) = match state {
+            KeyState::Pending { attempts, per_key } => (attempts, per_key),
+            _ => (0, false),
+        };
+        if spent >= env.record_attempts {
+            exhausted += 1;
+            rejections.push(Rejection {
+                key: Some(key.0.to_vec()),
+                email: Some(contact.email),
+                code: ATTEMPT_BUDGET_EXHAUSTED.into(),
+                message: format!("sent {spent} times without a confirmed answer; not sent again"),
+            });
+            continue;
+        }
+        let item = Pending {
+            key,
+            outbound: Outbound {
+                key_hex: key.hex(),
+                contact,
+            },
+            suspect: state != KeyState::Absent,
+            spent,
+            per_key,
+        };
+        if item.suspect {
+            suspects.push(item)
+        } else {
+            fresh.push(item)
         }
     }
     Ok(PreparedPage {
         records,
         next_cursor: page.next_cursor,
+        page_id,
+        open_batches: known.open_batches,
         replayed,
         rejections,
         exhausted,
@@ -608,6 +624,8 @@ async fn send_page(
 ) -> Result<bool, Stop> {
     let PreparedPage {
         records,
+        page_id,
+        open_batches,
         replayed,
         mut rejections,
         exhausted,
@@ -640,8 +658,21 @@ async fn send_page(
 
     let mut delivered = 0;
     for batch in batches {
-        delivered +=
-            deliver_batch(env, run, lease, destination, batch, counts, &mut rejections).await?;
+        let claim = ClaimContext {
+            page_id: &page_id,
+            open_batches: &open_batches,
+        };
+        delivered += deliver_batch(
+            env,
+            run,
+            lease,
+            destination,
+            &claim,
+            batch,
+            counts,
+            &mut rejections,
+        )
+        .await?;
     }
     counts.written += delivered as i64;
     counts.rejected += rejections.len() as i64;
@@ -650,57 +681,45 @@ async fn send_page(
     Ok(rejected_for_cause == records)
 }
 
+/// What a claim needs to know of its page.
+struct ClaimContext<'a> {
+    page_id: &'a [u8; 32],
+    open_batches: &'a [(i64, Vec<Vec<u8>>)],
+}
+
+/// How a batch was claimed.
+enum Claimed {
+    /// One batch row holds the keys (a bulk call): its answer completes it.
+    Whole(i64),
+    /// One row per key (per-record calls).
+    PerKey,
+    /// Benchmarks only: nothing claimed.
+    Unrecorded,
+}
+
 /// Claims, sends and completes one batch; returns how many were delivered.
+#[allow(clippy::too_many_arguments)]
 async fn deliver_batch(
     env: &RunEnv,
     run: &RunRow,
     lease: &Lease,
     destination: &AnyDestination,
+    page: &ClaimContext<'_>,
     batch: Vec<Pending>,
     counts: &mut RunCounts,
     rejections: &mut Vec<Rejection>,
 ) -> Result<usize, Stop> {
     let sync_id = run.sync_id.as_str();
-    let mut claimed_batch = None;
-    let batch = if env.bench_without_ledger {
-        batch
+    let offered = batch.len();
+    let (claimed, batch) = if env.bench_without_ledger {
+        (Claimed::Unrecorded, batch)
+    } else if destination.batch_size().is_none() {
+        claim_whole(env, run, lease, page, batch).await?
     } else {
-        let (again, fresh): (Vec<&Pending>, Vec<&Pending>) = batch.iter().partition(|p| p.suspect);
-        let keys = |items: Vec<&Pending>| -> Vec<Vec<u8>> {
-            items.into_iter().map(|p| p.key.0.to_vec()).collect()
-        };
-        let (fresh, again) = (keys(fresh), keys(again));
-        // One call for the whole batch: claim it as one, complete it as one.
-        let as_batch = destination.batch_size().is_none();
-        let claimed = match ledger::claim_keys(
-            &env.store,
-            sync_id,
-            &fresh,
-            &again,
-            run.id,
-            lease.fence,
-            as_batch,
-        )
-        .await?
-        {
-            Claim::Fenced => {
-                return Err(lease_lost(
-                    "a newer fence was issued before the records were claimed",
-                ));
-            }
-            Claim::Claimed { keys, batch } => {
-                claimed_batch = batch;
-                keys
-            }
-        };
-        let claimed: HashMap<Vec<u8>, i32> = claimed.into_iter().collect();
-        // A key completed by someone else between lookup and claim is not sent.
-        counts.replayed += (batch.len() - claimed.len()) as i64;
-        batch
-            .into_iter()
-            .filter(|p| claimed.contains_key(&p.key.0[..]))
-            .collect()
+        claim_per_key(env, run, lease, page, batch).await?
     };
+    // A key completed by someone else between lookup and claim is not sent.
+    counts.replayed += (offered - batch.len()) as i64;
     if batch.is_empty() {
         return Ok(0);
     }
@@ -736,53 +755,156 @@ async fn deliver_batch(
             }
         }
     }
-    if !env.bench_without_ledger {
-        if !done_keys.is_empty() {
-            // Asynchronous imports (Brevo's processId) are followed up by the
-            // sweeper: only the process says whether the rows arrived.
-            let mut processes: Vec<(i64, i32)> = Vec::new();
-            for id in done_results
-                .iter()
-                .filter_map(|r| r.get("processId").and_then(serde_json::Value::as_i64))
-            {
-                match processes.iter_mut().find(|p| p.0 == id) {
-                    Some(p) => p.1 += 1,
-                    None => processes.push((id, 1)),
-                }
-            }
-            // Every record of a claimed batch delivered with one answer (an
-            // import's processId): one row completes them all, and the import
-            // to follow up is recorded in the same statement.
-            match claimed_batch {
-                Some(id)
-                    if done_keys.len() == sent
-                        && done_results.iter().all(|r| r == &done_results[0]) =>
-                {
-                    ledger::complete_batch(
-                        &env.store,
-                        id,
-                        &done_results[0],
-                        processes.first().map(|p| ledger::ImportToFollow {
-                            sync_id,
-                            run_id: run.id,
-                            process_id: p.0,
-                            records: p.1,
-                        }),
-                    )
-                    .await?;
-                }
-                _ => {
-                    ledger::complete_keys(&env.store, sync_id, &done_keys, &done_results).await?;
-                    if !processes.is_empty() {
-                        imports::record_import_processes(&env.store, sync_id, run.id, &processes)
-                            .await?;
-                    }
-                }
+    // Asynchronous imports (Brevo's processId) are followed up by the sweeper:
+    // only the process says whether the rows arrived.
+    let mut processes: Vec<(i64, i32)> = Vec::new();
+    for id in done_results
+        .iter()
+        .filter_map(|r| r.get("processId").and_then(serde_json::Value::as_i64))
+    {
+        match processes.iter_mut().find(|p| p.0 == id) {
+            Some(p) => p.1 += 1,
+            None => processes.push((id, 1)),
+        }
+    }
+    match claimed {
+        Claimed::Unrecorded => {}
+        // Every record delivered with one answer (an import's processId): one
+        // row completes them all, and the import to follow up is recorded in
+        // the same statement.
+        Claimed::Whole(id)
+            if done_keys.len() == sent && done_results.iter().all(|r| r == &done_results[0]) =>
+        {
+            ledger::complete_batch(
+                &env.store,
+                id,
+                &done_results[0],
+                processes.first().map(|p| ledger::ImportToFollow {
+                    sync_id,
+                    run_id: run.id,
+                    process_id: p.0,
+                    records: p.1,
+                }),
+            )
+            .await?;
+        }
+        Claimed::Whole(id) => {
+            ledger::settle_batch_per_key(&env.store, id, &done_keys, &done_results).await?;
+            if !processes.is_empty() {
+                imports::record_import_processes(&env.store, sync_id, run.id, &processes).await?;
             }
         }
-        if !refused_keys.is_empty() {
-            ledger::release_keys(&env.store, sync_id, &refused_keys).await?;
+        Claimed::PerKey => {
+            if !done_keys.is_empty() {
+                ledger::complete_keys(&env.store, sync_id, &done_keys, &done_results).await?;
+                if !processes.is_empty() {
+                    imports::record_import_processes(&env.store, sync_id, run.id, &processes)
+                        .await?;
+                }
+            }
+            if !refused_keys.is_empty() {
+                ledger::release_keys(&env.store, sync_id, &refused_keys).await?;
+            }
         }
     }
     Ok(done_keys.len())
+}
+
+fn fenced_before_claim() -> Stop {
+    lease_lost("a newer fence was issued before the records were claimed")
+}
+
+/// Claims a bulk call's keys as one batch row of the page, spending one
+/// attempt of every key (the page's keys share a budget: the next attempt is
+/// one more than the most any of them has spent). Returns the records still to
+/// send.
+async fn claim_whole(
+    env: &RunEnv,
+    run: &RunRow,
+    lease: &Lease,
+    page: &ClaimContext<'_>,
+    batch: Vec<Pending>,
+) -> Result<(Claimed, Vec<Pending>), Stop> {
+    let keys: Vec<Vec<u8>> = batch.iter().map(|p| p.key.0.to_vec()).collect();
+    let attempts = batch.iter().map(|p| p.spent).max().unwrap_or(0) + 1;
+    // Open claims of this page that share keys with this one are watched (an
+    // older run may still complete them); those it covers entirely go.
+    let claiming: HashSet<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let mut superseded = Vec::new();
+    let mut watched = Vec::new();
+    for (id, open) in page.open_batches {
+        if open.iter().any(|k| claiming.contains(k.as_slice())) {
+            watched.push(*id);
+            if open.iter().all(|k| claiming.contains(k.as_slice())) {
+                superseded.push(*id);
+            }
+        }
+    }
+    match ledger::claim_batch(
+        &env.store,
+        &run.sync_id,
+        page.page_id,
+        &keys,
+        attempts,
+        run.id,
+        lease.fence,
+        &superseded,
+        &watched,
+    )
+    .await?
+    {
+        BatchClaim::Fenced => Err(fenced_before_claim()),
+        BatchClaim::Claimed {
+            batch: id,
+            completed_meanwhile,
+        } => {
+            let done: HashSet<Vec<u8>> = completed_meanwhile.into_iter().collect();
+            let batch = batch
+                .into_iter()
+                .filter(|p| !done.contains(&p.key.0[..]))
+                .collect();
+            Ok((Claimed::Whole(id), batch))
+        }
+    }
+}
+
+/// Claims a batch of per-record calls, one row per key. Returns the records
+/// still to send.
+async fn claim_per_key(
+    env: &RunEnv,
+    run: &RunRow,
+    lease: &Lease,
+    page: &ClaimContext<'_>,
+    batch: Vec<Pending>,
+) -> Result<(Claimed, Vec<Pending>), Stop> {
+    // Keys with a row of their own are claimed again; the rest (new, or
+    // pending only in a bulk claim) get a row, with what they already spent.
+    let (again, fresh): (Vec<&Pending>, Vec<&Pending>) = batch.iter().partition(|p| p.per_key);
+    let spent: Vec<i32> = fresh.iter().map(|p| p.spent).collect();
+    let keys = |items: Vec<&Pending>| -> Vec<Vec<u8>> {
+        items.into_iter().map(|p| p.key.0.to_vec()).collect()
+    };
+    let (fresh, again) = (keys(fresh), keys(again));
+    match ledger::claim_keys(
+        &env.store,
+        &run.sync_id,
+        page.page_id,
+        &fresh,
+        &spent,
+        &again,
+        run.id,
+        lease.fence,
+    )
+    .await?
+    {
+        Claim::Fenced => Err(fenced_before_claim()),
+        Claim::Claimed { keys, .. } => {
+            let claimed: HashMap<Vec<u8>, i32> = keys.into_iter().collect();
+            let batch = batch
+                .into_iter()
+                .filter(|p| claimed.contains_key(&p.key.0[..]))
+                .collect();
+            Ok((Claimed::PerKey, batch))
+        }
+    }
 }

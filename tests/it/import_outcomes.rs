@@ -102,7 +102,7 @@ async fn a_failed_import_shows_on_its_run_as_a_rejected_page_within_the_check_bu
     assert_eq!(
         count(
             &s,
-            &format!("SELECT count(*) FROM deliveries WHERE sync_id = '{SYNC_ID}'")
+            &format!("SELECT count(*) FROM delivery_states WHERE sync_id = '{SYNC_ID}'")
         )
         .await?,
         10

@@ -133,8 +133,13 @@ async fn the_schema_has_every_table_and_column_the_design_names() -> anyhow::Res
                 "result",
                 "created_at",
                 "completed_at",
+                "page",
+                "per_key",
+                "attempts",
+                "fence",
             ],
         ),
+        ("ledger_unpaged_syncs", &["sync_id"]),
         (
             "rejected_records",
             &["run_id", "key", "code", "message", "email"],

@@ -404,7 +404,7 @@ async fn a_poison_record_is_sent_at_most_record_attempts_times_then_rejected() -
 async fn delivery_keys_hold_no_email_or_source_value() -> anyhow::Result<()> {
     let s = Scenario::new(SyncOptions::default()).await?;
     s.run_foreground().await?.ok()?;
-    let keys: Vec<Vec<u8>> = sqlx::query_scalar("SELECT key FROM deliveries")
+    let keys: Vec<Vec<u8>> = sqlx::query_scalar("SELECT key FROM delivery_states")
         .fetch_all(&s.db.pool)
         .await?;
     assert_eq!(keys.len(), 30);
@@ -470,9 +470,10 @@ async fn ledger_purge_deletes_completed_bulk_batches_past_retention() -> anyhow:
         sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE status = 'completed'")
             .fetch_one(&s.db.pool)
             .await?;
-    assert_eq!(per_key, 0, "bulk keys are completed through their batch");
-    // One old batch, and one old batch that never completed (a failed call):
-    // its keys stay, pending, and the batch row goes.
+    assert_eq!(per_key, 0, "bulk keys live in their batch alone");
+    // One old completed batch; one old per-key batch that never completed and
+    // that no key row points at any more (it goes); and one old bulk claim
+    // that never answered (its keys stay pending, so it stays).
     sqlx::query(
         "UPDATE delivery_batches SET completed_at = now() - interval '8 days'
          WHERE id = (SELECT min(id) FROM delivery_batches)",
@@ -486,6 +487,14 @@ async fn ledger_purge_deletes_completed_bulk_batches_past_retention() -> anyhow:
     .bind(SYNC_ID)
     .execute(&s.db.pool)
     .await?;
+    sqlx::query(
+        "INSERT INTO delivery_batches (sync_id, keys, per_key, page, fence, created_at)
+         VALUES ($1, ARRAY[sha256('a'), sha256('b')], false, sha256('page'), 1,
+                 now() - interval '8 days')",
+    )
+    .bind(SYNC_ID)
+    .execute(&s.db.pool)
+    .await?;
     let out = s.cli.run(&["ledger", "purge"]).await?.ok()?;
     assert!(
         out.stdout
@@ -493,14 +502,18 @@ async fn ledger_purge_deletes_completed_bulk_batches_past_retention() -> anyhow:
         "{}",
         out.stdout
     );
-    let left: Vec<(String, i64)> =
-        sqlx::query_as("SELECT status, count(*) FROM delivery_states GROUP BY status")
-            .fetch_all(&s.db.pool)
-            .await?;
-    assert_eq!(left, vec![("completed".to_string(), 20)]);
+    let left: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT status, count(*) FROM delivery_states GROUP BY status ORDER BY status",
+    )
+    .fetch_all(&s.db.pool)
+    .await?;
+    assert_eq!(
+        left,
+        vec![("completed".to_string(), 20), ("pending".to_string(), 2)]
+    );
     let batches_left: i64 = sqlx::query_scalar("SELECT count(*) FROM delivery_batches")
         .fetch_one(&s.db.pool)
         .await?;
-    assert_eq!(batches_left, 2);
+    assert_eq!(batches_left, 3);
     Ok(())
 }
