@@ -18,7 +18,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::PgPool;
@@ -334,6 +334,10 @@ async fn page_loop(
     let first = source.fetch_page(state.cursor.as_ref()).await?;
     let at = following_cursor(&first);
     let mut following = read_following(source, at).await;
+    // Where the last clean page ended: written, or (`deferred`) not yet.
+    let mut at = state.cursor.clone();
+    let mut deferred = false;
+    let mut last_write = Instant::now();
     let mut ahead: Result<PreparedPage, SourceError> = Ok(prepare_page(
         env,
         run,
@@ -346,10 +350,12 @@ async fn page_loop(
     loop {
         if env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
+            checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
             return Ok(RunOutcome::Stopped);
         }
         let prepared = ahead?;
         if prepared.records == 0 {
+            checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
             return Ok(RunOutcome::Succeeded);
         }
         state.page += 1;
@@ -359,10 +365,7 @@ async fn page_loop(
         // keeps the cursor it was read from: the next run reads it again
         // (replayed from the ledger) and goes on from there. Never back to
         // the start.
-        let next = prepared
-            .next_cursor
-            .clone()
-            .or_else(|| state.cursor.clone());
+        let next = prepared.next_cursor.clone().or_else(|| at.clone());
         let delivery = send_page(env, run, lease, destination, prepared, &mut state.counts);
         let (next_page, after) = match following.take() {
             Some(Ok(page)) => {
@@ -400,33 +403,22 @@ async fn page_loop(
                 format!("all {records} records of page {} were rejected", state.page),
             ));
         }
-        // The page is clean: prove we still own the sync, then move the cursor.
-        if lost.load(Ordering::SeqCst) {
-            return Err(lease_lost("the lease could not be renewed"));
+        // The page is clean. A page replayed whole (nothing sent, claimed or
+        // rejected) may wait up to a second for its checkpoint: the cursor
+        // then moves once for many such pages, and a run killed meanwhile only
+        // replays them again.
+        at = next;
+        let replayed_whole = state.counts.replayed - before.replayed == records as i64
+            && state.counts.written == before.written
+            && state.counts.rejected == before.rejected
+            && state.counts.resent == before.resent;
+        if replayed_whole && last_write.elapsed() < REPLAY_CHECKPOINT_EVERY {
+            deferred = true;
+        } else {
+            checkpoint(env, run, lease, lost, state, &at).await?;
+            deferred = false;
+            last_write = Instant::now();
         }
-        match env.leases.prove(lease).await {
-            Ok(true) => {}
-            Ok(false) => return Err(lease_lost("the lease was gone at the checkpoint")),
-            Err(e) => {
-                return Err(Stop(
-                    FailureCode::StoreUnavailable,
-                    format!("proving the lease: {e}"),
-                ));
-            }
-        }
-        if !runs::record_clean_page(
-            &env.store,
-            run.id,
-            &run.sync_id,
-            lease.fence,
-            &state.counts,
-            next.as_ref(),
-        )
-        .await?
-        {
-            return Err(lease_lost("a newer fence wrote the cursor"));
-        }
-        state.cursor = next;
         info!(
             page = state.page,
             records,
@@ -450,6 +442,7 @@ async fn page_loop(
             counts: state.counts,
         });
         let Some((prepared, after)) = read_ahead else {
+            checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
             return Ok(RunOutcome::Succeeded);
         };
         ahead = match prepared {
@@ -459,6 +452,64 @@ async fn page_loop(
         };
         following = after;
     }
+}
+
+/// How long the checkpoint of pages replayed whole may wait.
+const REPLAY_CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// Proves the run still owns the sync, then moves the cursor to `at` (with the
+/// run's progress), refused if a newer fence wrote.
+async fn checkpoint(
+    env: &RunEnv,
+    run: &RunRow,
+    lease: &Lease,
+    lost: &AtomicBool,
+    state: &mut LoopState,
+    at: &Option<Value>,
+) -> Result<(), Stop> {
+    if lost.load(Ordering::SeqCst) {
+        return Err(lease_lost("the lease could not be renewed"));
+    }
+    match env.leases.prove(lease).await {
+        Ok(true) => {}
+        Ok(false) => return Err(lease_lost("the lease was gone at the checkpoint")),
+        Err(e) => {
+            return Err(Stop(
+                FailureCode::StoreUnavailable,
+                format!("proving the lease: {e}"),
+            ));
+        }
+    }
+    if !runs::record_clean_page(
+        &env.store,
+        run.id,
+        &run.sync_id,
+        lease.fence,
+        &state.counts,
+        at.as_ref(),
+    )
+    .await?
+    {
+        return Err(lease_lost("a newer fence wrote the cursor"));
+    }
+    state.cursor = at.clone();
+    Ok(())
+}
+
+/// Writes the checkpoint a run of replayed pages left waiting, if any.
+async fn checkpoint_deferred(
+    env: &RunEnv,
+    run: &RunRow,
+    lease: &Lease,
+    lost: &AtomicBool,
+    state: &mut LoopState,
+    at: &Option<Value>,
+    deferred: bool,
+) -> Result<(), Stop> {
+    if deferred {
+        checkpoint(env, run, lease, lost, state, at).await?;
+    }
+    Ok(())
 }
 
 /// One record on its way: its key, where it stands, and its mapped contact.

@@ -13,12 +13,15 @@
 //! only one tie group larger than memory would hurt. Rows whose cursor column
 //! is NULL are never read (document this to the sync's owner).
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{PgPool, Postgres, Row};
+use sqlx::{Connection, Executor, PgPool, Postgres, Row, SqlSafeStr, Statement};
 
+use super::columns::ColumnPlan;
 use super::config::PostgresSourceConfig;
 use super::pools::PostgresSourcePools;
 use crate::source::page::{Page, Source, SourceError};
@@ -43,6 +46,10 @@ pub struct PostgresSource {
     config: PostgresSourceConfig,
     pool: PgPool,
     connection: Option<PoolConnection<Postgres>>,
+    pools: PostgresSourcePools,
+    /// Where the column plan is cached for the runs of this process.
+    plan_key: String,
+    plan: Option<Arc<ColumnPlan>>,
 }
 
 impl std::fmt::Debug for PostgresSource {
@@ -85,6 +92,9 @@ impl PostgresSource {
             config: config.clone(),
             pool: pools.pool(url, &options, config.statement_timeout),
             connection: None,
+            pools: pools.clone(),
+            plan_key: format!("{url}\n{}", config.query),
+            plan: None,
         })
     }
 
@@ -102,9 +112,11 @@ impl PostgresSource {
 }
 
 /// The page query over the operator's query: rows after (or, for a tie group,
-/// at) the cursor, in a total order.
+/// at) the cursor, in a total order; the record's columns as `plan` reads them,
+/// then the cursor's value and type.
 fn page_sql(
     config: &PostgresSourceConfig,
+    plan: &ColumnPlan,
     cursor_type: Option<&str>,
     limit_clause: &str,
     equal: bool,
@@ -116,17 +128,67 @@ fn page_sql(
         (None, _) => String::new(),
     };
     format!(
-        "SELECT row_to_json(q)::text AS record, ({column})::text AS cursor_value,
+        "SELECT {record}, ({column})::text AS cursor_value,
                     pg_typeof({column})::text AS cursor_type
              FROM ({query}) AS q
              WHERE {column} IS NOT NULL {filter}
              ORDER BY {column} {limit_clause}",
-        query = config.query
+        query = config.query,
+        record = plan.select_list(),
     )
 }
 
 impl PostgresSource {
+    /// How the query's columns are read: cached per source URL and query in
+    /// this process, else found by preparing the query (one round trip).
+    async fn plan(&mut self) -> Result<Arc<ColumnPlan>, SourceError> {
+        if let Some(plan) = &self.plan {
+            return Ok(plan.clone());
+        }
+        if let Some(plan) = self.pools.plan(&self.plan_key) {
+            self.plan = Some(plan.clone());
+            return Ok(plan);
+        }
+        let sql = format!("SELECT * FROM ({}) AS q", self.config.query);
+        let conn = self.connection().await?;
+        let statement = (&mut **conn)
+            .prepare(sqlx::AssertSqlSafe(sql).into_sql_str())
+            .await
+            .map_err(classify_query_error)?;
+        let plan = Arc::new(ColumnPlan::for_columns(statement.columns()));
+        self.pools.keep_plan(&self.plan_key, plan.clone());
+        self.plan = Some(plan.clone());
+        Ok(plan)
+    }
+
     async fn read(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
+        match self.read_with_plan(cursor).await? {
+            Some(page) => Ok(page),
+            None => {
+                // The query's columns changed since they were planned: plan
+                // again, and drop the statements prepared for the old ones.
+                self.pools.forget_plan(&self.plan_key);
+                self.plan = None;
+                if let Some(conn) = self.connection.as_mut() {
+                    conn.clear_cached_statements()
+                        .await
+                        .map_err(classify_query_error)?;
+                }
+                self.read_with_plan(cursor).await?.ok_or_else(|| {
+                    SourceError::Query(
+                        "the source query's columns changed while it was read".into(),
+                    )
+                })
+            }
+        }
+    }
+
+    /// A page, or `None` when the rows do not match the column plan.
+    async fn read_with_plan(
+        &mut self,
+        cursor: Option<&Value>,
+    ) -> Result<Option<Page>, SourceError> {
+        let plan = self.plan().await?;
         let cursor = match cursor {
             Some(c) => Some(parse_cursor(c)?),
             None => None,
@@ -136,6 +198,7 @@ impl PostgresSource {
         let config = self.config.clone();
         let sql = page_sql(
             &config,
+            &plan,
             cursor.as_ref().map(|c| c.0.as_str()),
             &format!("LIMIT {fetch_limit}"),
             false,
@@ -145,13 +208,17 @@ impl PostgresSource {
         if let Some((_, value)) = &cursor {
             query = query.bind(value.clone());
         }
-        let rows = query
-            .fetch_all(&mut **conn)
-            .await
-            .map_err(classify_query_error)?;
+        let rows = match query.fetch_all(&mut **conn).await {
+            Ok(rows) => rows,
+            Err(e) if result_type_changed(&e) => return Ok(None),
+            Err(e) => return Err(classify_query_error(e)),
+        };
+        if rows.first().is_some_and(|row| !plan.matches(row)) {
+            return Ok(None);
+        }
         let mut rows = rows
             .into_iter()
-            .map(decode_row)
+            .map(|row| decode_row(&plan, row))
             .collect::<Result<Vec<_>, _>>()?;
         let last = rows.len() <= page_size;
         if !last {
@@ -168,6 +235,7 @@ impl PostgresSource {
                 }
                 let group = sqlx::query(sqlx::AssertSqlSafe(page_sql(
                     &config,
+                    &plan,
                     Some(&cursor_type),
                     "",
                     true,
@@ -177,11 +245,11 @@ impl PostgresSource {
                 .await
                 .map_err(classify_query_error)?;
                 for row in group {
-                    rows.push(decode_row(row)?);
+                    rows.push(decode_row(&plan, row)?);
                 }
             }
         }
-        order_ties(&mut rows);
+        order_ties(&plan, &mut rows)?;
         let next_cursor = match rows.last() {
             Some(r) => {
                 if !CURSOR_TYPES.contains(&r.cursor_type.as_str()) {
@@ -191,11 +259,11 @@ impl PostgresSource {
             }
             None => None,
         };
-        Ok(Page {
+        Ok(Some(Page {
             records: rows.into_iter().map(|r| r.record).collect(),
             next_cursor,
             last,
-        })
+        }))
     }
 }
 
@@ -222,28 +290,29 @@ impl Source for PostgresSource {
 
 struct DecodedRow {
     record: Value,
-    /// The row as Postgres wrote it: the tie-break order.
-    text: String,
+    /// Kept for the tie-break order, rendered (`text`) only where rows tie.
+    row: sqlx::postgres::PgRow,
+    text: Option<String>,
     cursor_value: String,
     cursor_type: String,
 }
 
-fn decode_row(row: sqlx::postgres::PgRow) -> Result<DecodedRow, SourceError> {
-    let text: String = row.try_get("record").map_err(classify_query_error)?;
-    let record = serde_json::from_str(&text)
-        .map_err(|e| SourceError::Query(format!("row is not JSON: {e}")))?;
+fn decode_row(plan: &ColumnPlan, row: sqlx::postgres::PgRow) -> Result<DecodedRow, SourceError> {
+    let at = plan.width();
     Ok(DecodedRow {
-        record,
-        text,
-        cursor_value: row.try_get("cursor_value").map_err(classify_query_error)?,
-        cursor_type: row.try_get("cursor_type").map_err(classify_query_error)?,
+        record: plan.record(&row)?,
+        cursor_value: row.try_get(at).map_err(classify_query_error)?,
+        cursor_type: row.try_get(at + 1).map_err(classify_query_error)?,
+        row,
+        text: None,
     })
 }
 
-/// Orders rows of equal cursor value by their JSON text. Such rows are
-/// contiguous (SQL ordered them by the cursor), so sorting each run is enough,
-/// and a page keeps its records at the same positions on every read.
-fn order_ties(rows: &mut [DecodedRow]) {
+/// Orders rows of equal cursor value by their JSON text as `row_to_json`
+/// writes it. Such rows are contiguous (SQL ordered them by the cursor), so
+/// sorting each run is enough, and a page keeps its records at the same
+/// positions on every read.
+fn order_ties(plan: &ColumnPlan, rows: &mut [DecodedRow]) -> Result<(), SourceError> {
     let mut start = 0;
     while start < rows.len() {
         let mut end = start + 1;
@@ -251,10 +320,15 @@ fn order_ties(rows: &mut [DecodedRow]) {
             end += 1;
         }
         if end - start > 1 {
-            rows[start..end].sort_by(|a, b| a.text.cmp(&b.text));
+            let group = &mut rows[start..end];
+            for r in group.iter_mut() {
+                r.text = Some(plan.row_text(&r.row)?);
+            }
+            group.sort_by(|a, b| a.text.cmp(&b.text));
         }
         start = end;
     }
+    Ok(())
 }
 
 /// A stored cursor: `{"type": <postgres type>, "value": <text form>}`.
@@ -309,6 +383,12 @@ fn is_transient(db: &dyn sqlx::error::DatabaseError) -> bool {
             || code == "40001"
             || code == "40P01"
     })
+}
+
+/// Postgres refuses a prepared statement whose result columns changed type
+/// ("cached plan must not change result type").
+fn result_type_changed(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("0A000"))
 }
 
 fn classify_query_error(e: sqlx::Error) -> SourceError {

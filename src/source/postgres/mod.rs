@@ -1,6 +1,7 @@
 //! Source `postgres`: rows of the operator's query, paged by a cursor column.
 
 mod client;
+mod columns;
 mod config;
 mod pools;
 

@@ -14,6 +14,8 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+use super::columns::ColumnPlan;
+
 /// Connections one source URL may hold open at once (per process).
 const MAX_PER_SOURCE: u32 = 4;
 /// An idle connection is closed after this long: a quiet source holds nothing.
@@ -24,6 +26,9 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(15);
 #[derive(Debug, Clone, Default)]
 pub struct PostgresSourcePools {
     pools: Arc<Mutex<HashMap<String, PgPool>>>,
+    /// How each source query's columns are read, by URL and query: planned
+    /// once per process, not once per run.
+    plans: Arc<Mutex<HashMap<String, Arc<ColumnPlan>>>>,
 }
 
 impl PostgresSourcePools {
@@ -61,5 +66,20 @@ impl PostgresSourcePools {
                     .connect_lazy_with(options)
             })
             .clone()
+    }
+
+    pub(super) fn plan(&self, key: &str) -> Option<Arc<ColumnPlan>> {
+        let plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        plans.get(key).cloned()
+    }
+
+    pub(super) fn keep_plan(&self, key: &str, plan: Arc<ColumnPlan>) {
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        plans.insert(key.to_string(), plan);
+    }
+
+    pub(super) fn forget_plan(&self, key: &str) {
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        plans.remove(key);
     }
 }
