@@ -19,6 +19,7 @@ mod http_api;
 mod http_source;
 mod import_outcomes;
 mod lease_fence;
+mod ledger;
 mod pages;
 mod postgres_source;
 mod preview;

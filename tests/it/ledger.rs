@@ -1,0 +1,249 @@
+//! The ledger's page rule (migration 0007): every claim marks its page, so a
+//! page with no mark has no key in the ledger; bulk claims are one row whose
+//! attempts every key of it spends; syncs with keys from before the rule are
+//! still probed key by key.
+
+use serde_json::json;
+use syncward::store::cursors;
+use syncward::store::ledger::{self, BatchClaim, Claim, KeyState};
+use syncward::worker::PageKeys;
+
+use crate::helpers::TestDb;
+
+async fn seed(db: &TestDb) -> anyhow::Result<i64> {
+    sqlx::raw_sql(
+        "INSERT INTO workspaces (id) VALUES ('acme');
+         INSERT INTO syncs (id, workspace_id, definition) VALUES ('s1', 'acme', '{}');
+         INSERT INTO sync_cursors (sync_id) VALUES ('s1');",
+    )
+    .execute(&db.pool)
+    .await?;
+    Ok(cursors::issue_fence(&db.pool, "s1").await?)
+}
+
+/// A page of `n` keys (records {"i": 0..n}) read from `cursor`.
+fn page(cursor: i64, n: usize) -> ([u8; 32], Vec<Vec<u8>>) {
+    let at = json!({"type": "bigint", "value": cursor.to_string()});
+    let mut keys = PageKeys::new("s1", "postgres:test", Some(&at));
+    let list = (0..n)
+        .map(|i| keys.key(i as u64, &json!({ "i": i })).0.to_vec())
+        .collect();
+    (keys.page_id(), list)
+}
+
+fn state(ledger: &ledger::PageLedger, key: &[u8]) -> KeyState {
+    ledger.state(&key.try_into().expect("a 32-byte key"))
+}
+
+#[tokio::test]
+async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    let fence = seed(&db).await?;
+    let (page_id, keys) = page(0, 5);
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    assert!(keys.iter().all(|k| state(&looked, k) == KeyState::Absent));
+
+    let BatchClaim::Claimed { batch: first, .. } =
+        ledger::claim_batch(&db.pool, "s1", &page_id, &keys, 1, 1, fence, &[], &[]).await?
+    else {
+        anyhow::bail!("fenced");
+    };
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    assert_eq!(
+        state(&looked, &keys[0]),
+        KeyState::Pending {
+            attempts: 1,
+            per_key: false
+        }
+    );
+    assert_eq!(looked.open_batches.len(), 1);
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM deliveries")
+        .fetch_one(&db.pool)
+        .await?;
+    assert_eq!(rows, 0, "a bulk claim writes no row per key");
+
+    // The run died; the next claims the page again, spending a second attempt,
+    // and the first claim (all of whose keys it holds) goes.
+    let BatchClaim::Claimed {
+        batch: second,
+        completed_meanwhile,
+    } = ledger::claim_batch(
+        &db.pool,
+        "s1",
+        &page_id,
+        &keys,
+        2,
+        2,
+        fence,
+        &[first],
+        &[first],
+    )
+    .await?
+    else {
+        anyhow::bail!("fenced");
+    };
+    assert!(completed_meanwhile.is_empty());
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    assert_eq!(
+        state(&looked, &keys[4]),
+        KeyState::Pending {
+            attempts: 2,
+            per_key: false
+        }
+    );
+    assert_eq!(looked.open_batches.len(), 1);
+
+    ledger::complete_batch(&db.pool, second, &json!({"processId": 7}), None).await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    assert!(
+        keys.iter()
+            .all(|k| state(&looked, k) == KeyState::Completed)
+    );
+    assert!(looked.open_batches.is_empty());
+    let states: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT status, count(*) FROM delivery_states GROUP BY status ORDER BY status",
+    )
+    .fetch_all(&db.pool)
+    .await?;
+    assert_eq!(states, vec![("completed".to_string(), 5)]);
+
+    // A stale fence claims nothing.
+    cursors::issue_fence(&db.pool, "s1").await?;
+    let (other_page, other_keys) = page(5, 2);
+    assert!(matches!(
+        ledger::claim_batch(
+            &db.pool,
+            "s1",
+            &other_page,
+            &other_keys,
+            1,
+            3,
+            fence,
+            &[],
+            &[]
+        )
+        .await?,
+        BatchClaim::Fenced
+    ));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_claim_completed_by_an_older_run_meanwhile_is_not_sent_again() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    let fence = seed(&db).await?;
+    let (page_id, keys) = page(0, 3);
+    let BatchClaim::Claimed { batch: old, .. } =
+        ledger::claim_batch(&db.pool, "s1", &page_id, &keys[..2], 1, 1, fence, &[], &[]).await?
+    else {
+        anyhow::bail!("fenced");
+    };
+    // Looked up while open; the older run's answer lands before the claim.
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    assert_eq!(looked.open_batches.len(), 1);
+    ledger::complete_batch(&db.pool, old, &json!({"processId": 1}), None).await?;
+    let BatchClaim::Claimed {
+        completed_meanwhile,
+        ..
+    } = ledger::claim_batch(&db.pool, "s1", &page_id, &keys, 2, 2, fence, &[old], &[old]).await?
+    else {
+        anyhow::bail!("fenced");
+    };
+    let mut meanwhile = completed_meanwhile;
+    meanwhile.sort();
+    let mut expected = keys[..2].to_vec();
+    expected.sort();
+    assert_eq!(meanwhile, expected);
+    let open: i64 = sqlx::query_scalar("SELECT count(*) FROM delivery_batches WHERE id = $1")
+        .bind(old)
+        .fetch_one(&db.pool)
+        .await?;
+    assert_eq!(open, 1, "a completed claim is never deleted as superseded");
+    Ok(())
+}
+
+#[tokio::test]
+async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    let fence = seed(&db).await?;
+    let (page_id, keys) = page(0, 4);
+    // A bulk call whose answer came key by key: two delivered, two refused.
+    let BatchClaim::Claimed { batch, .. } =
+        ledger::claim_batch(&db.pool, "s1", &page_id, &keys, 1, 1, fence, &[], &[]).await?
+    else {
+        anyhow::bail!("fenced");
+    };
+    ledger::settle_batch_per_key(
+        &db.pool,
+        batch,
+        &keys[..2],
+        &[json!({"id": 1}), json!({"id": 2})],
+    )
+    .await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    assert_eq!(state(&looked, &keys[0]), KeyState::Completed);
+    assert_eq!(state(&looked, &keys[1]), KeyState::Completed);
+    assert_eq!(
+        state(&looked, &keys[2]),
+        KeyState::Absent,
+        "refused: forgotten"
+    );
+
+    // Per-record claims of the refused keys: one row each, in a batch that
+    // marks the page; a key pending in a bulk claim keeps what it spent.
+    let Claim::Claimed { keys: claimed, .. } =
+        ledger::claim_keys(&db.pool, "s1", &page_id, &keys[2..], &[0, 2], &[], 2, fence).await?
+    else {
+        anyhow::bail!("fenced");
+    };
+    let mut attempts: Vec<i32> = claimed.iter().map(|(_, a)| *a).collect();
+    attempts.sort();
+    assert_eq!(attempts, vec![1, 3]);
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    assert_eq!(
+        state(&looked, &keys[2]),
+        KeyState::Pending {
+            attempts: 1,
+            per_key: true
+        }
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn keys_from_before_page_marks_are_still_found_key_by_key() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    seed(&db).await?;
+    let (page_id, keys) = page(0, 2);
+    // A key row as version 0.1 wrote it: no batch, so no page mark.
+    sqlx::query(
+        "INSERT INTO deliveries (sync_id, key, status, fence, result, completed_at)
+         VALUES ('s1', $1, 'completed', 1, '{}', now())",
+    )
+    .bind(&keys[0])
+    .execute(&db.pool)
+    .await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    assert_eq!(
+        state(&looked, &keys[0]),
+        KeyState::Absent,
+        "without the migration's list, an unmarked page is taken as never claimed"
+    );
+    // Migration 0007 lists the syncs that had keys: those are probed per key.
+    sqlx::query("INSERT INTO ledger_unpaged_syncs VALUES ('s1')")
+        .execute(&db.pool)
+        .await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    assert_eq!(state(&looked, &keys[0]), KeyState::Completed);
+    assert_eq!(state(&looked, &keys[1]), KeyState::Absent);
+    // Once its old keys are purged, the sync leaves the list.
+    sqlx::query("UPDATE deliveries SET completed_at = now() - interval '8 days'")
+        .execute(&db.pool)
+        .await?;
+    ledger::purge_completed(&db.pool, std::time::Duration::from_secs(7 * 86_400), 100).await?;
+    let listed: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_unpaged_syncs")
+        .fetch_one(&db.pool)
+        .await?;
+    assert_eq!(listed, 0);
+    Ok(())
+}
