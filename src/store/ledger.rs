@@ -10,7 +10,6 @@
 //! lookup is one index probe instead of one per key (migration 0007; syncs with
 //! keys from before pages were recorded still probe per key).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlx::types::Json;
@@ -48,7 +47,7 @@ pub enum KeyState {
 /// What the ledger holds for one page's keys.
 #[derive(Debug, Default)]
 pub struct PageLedger {
-    states: HashMap<[u8; 32], KeyState>,
+    states: foldhash::HashMap<[u8; 32], KeyState>,
     /// Open batch-only claims of the page: ids, for the next claim to supersede
     /// or watch.
     pub open_batches: Vec<(i64, Vec<Vec<u8>>)>,
@@ -85,20 +84,14 @@ impl PageLedger {
     }
 }
 
-/// One row of the page lookup: a batch-only claim (`batch` set) or a key's
-/// own row (`key` set).
-type LookupRow = (
-    Option<i64>,
-    Option<Vec<Vec<u8>>>,
-    Option<bool>,
-    Option<Vec<u8>>,
-    Option<String>,
-    i32,
-);
+/// One row of the page lookup: a batch-only claim of the page, or (no id)
+/// the sign that the page's keys must also be probed one by one.
+type PageRow = (Option<i64>, Option<Vec<Vec<u8>>>, Option<bool>, Option<i32>);
 
-/// What the ledger holds for the keys of one page, in one statement: the
-/// page's batch-only claims, and the keys' own rows only when the page has
-/// per-key claims (or the sync has keys from before pages were recorded).
+/// What the ledger holds for the keys of one page: the page's batch-only
+/// claims (one statement, one index probe), and the keys' own rows only when
+/// the page has per-key claims or the sync has keys from before pages were
+/// recorded (a second statement).
 pub async fn lookup_page(
     pool: &PgPool,
     sync_id: &str,
@@ -109,66 +102,91 @@ pub async fn lookup_page(
     if keys.is_empty() {
         return Ok(PageLedger::default());
     }
-    // The per-key probe: one index descent per key (the key leads the primary
-    // key, and the planner takes unnest() for a few rows). Its condition is
-    // evaluated once, before any probe. Per-key completion is looked up once
+    let rows: Vec<PageRow> = sqlx::query_as(
+        "SELECT id, keys, completed_at IS NOT NULL, attempts
+         FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND NOT per_key
+         UNION ALL
+         SELECT NULL, NULL, NULL, NULL
+         WHERE EXISTS (SELECT 1 FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND per_key)
+            OR EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)",
+    )
+    .bind(sync_id)
+    .bind(&page[..])
+    .fetch_all(pool)
+    .await?;
+    let mut ledger = PageLedger::default();
+    let mut probe = false;
+    for (id, batch_keys, done, attempts) in rows {
+        let (Some(id), Some(batch_keys), Some(done), Some(attempts)) =
+            (id, batch_keys, done, attempts)
+        else {
+            probe = true;
+            continue;
+        };
+        let state = if done {
+            KeyState::Completed
+        } else {
+            KeyState::Pending {
+                attempts,
+                per_key: false,
+            }
+        };
+        for key in &batch_keys {
+            ledger.merge(key, state);
+        }
+        if !done {
+            ledger.open_batches.push((id, batch_keys));
+        }
+    }
+    if probe {
+        for entry in lookup_keys(pool, sync_id, keys).await? {
+            let state = if entry.status == "completed" {
+                KeyState::Completed
+            } else {
+                KeyState::Pending {
+                    attempts: entry.attempts,
+                    per_key: true,
+                }
+            };
+            ledger.merge(&entry.key, state);
+        }
+    }
+    Ok(ledger)
+}
+
+/// The own rows of these keys (absent keys are simply missing), with their
+/// state through their batch.
+async fn lookup_keys(
+    pool: &PgPool,
+    sync_id: &str,
+    keys: &[Vec<u8>],
+) -> sqlx::Result<Vec<LedgerEntry>> {
+    // One index probe per key: the key leads the primary key, and the planner
+    // takes unnest() for a few rows, so it probes rather than scans. (Led by
+    // the sync, a new sync's missing statistics made it scan every key of the
+    // sync for each page; `key = ANY(...)` made it scan the whole table while
+    // the ledger was small.)
+    //
+    // The page's keys share a batch or two: their completion is looked up once
     // per batch (a hashed subplan), not once per key as a join would.
-    let rows: Vec<LookupRow> = sqlx::query_as(
-        "WITH b AS MATERIALIZED (
-           SELECT id, keys, completed_at IS NOT NULL AS done, attempts, per_key
-           FROM delivery_batches WHERE page = $3 AND sync_id = $1),
-         d AS MATERIALIZED (
+    sqlx::query_as::<_, LedgerEntry>(
+        "WITH d AS MATERIALIZED (
            SELECT d.key, d.status, d.attempts, d.batch_id
            FROM unnest($2::bytea[]) AS k(key)
-           JOIN deliveries d ON d.key = k.key AND d.sync_id = $1
-           WHERE EXISTS (SELECT 1 FROM b WHERE per_key)
-              OR EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)),
+           JOIN deliveries d ON d.key = k.key AND d.sync_id = $1),
          done AS MATERIALIZED (
            SELECT id FROM delivery_batches
            WHERE id IN (SELECT DISTINCT batch_id FROM d) AND completed_at IS NOT NULL)
-         SELECT id, keys, done, NULL::bytea, NULL::text, attempts FROM b WHERE NOT per_key
-         UNION ALL
-         SELECT NULL, NULL, NULL, key,
+         SELECT key,
                 CASE WHEN status = 'completed' OR batch_id IN (SELECT id FROM done)
-                     THEN 'completed' ELSE 'pending' END,
+                     THEN 'completed' ELSE 'pending' END AS status,
                 attempts
          FROM d",
     )
     .bind(sync_id)
     .bind(keys)
-    .bind(&page[..])
     .fetch_all(pool)
-    .await?;
-    let mut ledger = PageLedger::default();
-    for (batch, batch_keys, done, key, status, attempts) in rows {
-        if let (Some(id), Some(batch_keys), Some(done)) = (batch, batch_keys, done) {
-            let state = if done {
-                KeyState::Completed
-            } else {
-                KeyState::Pending {
-                    attempts,
-                    per_key: false,
-                }
-            };
-            for key in &batch_keys {
-                ledger.merge(key, state);
-            }
-            if !done {
-                ledger.open_batches.push((id, batch_keys));
-            }
-        } else if let Some(key) = key {
-            let state = if status.as_deref() == Some("completed") {
-                KeyState::Completed
-            } else {
-                KeyState::Pending {
-                    attempts,
-                    per_key: true,
-                }
-            };
-            ledger.merge(&key, state);
-        }
-    }
-    Ok(ledger)
+    .await
 }
 
 /// What a claim did.
@@ -330,23 +348,24 @@ pub async fn claim_batch(
     })
 }
 
-/// A Brevo import a batch started, for the sweeper to follow up
-/// (`store::imports`).
-#[derive(Debug, Clone, Copy)]
-pub struct ImportToFollow<'a> {
-    pub sync_id: &'a str,
-    pub run_id: i64,
-    pub process_id: i64,
-    pub records: i32,
+/// A bulk call's one answer for its whole batch, to be written (with the
+/// page's checkpoint, `runs::record_clean_page`, or alone).
+#[derive(Debug, Clone)]
+pub struct BatchCompletion {
+    pub batch: i64,
+    pub result: serde_json::Value,
+    /// The Brevo import the answer names, for the sweeper to follow up
+    /// (`store::imports`): its process id and how many records it carries.
+    pub import: Option<(i64, i32)>,
 }
 
-/// Completes every key still claimed in `batch` with one answer: one row;
+/// Completes every key claimed in the batch with its one answer: one row;
 /// with the import the answer names, recorded in the same statement.
 pub async fn complete_batch(
     pool: &PgPool,
-    batch: i64,
-    result: &serde_json::Value,
-    import: Option<ImportToFollow<'_>>,
+    sync_id: &str,
+    run_id: i64,
+    completion: &BatchCompletion,
 ) -> sqlx::Result<()> {
     sqlx::query(
         "WITH done AS (
@@ -355,12 +374,12 @@ pub async fn complete_batch(
          SELECT $3, $4, $5, $6 WHERE $5 IS NOT NULL
          ON CONFLICT (sync_id, process_id) DO NOTHING",
     )
-    .bind(batch)
-    .bind(Json(result))
-    .bind(import.map(|i| i.sync_id))
-    .bind(import.map(|i| i.run_id))
-    .bind(import.map(|i| i.process_id))
-    .bind(import.map(|i| i.records))
+    .bind(completion.batch)
+    .bind(Json(&completion.result))
+    .bind(sync_id)
+    .bind(run_id)
+    .bind(completion.import.map(|i| i.0))
+    .bind(completion.import.map(|i| i.1))
     .execute(pool)
     .await?;
     Ok(())

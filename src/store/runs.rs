@@ -6,6 +6,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
 use super::deadman::IncidentRow;
+use super::ledger::BatchCompletion;
 
 /// A run as stored.
 #[derive(Debug, Clone, Serialize, FromRow)]
@@ -192,8 +193,11 @@ fn one<T>(mut answers: Vec<T>) -> sqlx::Result<T> {
 
 /// After a clean page: moves the sync's cursor, only if `fence` is still the
 /// newest issued (as `cursors::checkpoint_cursor`), and with it the run's
-/// counts and position — one statement, so one round trip and one commit.
-/// Returns whether the cursor moved; when it did not, nothing was written.
+/// counts and position, and completes the page's bulk call (`completion`,
+/// written whether or not the cursor moves: the call was made) — one
+/// statement, so one round trip and one commit. Returns whether the cursor
+/// moved; when it did not, only the completion was written.
+#[allow(clippy::too_many_arguments)]
 pub async fn record_clean_page(
     pool: &PgPool,
     run_id: i64,
@@ -201,9 +205,17 @@ pub async fn record_clean_page(
     fence: i64,
     counts: &RunCounts,
     cursor: Option<&serde_json::Value>,
+    completion: Option<&BatchCompletion>,
 ) -> sqlx::Result<bool> {
     sqlx::query_scalar(
-        "WITH moved AS (
+        "WITH done AS (
+           UPDATE delivery_batches SET result = $11, completed_at = now()
+           WHERE id = $10 AND $10 IS NOT NULL),
+         followed AS (
+           INSERT INTO import_processes (sync_id, run_id, process_id, records)
+           SELECT $2, $1, $12, $13 WHERE $12 IS NOT NULL
+           ON CONFLICT (sync_id, process_id) DO NOTHING),
+         moved AS (
            UPDATE sync_cursors SET cursor = $8, fence = $3, run_id = $1, updated_at = now()
            WHERE sync_id = $2 AND fence_issued = $3
            RETURNING 1),
@@ -222,6 +234,10 @@ pub async fn record_clean_page(
     .bind(counts.rejected)
     .bind(cursor.map(Json))
     .bind(counts.resent)
+    .bind(completion.map(|c| c.batch))
+    .bind(completion.map(|c| Json(&c.result)))
+    .bind(completion.and_then(|c| c.import.map(|i| i.0)))
+    .bind(completion.and_then(|c| c.import.map(|i| i.1)))
     .fetch_one(pool)
     .await
 }

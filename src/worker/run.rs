@@ -366,7 +366,16 @@ async fn page_loop(
         // (replayed from the ledger) and goes on from there. Never back to
         // the start.
         let next = prepared.next_cursor.clone().or_else(|| at.clone());
-        let delivery = send_page(env, run, lease, destination, prepared, &mut state.counts);
+        let mut completions = Vec::new();
+        let delivery = send_page(
+            env,
+            run,
+            lease,
+            destination,
+            prepared,
+            &mut state.counts,
+            &mut completions,
+        );
         let (next_page, after) = match following.take() {
             Some(Ok(page)) => {
                 let after = read_following(source, following_cursor(&page));
@@ -398,6 +407,7 @@ async fn page_loop(
         let (delivered, read_ahead) = tokio::join!(delivery, read_ahead);
         let rejected_all = delivered?;
         if rejected_all {
+            complete_alone(env, run, completions).await?;
             return Err(Stop(
                 FailureCode::DestinationRejectedAll,
                 format!("all {records} records of page {} were rejected", state.page),
@@ -415,7 +425,7 @@ async fn page_loop(
         if replayed_whole && last_write.elapsed() < REPLAY_CHECKPOINT_EVERY {
             deferred = true;
         } else {
-            checkpoint(env, run, lease, lost, state, &at).await?;
+            checkpoint(env, run, lease, lost, state, &at, completions).await?;
             deferred = false;
             last_write = Instant::now();
         }
@@ -458,7 +468,9 @@ async fn page_loop(
 const REPLAY_CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
 /// Proves the run still owns the sync, then moves the cursor to `at` (with the
-/// run's progress), refused if a newer fence wrote.
+/// run's progress), refused if a newer fence wrote. The page's bulk-call
+/// answers (`completions`) are written in the same statement, or alone when
+/// the run cannot checkpoint: the calls were made either way.
 async fn checkpoint(
     env: &RunEnv,
     run: &RunRow,
@@ -466,20 +478,27 @@ async fn checkpoint(
     lost: &AtomicBool,
     state: &mut LoopState,
     at: &Option<Value>,
+    mut completions: Vec<ledger::BatchCompletion>,
 ) -> Result<(), Stop> {
-    if lost.load(Ordering::SeqCst) {
-        return Err(lease_lost("the lease could not be renewed"));
-    }
-    match env.leases.prove(lease).await {
-        Ok(true) => {}
-        Ok(false) => return Err(lease_lost("the lease was gone at the checkpoint")),
-        Err(e) => {
-            return Err(Stop(
+    let proof = if lost.load(Ordering::SeqCst) {
+        Err(lease_lost("the lease could not be renewed"))
+    } else {
+        match env.leases.prove(lease).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(lease_lost("the lease was gone at the checkpoint")),
+            Err(e) => Err(Stop(
                 FailureCode::StoreUnavailable,
                 format!("proving the lease: {e}"),
-            ));
+            )),
         }
+    };
+    if let Err(stop) = proof {
+        complete_alone(env, run, completions).await?;
+        return Err(stop);
     }
+    // One answer rides with the checkpoint (a bulk page has one call).
+    let with_checkpoint = completions.pop();
+    complete_alone(env, run, completions).await?;
     if !runs::record_clean_page(
         &env.store,
         run.id,
@@ -487,6 +506,7 @@ async fn checkpoint(
         lease.fence,
         &state.counts,
         at.as_ref(),
+        with_checkpoint.as_ref(),
     )
     .await?
     {
@@ -507,7 +527,19 @@ async fn checkpoint_deferred(
     deferred: bool,
 ) -> Result<(), Stop> {
     if deferred {
-        checkpoint(env, run, lease, lost, state, at).await?;
+        checkpoint(env, run, lease, lost, state, at, Vec::new()).await?;
+    }
+    Ok(())
+}
+
+/// Writes bulk-call answers that cannot wait for a checkpoint.
+async fn complete_alone(
+    env: &RunEnv,
+    run: &RunRow,
+    completions: Vec<ledger::BatchCompletion>,
+) -> Result<(), Stop> {
+    for completion in &completions {
+        ledger::complete_batch(&env.store, &run.sync_id, run.id, completion).await?;
     }
     Ok(())
 }
@@ -672,6 +704,7 @@ async fn send_page(
     destination: &AnyDestination,
     page: PreparedPage,
     counts: &mut RunCounts,
+    completions: &mut Vec<ledger::BatchCompletion>,
 ) -> Result<bool, Stop> {
     let PreparedPage {
         records,
@@ -722,6 +755,7 @@ async fn send_page(
             batch,
             counts,
             &mut rejections,
+            completions,
         )
         .await?;
     }
@@ -759,6 +793,7 @@ async fn deliver_batch(
     batch: Vec<Pending>,
     counts: &mut RunCounts,
     rejections: &mut Vec<Rejection>,
+    completions: &mut Vec<ledger::BatchCompletion>,
 ) -> Result<usize, Stop> {
     let sync_id = run.sync_id.as_str();
     let offered = batch.len();
@@ -821,23 +856,16 @@ async fn deliver_batch(
     match claimed {
         Claimed::Unrecorded => {}
         // Every record delivered with one answer (an import's processId): one
-        // row completes them all, and the import to follow up is recorded in
-        // the same statement.
+        // row completes them all, with the import to follow up, in the page's
+        // checkpoint statement.
         Claimed::Whole(id)
             if done_keys.len() == sent && done_results.iter().all(|r| r == &done_results[0]) =>
         {
-            ledger::complete_batch(
-                &env.store,
-                id,
-                &done_results[0],
-                processes.first().map(|p| ledger::ImportToFollow {
-                    sync_id,
-                    run_id: run.id,
-                    process_id: p.0,
-                    records: p.1,
-                }),
-            )
-            .await?;
+            completions.push(ledger::BatchCompletion {
+                batch: id,
+                result: done_results[0].clone(),
+                import: processes.first().copied(),
+            });
         }
         Claimed::Whole(id) => {
             ledger::settle_batch_per_key(&env.store, id, &done_keys, &done_results).await?;

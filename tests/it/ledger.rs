@@ -31,6 +31,16 @@ fn page(cursor: i64, n: usize) -> ([u8; 32], Vec<Vec<u8>>) {
     (keys.page_id(), list)
 }
 
+/// The batch's call answered with one Brevo import.
+async fn complete(db: &TestDb, batch: i64, process: i64) -> anyhow::Result<()> {
+    let completion = ledger::BatchCompletion {
+        batch,
+        result: json!({ "processId": process }),
+        import: None,
+    };
+    Ok(ledger::complete_batch(&db.pool, "s1", 1, &completion).await?)
+}
+
 fn state(ledger: &ledger::PageLedger, key: &[u8]) -> KeyState {
     ledger.state(&key.try_into().expect("a 32-byte key"))
 }
@@ -93,7 +103,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     );
     assert_eq!(looked.open_batches.len(), 1);
 
-    ledger::complete_batch(&db.pool, second, &json!({"processId": 7}), None).await?;
+    complete(&db, second, 7).await?;
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
     assert!(
         keys.iter()
@@ -141,7 +151,7 @@ async fn a_claim_completed_by_an_older_run_meanwhile_is_not_sent_again() -> anyh
     // Looked up while open; the older run's answer lands before the claim.
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
     assert_eq!(looked.open_batches.len(), 1);
-    ledger::complete_batch(&db.pool, old, &json!({"processId": 1}), None).await?;
+    complete(&db, old, 1).await?;
     let BatchClaim::Claimed {
         completed_meanwhile,
         ..

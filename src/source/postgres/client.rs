@@ -127,9 +127,13 @@ fn page_sql(
         (Some(t), true) => format!("AND {column} = CAST($1::text AS {t})"),
         (None, _) => String::new(),
     };
+    let cursor = if plan.selects_cursor() {
+        format!(", ({column})::text AS cursor_value, pg_typeof({column})::text AS cursor_type")
+    } else {
+        String::new()
+    };
     format!(
-        "SELECT {record}, ({column})::text AS cursor_value,
-                    pg_typeof({column})::text AS cursor_type
+        "SELECT {record}{cursor}
              FROM ({query}) AS q
              WHERE {column} IS NOT NULL {filter}
              ORDER BY {column} {limit_clause}",
@@ -155,7 +159,10 @@ impl PostgresSource {
             .prepare(sqlx::AssertSqlSafe(sql).into_sql_str())
             .await
             .map_err(classify_query_error)?;
-        let plan = Arc::new(ColumnPlan::for_columns(statement.columns()));
+        let plan = Arc::new(ColumnPlan::for_columns(
+            statement.columns(),
+            &self.config.cursor_column,
+        ));
         self.pools.keep_plan(&self.plan_key, plan.clone());
         self.plan = Some(plan.clone());
         Ok(plan)
@@ -298,13 +305,23 @@ struct DecodedRow {
 }
 
 fn decode_row(plan: &ColumnPlan, row: sqlx::postgres::PgRow) -> Result<DecodedRow, SourceError> {
-    let at = plan.width();
+    let record = plan.record(&row)?;
+    let (cursor_value, cursor_type) = match plan.cursor_of(&record) {
+        Some(cursor) => cursor,
+        None => {
+            let at = plan.width();
+            (
+                row.try_get(at).map_err(classify_query_error)?,
+                row.try_get(at + 1).map_err(classify_query_error)?,
+            )
+        }
+    };
     Ok(DecodedRow {
-        record: plan.record(&row)?,
-        cursor_value: row.try_get(at).map_err(classify_query_error)?,
-        cursor_type: row.try_get(at + 1).map_err(classify_query_error)?,
+        record,
         row,
         text: None,
+        cursor_value,
+        cursor_type,
     })
 }
 

@@ -56,25 +56,63 @@ pub struct ColumnPlan {
     /// Column names and reads, in the query's order; empty when the whole row
     /// is read through `row_to_json`.
     columns: Vec<(String, Read)>,
+    /// The cursor column, when it is read in binary and its text form is its
+    /// JSON value's: its index and Postgres type name. Otherwise the page
+    /// query selects the cursor's text and type besides the record.
+    cursor: Option<(usize, &'static str)>,
 }
 
 impl ColumnPlan {
-    /// The plan for a query whose result has these columns.
-    pub fn for_columns(columns: &[PgColumn]) -> Self {
+    /// The plan for a query whose result has these columns, paged by
+    /// `cursor_column`.
+    pub fn for_columns(columns: &[PgColumn], cursor_column: &str) -> Self {
         let mut names: Vec<&str> = columns.iter().map(|c| c.name()).collect();
         names.sort_unstable();
         let unique = names.windows(2).all(|w| w[0] != w[1]);
         if !unique {
             return Self {
                 columns: Vec::new(),
+                cursor: None,
             };
         }
+        let cursor = columns
+            .iter()
+            .position(|c| c.name() == cursor_column)
+            .and_then(|i| {
+                let name = match columns[i].type_info().name() {
+                    "INT2" => "smallint",
+                    "INT4" => "integer",
+                    "INT8" => "bigint",
+                    "TEXT" => "text",
+                    "VARCHAR" => "character varying",
+                    _ => return None,
+                };
+                Some((i, name))
+            });
         Self {
             columns: columns
                 .iter()
                 .map(|c| (c.name().to_string(), Read::of(c.type_info())))
                 .collect(),
+            cursor,
         }
+    }
+
+    /// Whether the page query needs the cursor's text and type selected.
+    pub fn selects_cursor(&self) -> bool {
+        self.cursor.is_none()
+    }
+
+    /// The cursor's text form and type, from a record read with this plan
+    /// (`None` when the page query selects them).
+    pub fn cursor_of(&self, record: &Value) -> Option<(String, String)> {
+        let (i, type_name) = self.cursor?;
+        let value = record.get(&self.columns[i].0)?;
+        let text = match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        Some((text, type_name.to_string()))
     }
 
     /// How many result columns hold the record.
