@@ -48,9 +48,9 @@ pub enum KeyState {
 #[derive(Debug, Default)]
 pub struct PageLedger {
     states: foldhash::HashMap<[u8; 32], KeyState>,
-    /// Open batch-only claims of the page: ids, for the next claim to supersede
-    /// or watch.
-    pub open_batches: Vec<(i64, Vec<Vec<u8>>)>,
+    /// Open batch-only claims of the page, with their keys packed (32 bytes
+    /// each): for the next claim to supersede or watch.
+    pub open_batches: Vec<(i64, Vec<u8>)>,
 }
 
 impl PageLedger {
@@ -86,7 +86,7 @@ impl PageLedger {
 
 /// One row of the page lookup: a batch-only claim of the page, or (no id)
 /// the sign that the page's keys must also be probed one by one.
-type PageRow = (Option<i64>, Option<Vec<Vec<u8>>>, Option<bool>, Option<i32>);
+type PageRow = (Option<i64>, Option<Vec<u8>>, Option<bool>, Option<i32>);
 
 /// What the ledger holds for the keys of one page: the page's batch-only
 /// claims (one statement, one index probe), and the keys' own rows only when
@@ -103,7 +103,7 @@ pub async fn lookup_page(
         return Ok(PageLedger::default());
     }
     let rows: Vec<PageRow> = sqlx::query_as(
-        "SELECT id, keys, completed_at IS NOT NULL, attempts
+        "SELECT id, packed_keys, completed_at IS NOT NULL, attempts
          FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND NOT per_key
          UNION ALL
          SELECT NULL, NULL, NULL, NULL
@@ -131,7 +131,7 @@ pub async fn lookup_page(
                 per_key: false,
             }
         };
-        for key in &batch_keys {
+        for key in batch_keys.chunks_exact(32) {
             ledger.merge(key, state);
         }
         if !done {
@@ -286,19 +286,20 @@ pub async fn claim_keys(
 /// What a batch-only claim did.
 #[derive(Debug)]
 pub enum BatchClaim {
-    /// The keys are claimed in `batch`, which spent attempt number `attempts`
-    /// of each. `completed_meanwhile` holds the keys of watched batches that
-    /// completed after the page was looked up: not to be sent.
+    /// The keys are claimed in `batch`. `completed_meanwhile` holds the keys
+    /// (packed) of watched batches that completed after the page was looked
+    /// up: not to be sent.
     Claimed {
         batch: i64,
-        completed_meanwhile: Vec<Vec<u8>>,
+        completed_meanwhile: Vec<u8>,
     },
     /// A newer fence was issued: this run no longer owns the sync.
     Fenced,
 }
 
-/// Claims the keys of one bulk call as one batch row of `page` with attempt
-/// number `attempts` (one more than the most any of them had spent), after
+/// Claims the keys of one bulk call (packed: 32 bytes each) as one batch row
+/// of `page` with attempt number `attempts` (one more than the most any of
+/// them had spent), after
 /// checking the run's fence is still the newest. Open batch-only claims in
 /// `superseded` (every key of theirs is in this claim) are deleted; the keys of
 /// `watched` ones (open when looked up, sharing keys with this claim) that
@@ -308,30 +309,31 @@ pub async fn claim_batch(
     pool: &PgPool,
     sync_id: &str,
     page: &[u8; 32],
-    keys: &[Vec<u8>],
+    packed_keys: &[u8],
     attempts: i32,
     run_id: i64,
     fence: i64,
     superseded: &[i64],
     watched: &[i64],
 ) -> sqlx::Result<BatchClaim> {
-    let (batch, completed_meanwhile): (Option<i64>, Vec<Vec<u8>>) = sqlx::query_as(
+    let (batch, completed_meanwhile): (Option<i64>, Option<Vec<u8>>) = sqlx::query_as(
         "WITH f AS (
            SELECT 1 FROM sync_cursors WHERE sync_id = $1 AND fence_issued = $6 FOR SHARE),
          gone AS (
            DELETE FROM delivery_batches o USING f
            WHERE o.id = ANY($7::bigint[]) AND o.completed_at IS NULL AND NOT o.per_key),
          b AS (
-           INSERT INTO delivery_batches (sync_id, run_id, fence, page, keys, attempts, per_key)
-           SELECT $1, $5, $6, $2, $3, $4, false FROM f
+           INSERT INTO delivery_batches
+             (sync_id, run_id, fence, page, keys, packed_keys, attempts, per_key)
+           SELECT $1, $5, $6, $2, '{}', $3, $4, false FROM f
            RETURNING id)
          SELECT (SELECT id FROM b),
-                ARRAY(SELECT k FROM delivery_batches w, unnest(w.keys) AS k
-                      WHERE w.id = ANY($8::bigint[]) AND w.completed_at IS NOT NULL)",
+                (SELECT string_agg(packed_keys, ''::bytea) FROM delivery_batches
+                 WHERE id = ANY($8::bigint[]) AND completed_at IS NOT NULL)",
     )
     .bind(sync_id)
     .bind(&page[..])
-    .bind(keys)
+    .bind(packed_keys)
     .bind(attempts)
     .bind(run_id)
     .bind(fence)
@@ -342,7 +344,7 @@ pub async fn claim_batch(
     Ok(match batch {
         Some(batch) => BatchClaim::Claimed {
             batch,
-            completed_meanwhile,
+            completed_meanwhile: completed_meanwhile.unwrap_or_default(),
         },
         None => BatchClaim::Fenced,
     })
@@ -398,7 +400,8 @@ pub async fn settle_batch_per_key(
     let results: Vec<Json<&serde_json::Value>> = results.iter().map(Json).collect();
     sqlx::query(
         "WITH b AS (
-           UPDATE delivery_batches SET per_key = true, keys = $2::bytea[] WHERE id = $1
+           UPDATE delivery_batches SET per_key = true, keys = $2::bytea[], packed_keys = NULL
+           WHERE id = $1
            RETURNING sync_id, run_id, fence, attempts)
          INSERT INTO deliveries
            (sync_id, key, status, attempts, result, run_id, fence, batch_id, completed_at)
@@ -498,14 +501,14 @@ pub async fn purge_completed(pool: &PgPool, retention: Duration, batch: i64) -> 
                  SELECT id FROM delivery_batches
                  WHERE completed_at < now() - make_interval(secs => $1)
                  ORDER BY completed_at LIMIT 1)
-               RETURNING id, sync_id, keys, per_key),
+               RETURNING id, sync_id, keys, per_key, packed_keys),
              k AS (
                DELETE FROM deliveries d USING b
                WHERE d.sync_id = b.sync_id AND d.key = ANY(b.keys) AND d.batch_id = b.id
                RETURNING 1)
              SELECT EXISTS (SELECT 1 FROM b),
                     (SELECT count(*) FROM k)
-                    + coalesce((SELECT cardinality(keys) FROM b WHERE NOT per_key), 0)",
+                    + coalesce((SELECT octet_length(packed_keys) / 32 FROM b WHERE NOT per_key), 0)",
         )
         .bind(seconds)
         .fetch_one(pool)

@@ -590,8 +590,9 @@ struct PreparedPage {
     next_cursor: Option<Value>,
     /// The page's identity in the ledger.
     page_id: [u8; 32],
-    /// The page's open batch-only claims (bulk calls left unanswered).
-    open_batches: Vec<(i64, Vec<Vec<u8>>)>,
+    /// The page's open batch-only claims (bulk calls left unanswered), with
+    /// their keys packed.
+    open_batches: Vec<(i64, Vec<u8>)>,
     /// Records the ledger already holds as `completed`.
     replayed: i64,
     /// Refused before any call: unmappable, or out of attempts.
@@ -769,7 +770,7 @@ async fn send_page(
 /// What a claim needs to know of its page.
 struct ClaimContext<'a> {
     page_id: &'a [u8; 32],
-    open_batches: &'a [(i64, Vec<Vec<u8>>)],
+    open_batches: &'a [(i64, Vec<u8>)],
 }
 
 /// How a batch was claimed.
@@ -904,17 +905,18 @@ async fn claim_whole(
     page: &ClaimContext<'_>,
     batch: Vec<Pending>,
 ) -> Result<(Claimed, Vec<Pending>), Stop> {
-    let keys: Vec<Vec<u8>> = batch.iter().map(|p| p.key.0.to_vec()).collect();
+    let packed: Vec<u8> = batch.iter().flat_map(|p| p.key.0).collect();
     let attempts = batch.iter().map(|p| p.spent).max().unwrap_or(0) + 1;
     // Open claims of this page that share keys with this one are watched (an
     // older run may still complete them); those it covers entirely go.
-    let claiming: HashSet<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let claiming: HashSet<&[u8]> = packed.chunks_exact(32).collect();
     let mut superseded = Vec::new();
     let mut watched = Vec::new();
     for (id, open) in page.open_batches {
-        if open.iter().any(|k| claiming.contains(k.as_slice())) {
+        let mut open_keys = open.chunks_exact(32);
+        if open_keys.clone().any(|k| claiming.contains(k)) {
             watched.push(*id);
-            if open.iter().all(|k| claiming.contains(k.as_slice())) {
+            if open_keys.all(|k| claiming.contains(k)) {
                 superseded.push(*id);
             }
         }
@@ -923,7 +925,7 @@ async fn claim_whole(
         &env.store,
         &run.sync_id,
         page.page_id,
-        &keys,
+        &packed,
         attempts,
         run.id,
         lease.fence,
@@ -937,7 +939,7 @@ async fn claim_whole(
             batch: id,
             completed_meanwhile,
         } => {
-            let done: HashSet<Vec<u8>> = completed_meanwhile.into_iter().collect();
+            let done: HashSet<&[u8]> = completed_meanwhile.chunks_exact(32).collect();
             let batch = batch
                 .into_iter()
                 .filter(|p| !done.contains(&p.key.0[..]))

@@ -53,8 +53,18 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
     assert!(keys.iter().all(|k| state(&looked, k) == KeyState::Absent));
 
-    let BatchClaim::Claimed { batch: first, .. } =
-        ledger::claim_batch(&db.pool, "s1", &page_id, &keys, 1, 1, fence, &[], &[]).await?
+    let BatchClaim::Claimed { batch: first, .. } = ledger::claim_batch(
+        &db.pool,
+        "s1",
+        &page_id,
+        &keys.concat(),
+        1,
+        1,
+        fence,
+        &[],
+        &[],
+    )
+    .await?
     else {
         anyhow::bail!("fenced");
     };
@@ -81,7 +91,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
         &db.pool,
         "s1",
         &page_id,
-        &keys,
+        &keys.concat(),
         2,
         2,
         fence,
@@ -125,7 +135,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
             &db.pool,
             "s1",
             &other_page,
-            &other_keys,
+            &other_keys.concat(),
             1,
             3,
             fence,
@@ -143,8 +153,18 @@ async fn a_claim_completed_by_an_older_run_meanwhile_is_not_sent_again() -> anyh
     let db = TestDb::new().await?;
     let fence = seed(&db).await?;
     let (page_id, keys) = page(0, 3);
-    let BatchClaim::Claimed { batch: old, .. } =
-        ledger::claim_batch(&db.pool, "s1", &page_id, &keys[..2], 1, 1, fence, &[], &[]).await?
+    let BatchClaim::Claimed { batch: old, .. } = ledger::claim_batch(
+        &db.pool,
+        "s1",
+        &page_id,
+        &keys[..2].concat(),
+        1,
+        1,
+        fence,
+        &[],
+        &[],
+    )
+    .await?
     else {
         anyhow::bail!("fenced");
     };
@@ -155,11 +175,25 @@ async fn a_claim_completed_by_an_older_run_meanwhile_is_not_sent_again() -> anyh
     let BatchClaim::Claimed {
         completed_meanwhile,
         ..
-    } = ledger::claim_batch(&db.pool, "s1", &page_id, &keys, 2, 2, fence, &[old], &[old]).await?
+    } = ledger::claim_batch(
+        &db.pool,
+        "s1",
+        &page_id,
+        &keys.concat(),
+        2,
+        2,
+        fence,
+        &[old],
+        &[old],
+    )
+    .await?
     else {
         anyhow::bail!("fenced");
     };
-    let mut meanwhile = completed_meanwhile;
+    let mut meanwhile: Vec<Vec<u8>> = completed_meanwhile
+        .chunks_exact(32)
+        .map(<[u8]>::to_vec)
+        .collect();
     meanwhile.sort();
     let mut expected = keys[..2].to_vec();
     expected.sort();
@@ -178,8 +212,18 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
     let fence = seed(&db).await?;
     let (page_id, keys) = page(0, 4);
     // A bulk call whose answer came key by key: two delivered, two refused.
-    let BatchClaim::Claimed { batch, .. } =
-        ledger::claim_batch(&db.pool, "s1", &page_id, &keys, 1, 1, fence, &[], &[]).await?
+    let BatchClaim::Claimed { batch, .. } = ledger::claim_batch(
+        &db.pool,
+        "s1",
+        &page_id,
+        &keys.concat(),
+        1,
+        1,
+        fence,
+        &[],
+        &[],
+    )
+    .await?
     else {
         anyhow::bail!("fenced");
     };

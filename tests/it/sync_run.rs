@@ -461,7 +461,7 @@ async fn ledger_purge_deletes_completed_bulk_batches_past_retention() -> anyhow:
     let s = Scenario::new(SyncOptions::default()).await?;
     s.run_foreground().await?.ok()?;
     let batches: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM delivery_batches WHERE completed_at IS NOT NULL AND cardinality(keys) = 10",
+        "SELECT count(*) FROM delivery_batches WHERE completed_at IS NOT NULL AND octet_length(packed_keys) = 320",
     )
     .fetch_one(&s.db.pool)
     .await?;
@@ -488,8 +488,8 @@ async fn ledger_purge_deletes_completed_bulk_batches_past_retention() -> anyhow:
     .execute(&s.db.pool)
     .await?;
     sqlx::query(
-        "INSERT INTO delivery_batches (sync_id, keys, per_key, page, fence, created_at)
-         VALUES ($1, ARRAY[sha256('a'), sha256('b')], false, sha256('page'), 1,
+        "INSERT INTO delivery_batches (sync_id, keys, packed_keys, per_key, page, fence, created_at)
+         VALUES ($1, '{}', sha256('a') || sha256('b'), false, sha256('page'), 1,
                  now() - interval '8 days')",
     )
     .bind(SYNC_ID)
