@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::PgPool;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, info, info_span, warn};
 
 use super::delivery_key::{DeliveryKey, PageKeys};
@@ -151,7 +153,7 @@ pub async fn execute_run(
 ) -> RunReport {
     let span = info_span!("run", run.id = run.id, sync.id = %run.sync_id);
     async {
-        let mut source = match AnySource::open(&definition.source, &env.sources) {
+        let source = match AnySource::open(&definition.source, &env.sources) {
             Ok(s) => s,
             Err(e) => return failed_before_start(Stop::from(e)),
         };
@@ -196,7 +198,7 @@ pub async fn execute_run(
             definition,
             &lease,
             start,
-            &mut source,
+            source,
             &destination,
             progress,
         )
@@ -227,7 +229,7 @@ async fn run_with_lease(
     definition: &SyncDefinition,
     lease: &Lease,
     start: Option<Value>,
-    source: &mut AnySource,
+    source: AnySource,
     destination: &AnyDestination,
     progress: &mut (dyn FnMut(&PageProgress) + Send),
 ) -> RunReport {
@@ -320,44 +322,36 @@ async fn page_loop(
     run: &RunRow,
     definition: &SyncDefinition,
     lease: &Lease,
-    source: &mut AnySource,
+    source: AnySource,
     destination: &AnyDestination,
     lost: &AtomicBool,
     state: &mut LoopState,
     progress: &mut (dyn FnMut(&PageProgress) + Send),
 ) -> Result<RunOutcome, Stop> {
-    let fingerprint = source.fingerprint();
-    // Three pages in flight: page N is sent while page N+1 (already read) is
-    // keyed and looked up in the ledger and page N+2 is read. All of that only
-    // reads, so it is simply dropped if page N does not end clean; claiming
-    // (which spends attempts) waits until page N is done.
-    let first = source.fetch_page(state.cursor.as_ref()).await?;
-    let at = following_cursor(&first);
-    let mut following = read_following(source, at).await;
+    // Pages are read, keyed and looked up ahead while this loop sends and
+    // checkpoints. All of that only reads, so it is simply dropped if a page
+    // does not end clean; claiming (which spends attempts) happens here.
+    let mut ahead = ReadAhead::start(env, run, definition, source, state.cursor.clone());
     // Where the last clean page ended: written, or (`deferred`) not yet.
     let mut at = state.cursor.clone();
     let mut deferred = false;
     let mut last_write = Instant::now();
-    let mut ahead: Result<PreparedPage, SourceError> = Ok(prepare_page(
-        env,
-        run,
-        definition,
-        &fingerprint,
-        state.cursor.as_ref(),
-        first,
-    )
-    .await?);
     loop {
         if env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
             checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
             return Ok(RunOutcome::Stopped);
         }
-        let prepared = ahead?;
-        if prepared.records == 0 {
-            checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
-            return Ok(RunOutcome::Succeeded);
-        }
+        let prepared = match ahead.next().await {
+            Some(Ok(prepared)) if prepared.records > 0 => prepared,
+            // The end of the source.
+            None | Some(Ok(_)) => {
+                checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
+                return Ok(RunOutcome::Succeeded);
+            }
+            Some(Err(AheadError::Store(stop))) => return Err(stop),
+            Some(Err(AheadError::Source(e))) => return Err(e.into()),
+        };
         state.page += 1;
         let before = state.counts;
         let records = prepared.records;
@@ -367,7 +361,7 @@ async fn page_loop(
         // the start.
         let next = prepared.next_cursor.clone().or_else(|| at.clone());
         let mut completions = Vec::new();
-        let delivery = send_page(
+        let rejected_all = send_page(
             env,
             run,
             lease,
@@ -375,37 +369,8 @@ async fn page_loop(
             prepared,
             &mut state.counts,
             &mut completions,
-        );
-        let (next_page, after) = match following.take() {
-            Some(Ok(page)) => {
-                let after = read_following(source, following_cursor(&page));
-                (Some(Ok(page)), Some(after))
-            }
-            Some(Err(e)) => (Some(Err(e)), None),
-            None => (None, None),
-        };
-        let read_ahead = async {
-            let prepare = async {
-                Some(match next_page? {
-                    Ok(page) => {
-                        prepare_page(env, run, definition, &fingerprint, next.as_ref(), page)
-                            .await
-                            .map_err(AheadError::Now)
-                    }
-                    Err(e) => Err(AheadError::WhenDue(e)),
-                })
-            };
-            let read = async {
-                match after {
-                    Some(after) => after.await,
-                    None => None,
-                }
-            };
-            let (prepared, after) = tokio::join!(prepare, read);
-            Some((prepared?, after))
-        };
-        let (delivered, read_ahead) = tokio::join!(delivery, read_ahead);
-        let rejected_all = delivered?;
+        )
+        .await?;
         if rejected_all {
             complete_alone(env, run, completions).await?;
             return Err(Stop(
@@ -451,16 +416,75 @@ async fn page_loop(
             records,
             counts: state.counts,
         });
-        let Some((prepared, after)) = read_ahead else {
-            checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
-            return Ok(RunOutcome::Succeeded);
-        };
-        ahead = match prepared {
-            Ok(prepared) => Ok(prepared),
-            Err(AheadError::Now(stop)) => return Err(stop),
-            Err(AheadError::WhenDue(source_error)) => Err(source_error),
-        };
-        following = after;
+    }
+}
+
+/// The pages after the one being sent, in order: one task reads them from the
+/// source, another keys them and looks them up in the ledger, each a page
+/// ahead of the next stage, so reading, keying and sending use both cores.
+/// (Two tasks, not two branches of one `join!`: a branch busy decoding a
+/// page would hold up the other's claim answer until it yields.)
+struct ReadAhead {
+    prepared: mpsc::Receiver<Result<PreparedPage, AheadError>>,
+    /// Children of the run, aborted when it drops them. Not on the shutdown's
+    /// tracker: the run that owns them is, and they never outlive it.
+    _tasks: [AbortOnDropHandle<()>; 2],
+}
+
+impl ReadAhead {
+    fn start(
+        env: &RunEnv,
+        run: &RunRow,
+        definition: &SyncDefinition,
+        mut source: AnySource,
+        from: Option<Value>,
+    ) -> Self {
+        let fingerprint = source.fingerprint();
+        let (pages, mut read) = mpsc::channel::<(Option<Value>, Result<Page, SourceError>)>(1);
+        let reader = tokio::spawn(async move {
+            let mut at = from;
+            loop {
+                let page = source.fetch_page(at.as_ref()).await;
+                let following = page.as_ref().ok().and_then(following_cursor);
+                if pages.send((at, page)).await.is_err() {
+                    return;
+                }
+                match following {
+                    Some(next) => at = Some(next),
+                    None => return,
+                }
+            }
+        });
+        let (prepared, receiver) = mpsc::channel(1);
+        let (env, run, definition) = (env.clone(), run.clone(), definition.clone());
+        let preparer = tokio::spawn(async move {
+            while let Some((at, page)) = read.recv().await {
+                let page = match page {
+                    Ok(page) => {
+                        prepare_page(&env, &run, &definition, &fingerprint, at.as_ref(), page)
+                            .await
+                            .map_err(AheadError::Store)
+                    }
+                    Err(e) => Err(AheadError::Source(e)),
+                };
+                let failed = page.is_err();
+                if prepared.send(page).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Self {
+            prepared: receiver,
+            _tasks: [
+                AbortOnDropHandle::new(reader),
+                AbortOnDropHandle::new(preparer),
+            ],
+        }
+    }
+
+    /// The next page; `None` after the last.
+    async fn next(&mut self) -> Option<Result<PreparedPage, AheadError>> {
+        self.prepared.recv().await
     }
 }
 
@@ -556,13 +580,13 @@ struct Pending {
     per_key: bool,
 }
 
-/// What went wrong with a page read ahead.
+/// What went wrong with a page read ahead: raised when the page is due,
+/// after the pages before it are checkpointed.
 enum AheadError {
-    /// The store failed while the page was looked up: the run fails now.
-    Now(Stop),
-    /// The source failed to give the page: raised when the page is due, after
-    /// the page before it is checkpointed.
-    WhenDue(SourceError),
+    /// The store failed while the page was looked up.
+    Store(Stop),
+    /// The source failed to give the page.
+    Source(SourceError),
 }
 
 /// Where the page after `page` starts; `None` after the last page. A page
@@ -573,15 +597,6 @@ fn following_cursor(page: &Page) -> Option<Value> {
         return None;
     }
     page.next_cursor.clone()
-}
-
-/// Reads the page at `at` (see `following_cursor`); nothing when there is none.
-async fn read_following(
-    source: &mut AnySource,
-    at: Option<Value>,
-) -> Option<Result<Page, SourceError>> {
-    let at = at?;
-    Some(source.fetch_page(Some(&at)).await)
 }
 
 /// A page read, keyed, mapped and looked up in the ledger; nothing written.
