@@ -297,24 +297,28 @@ pub enum BatchClaim {
     Fenced,
 }
 
-/// Claims the keys of one bulk call (packed: 32 bytes each) as one batch row
-/// of `page` with attempt number `attempts` (one more than the most any of
-/// them had spent), after
-/// checking the run's fence is still the newest. Open batch-only claims in
-/// `superseded` (every key of theirs is in this claim) are deleted; the keys of
-/// `watched` ones (open when looked up, sharing keys with this claim) that
-/// completed meanwhile are returned.
-#[allow(clippy::too_many_arguments)]
+/// A bulk call's claim: its keys (packed: 32 bytes each) as one batch row of
+/// `page`, with attempt number `attempts` (one more than the most any of them
+/// had spent). Open batch-only claims in `superseded` (every key of theirs is
+/// in this claim) are deleted; the keys of `watched` ones (open when looked
+/// up, sharing keys with this claim) that completed meanwhile are returned.
+#[derive(Debug, Clone)]
+pub struct BatchClaimRequest {
+    pub page: [u8; 32],
+    pub packed_keys: Vec<u8>,
+    pub attempts: i32,
+    pub superseded: Vec<i64>,
+    pub watched: Vec<i64>,
+}
+
+/// Makes a bulk call's claim, after checking the run's fence is still the
+/// newest (alone; `runs::record_clean_page` makes it with a checkpoint).
 pub async fn claim_batch(
     pool: &PgPool,
     sync_id: &str,
-    page: &[u8; 32],
-    packed_keys: &[u8],
-    attempts: i32,
     run_id: i64,
     fence: i64,
-    superseded: &[i64],
-    watched: &[i64],
+    claim: &BatchClaimRequest,
 ) -> sqlx::Result<BatchClaim> {
     let (batch, completed_meanwhile): (Option<i64>, Option<Vec<u8>>) = sqlx::query_as(
         "WITH f AS (
@@ -332,22 +336,42 @@ pub async fn claim_batch(
                  WHERE id = ANY($8::bigint[]) AND completed_at IS NOT NULL)",
     )
     .bind(sync_id)
-    .bind(&page[..])
-    .bind(packed_keys)
-    .bind(attempts)
+    .bind(&claim.page[..])
+    .bind(&claim.packed_keys)
+    .bind(claim.attempts)
     .bind(run_id)
     .bind(fence)
-    .bind(superseded)
-    .bind(watched)
+    .bind(&claim.superseded)
+    .bind(&claim.watched)
     .fetch_one(pool)
     .await?;
-    Ok(match batch {
-        Some(batch) => BatchClaim::Claimed {
-            batch,
-            completed_meanwhile: completed_meanwhile.unwrap_or_default(),
-        },
-        None => BatchClaim::Fenced,
-    })
+    Ok(BatchClaim::from_row(batch, completed_meanwhile))
+}
+
+impl BatchClaim {
+    /// From the new batch's id (none: fenced) and the packed keys completed
+    /// meanwhile.
+    pub(crate) fn from_row(batch: Option<i64>, completed_meanwhile: Option<Vec<u8>>) -> Self {
+        match batch {
+            Some(batch) => BatchClaim::Claimed {
+                batch,
+                completed_meanwhile: completed_meanwhile.unwrap_or_default(),
+            },
+            None => BatchClaim::Fenced,
+        }
+    }
+}
+
+/// Gives back a bulk claim whose call was never made (the run stopped first):
+/// the attempt it spent is not spent.
+pub async fn forget_batch(pool: &PgPool, batch: i64) -> sqlx::Result<()> {
+    sqlx::query(
+        "DELETE FROM delivery_batches WHERE id = $1 AND completed_at IS NULL AND NOT per_key",
+    )
+    .bind(batch)
+    .execute(pool)
+    .await?;
+    Ok(())
 }
 
 /// A bulk call's one answer for its whole batch, to be written (with the

@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
 use super::deadman::IncidentRow;
-use super::ledger::BatchCompletion;
+use super::ledger::{BatchClaim, BatchClaimRequest, BatchCompletion};
 
 /// A run as stored.
 #[derive(Debug, Clone, Serialize, FromRow)]
@@ -193,10 +193,10 @@ fn one<T>(mut answers: Vec<T>) -> sqlx::Result<T> {
 
 /// After a clean page: moves the sync's cursor, only if `fence` is still the
 /// newest issued (as `cursors::checkpoint_cursor`), and with it the run's
-/// counts and position, and completes the page's bulk call (`completion`,
-/// written whether or not the cursor moves: the call was made) — one
-/// statement, so one round trip and one commit. Returns whether the cursor
-/// moved; when it did not, only the completion was written.
+/// counts and position; completes the page's bulk call (`completion`, written
+/// whether or not the cursor moves: the call was made); and, when the cursor
+/// moved, claims the next page's bulk call (`claim`). One statement, so one
+/// round trip and one commit. Returns whether the cursor moved, and the claim.
 #[allow(clippy::too_many_arguments)]
 pub async fn record_clean_page(
     pool: &PgPool,
@@ -206,24 +206,36 @@ pub async fn record_clean_page(
     counts: &RunCounts,
     cursor: Option<&serde_json::Value>,
     completion: Option<&BatchCompletion>,
-) -> sqlx::Result<bool> {
-    sqlx::query_scalar(
+    claim: Option<&BatchClaimRequest>,
+) -> sqlx::Result<(bool, Option<BatchClaim>)> {
+    let (moved, batch, completed_meanwhile): (bool, Option<i64>, Option<Vec<u8>>) = sqlx::query_as(
         "WITH done AS (
-           UPDATE delivery_batches SET result = $11, completed_at = now()
-           WHERE id = $10 AND $10 IS NOT NULL),
-         followed AS (
-           INSERT INTO import_processes (sync_id, run_id, process_id, records)
-           SELECT $2, $1, $12, $13 WHERE $12 IS NOT NULL
-           ON CONFLICT (sync_id, process_id) DO NOTHING),
-         moved AS (
-           UPDATE sync_cursors SET cursor = $8, fence = $3, run_id = $1, updated_at = now()
-           WHERE sync_id = $2 AND fence_issued = $3
-           RETURNING 1),
-         progress AS (
-           UPDATE runs SET records_read = $4, records_written = $5, records_replayed = $6,
-                  records_rejected = $7, records_resent = $9, cursor_end = $8, heartbeat_at = now()
-           WHERE id = $1 AND EXISTS (SELECT 1 FROM moved))
-         SELECT EXISTS (SELECT 1 FROM moved)",
+               UPDATE delivery_batches SET result = $11, completed_at = now()
+               WHERE id = $10 AND $10 IS NOT NULL),
+             followed AS (
+               INSERT INTO import_processes (sync_id, run_id, process_id, records)
+               SELECT $2, $1, $12, $13 WHERE $12 IS NOT NULL
+               ON CONFLICT (sync_id, process_id) DO NOTHING),
+             moved AS (
+               UPDATE sync_cursors SET cursor = $8, fence = $3, run_id = $1, updated_at = now()
+               WHERE sync_id = $2 AND fence_issued = $3
+               RETURNING 1),
+             progress AS (
+               UPDATE runs SET records_read = $4, records_written = $5, records_replayed = $6,
+                      records_rejected = $7, records_resent = $9, cursor_end = $8,
+                      heartbeat_at = now()
+               WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)),
+             gone AS (
+               DELETE FROM delivery_batches o USING moved
+               WHERE o.id = ANY($17::bigint[]) AND o.completed_at IS NULL AND NOT o.per_key),
+             claimed AS (
+               INSERT INTO delivery_batches
+                 (sync_id, run_id, fence, page, keys, packed_keys, attempts, per_key)
+               SELECT $2, $1, $3, $14, '{}', $15, $16, false FROM moved WHERE $14 IS NOT NULL
+               RETURNING id)
+             SELECT EXISTS (SELECT 1 FROM moved), (SELECT id FROM claimed),
+                    (SELECT string_agg(packed_keys, ''::bytea) FROM delivery_batches
+                     WHERE id = ANY($18::bigint[]) AND completed_at IS NOT NULL)",
     )
     .bind(run_id)
     .bind(sync_id)
@@ -238,8 +250,16 @@ pub async fn record_clean_page(
     .bind(completion.map(|c| Json(&c.result)))
     .bind(completion.and_then(|c| c.import.map(|i| i.0)))
     .bind(completion.and_then(|c| c.import.map(|i| i.1)))
+    .bind(claim.map(|c| &c.page[..]))
+    .bind(claim.map(|c| &c.packed_keys))
+    .bind(claim.map(|c| c.attempts))
+    .bind(claim.map(|c| &c.superseded[..]).unwrap_or(&[]))
+    .bind(claim.map(|c| &c.watched[..]).unwrap_or(&[]))
     .fetch_one(pool)
-    .await
+    .await?;
+    let claimed =
+        (moved && claim.is_some()).then(|| BatchClaim::from_row(batch, completed_meanwhile));
+    Ok((moved, claimed))
 }
 
 /// The run proved itself alive (its lease was renewed).

@@ -336,13 +336,23 @@ async fn page_loop(
     let mut at = state.cursor.clone();
     let mut deferred = false;
     let mut last_write = Instant::now();
+    let mut upcoming = ahead.next().await;
     loop {
         if env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
+            // A claim made for the next page with the last checkpoint was
+            // never sent: its attempt is given back.
+            if let Some(Ok(PreparedPage {
+                claimed: Some(BatchClaim::Claimed { batch, .. }),
+                ..
+            })) = &upcoming
+            {
+                ledger::forget_batch(&env.store, *batch).await?;
+            }
             checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
             return Ok(RunOutcome::Stopped);
         }
-        let prepared = match ahead.next().await {
+        let prepared = match upcoming.take() {
             Some(Ok(prepared)) if prepared.records > 0 => prepared,
             // The end of the source.
             None | Some(Ok(_)) => {
@@ -387,10 +397,33 @@ async fn page_loop(
             && state.counts.written == before.written
             && state.counts.rejected == before.rejected
             && state.counts.resent == before.resent;
-        if replayed_whole && last_write.elapsed() < REPLAY_CHECKPOINT_EVERY {
+        // The next page's bulk call is claimed in this page's checkpoint
+        // statement: after this page is clean, and one commit for both.
+        upcoming = ahead.next().await;
+        let claim_next = match &upcoming {
+            Some(Ok(page)) if !env.bench_without_ledger && destination.batch_size().is_none() => {
+                page.whole_claim()
+            }
+            _ => None,
+        };
+        if replayed_whole && claim_next.is_none() && last_write.elapsed() < REPLAY_CHECKPOINT_EVERY
+        {
             deferred = true;
         } else {
-            checkpoint(env, run, lease, lost, state, &at, completions).await?;
+            let claimed = checkpoint(
+                env,
+                run,
+                lease,
+                lost,
+                state,
+                &at,
+                completions,
+                claim_next.as_ref(),
+            )
+            .await?;
+            if let Some(Ok(page)) = upcoming.as_mut() {
+                page.claimed = claimed;
+            }
             deferred = false;
             last_write = Instant::now();
         }
@@ -503,7 +536,8 @@ async fn checkpoint(
     state: &mut LoopState,
     at: &Option<Value>,
     mut completions: Vec<ledger::BatchCompletion>,
-) -> Result<(), Stop> {
+    claim_next: Option<&ledger::BatchClaimRequest>,
+) -> Result<Option<BatchClaim>, Stop> {
     let proof = if lost.load(Ordering::SeqCst) {
         Err(lease_lost("the lease could not be renewed"))
     } else {
@@ -523,7 +557,7 @@ async fn checkpoint(
     // One answer rides with the checkpoint (a bulk page has one call).
     let with_checkpoint = completions.pop();
     complete_alone(env, run, completions).await?;
-    if !runs::record_clean_page(
+    let (moved, claimed) = runs::record_clean_page(
         &env.store,
         run.id,
         &run.sync_id,
@@ -531,13 +565,14 @@ async fn checkpoint(
         &state.counts,
         at.as_ref(),
         with_checkpoint.as_ref(),
+        claim_next,
     )
-    .await?
-    {
+    .await?;
+    if !moved {
         return Err(lease_lost("a newer fence wrote the cursor"));
     }
     state.cursor = at.clone();
-    Ok(())
+    Ok(claimed)
 }
 
 /// Writes the checkpoint a run of replayed pages left waiting, if any.
@@ -551,7 +586,7 @@ async fn checkpoint_deferred(
     deferred: bool,
 ) -> Result<(), Stop> {
     if deferred {
-        checkpoint(env, run, lease, lost, state, at, Vec::new()).await?;
+        checkpoint(env, run, lease, lost, state, at, Vec::new(), None).await?;
     }
     Ok(())
 }
@@ -608,6 +643,8 @@ struct PreparedPage {
     /// The page's open batch-only claims (bulk calls left unanswered), with
     /// their keys packed.
     open_batches: Vec<(i64, Vec<u8>)>,
+    /// Its bulk call, claimed with the previous page's checkpoint.
+    claimed: Option<BatchClaim>,
     /// Records the ledger already holds as `completed`.
     replayed: i64,
     /// Refused before any call: unmappable, or out of attempts.
@@ -617,6 +654,21 @@ struct PreparedPage {
     /// Left `pending` by an earlier run: outcome unknown.
     suspects: Vec<Pending>,
     fresh: Vec<Pending>,
+}
+
+impl PreparedPage {
+    /// The claim of this page's bulk call (suspects first, as `send_page`
+    /// sends them); none when nothing is to be sent.
+    fn whole_claim(&self) -> Option<ledger::BatchClaimRequest> {
+        if self.suspects.is_empty() && self.fresh.is_empty() {
+            return None;
+        }
+        Some(whole_claim(
+            &self.page_id,
+            &self.open_batches,
+            self.suspects.iter().chain(&self.fresh),
+        ))
+    }
 }
 
 /// Derives each record's key, looks the page's keys up in the ledger (one
@@ -704,6 +756,7 @@ async fn prepare_page(
         next_cursor: page.next_cursor,
         page_id,
         open_batches: known.open_batches,
+        claimed: None,
         replayed,
         rejections,
         exhausted,
@@ -726,6 +779,7 @@ async fn send_page(
         records,
         page_id,
         open_batches,
+        mut claimed,
         replayed,
         mut rejections,
         exhausted,
@@ -758,16 +812,17 @@ async fn send_page(
 
     let mut delivered = 0;
     for batch in batches {
-        let claim = ClaimContext {
+        let mut claim = ClaimContext {
             page_id: &page_id,
             open_batches: &open_batches,
+            claimed: &mut claimed,
         };
         delivered += deliver_batch(
             env,
             run,
             lease,
             destination,
-            &claim,
+            &mut claim,
             batch,
             counts,
             &mut rejections,
@@ -786,6 +841,8 @@ async fn send_page(
 struct ClaimContext<'a> {
     page_id: &'a [u8; 32],
     open_batches: &'a [(i64, Vec<u8>)],
+    /// The page's bulk call, already claimed with the previous checkpoint.
+    claimed: &'a mut Option<BatchClaim>,
 }
 
 /// How a batch was claimed.
@@ -805,7 +862,7 @@ async fn deliver_batch(
     run: &RunRow,
     lease: &Lease,
     destination: &AnyDestination,
-    page: &ClaimContext<'_>,
+    page: &mut ClaimContext<'_>,
     batch: Vec<Pending>,
     counts: &mut RunCounts,
     rejections: &mut Vec<Rejection>,
@@ -909,25 +966,26 @@ fn fenced_before_claim() -> Stop {
     lease_lost("a newer fence was issued before the records were claimed")
 }
 
-/// Claims a bulk call's keys as one batch row of the page, spending one
-/// attempt of every key (the page's keys share a budget: the next attempt is
-/// one more than the most any of them has spent). Returns the records still to
-/// send.
-async fn claim_whole(
-    env: &RunEnv,
-    run: &RunRow,
-    lease: &Lease,
-    page: &ClaimContext<'_>,
-    batch: Vec<Pending>,
-) -> Result<(Claimed, Vec<Pending>), Stop> {
-    let packed: Vec<u8> = batch.iter().flat_map(|p| p.key.0).collect();
-    let attempts = batch.iter().map(|p| p.spent).max().unwrap_or(0) + 1;
-    // Open claims of this page that share keys with this one are watched (an
-    // older run may still complete them); those it covers entirely go.
+/// The claim of a bulk call of these records, read from page `page_id`: one
+/// batch row spending one attempt of every key (the page's keys share a
+/// budget: the next attempt is one more than the most any of them has spent).
+/// Open claims of the page that share keys with it are watched (an older run
+/// may still complete them); those it covers entirely go.
+fn whole_claim<'a>(
+    page_id: &[u8; 32],
+    open_batches: &[(i64, Vec<u8>)],
+    records: impl Iterator<Item = &'a Pending>,
+) -> ledger::BatchClaimRequest {
+    let mut packed = Vec::new();
+    let mut attempts = 1;
+    for p in records {
+        packed.extend_from_slice(&p.key.0);
+        attempts = attempts.max(p.spent + 1);
+    }
     let claiming: HashSet<&[u8]> = packed.chunks_exact(32).collect();
     let mut superseded = Vec::new();
     let mut watched = Vec::new();
-    for (id, open) in page.open_batches {
+    for (id, open) in open_batches {
         let mut open_keys = open.chunks_exact(32);
         if open_keys.clone().any(|k| claiming.contains(k)) {
             watched.push(*id);
@@ -936,19 +994,32 @@ async fn claim_whole(
             }
         }
     }
-    match ledger::claim_batch(
-        &env.store,
-        &run.sync_id,
-        page.page_id,
-        &packed,
+    ledger::BatchClaimRequest {
+        page: *page_id,
+        packed_keys: packed,
         attempts,
-        run.id,
-        lease.fence,
-        &superseded,
-        &watched,
-    )
-    .await?
-    {
+        superseded,
+        watched,
+    }
+}
+
+/// Claims a bulk call's keys (or takes the claim the previous page's
+/// checkpoint made for them). Returns the records still to send.
+async fn claim_whole(
+    env: &RunEnv,
+    run: &RunRow,
+    lease: &Lease,
+    page: &mut ClaimContext<'_>,
+    batch: Vec<Pending>,
+) -> Result<(Claimed, Vec<Pending>), Stop> {
+    let claimed = match page.claimed.take() {
+        Some(claimed) => claimed,
+        None => {
+            let request = whole_claim(page.page_id, page.open_batches, batch.iter());
+            ledger::claim_batch(&env.store, &run.sync_id, run.id, lease.fence, &request).await?
+        }
+    };
+    match claimed {
         BatchClaim::Fenced => Err(fenced_before_claim()),
         BatchClaim::Claimed {
             batch: id,

@@ -60,6 +60,13 @@ async fn sigterm_drains_at_a_batch_boundary_and_a_second_daemon_resumes_without_
         cursor, written,
         "the cursor is at the last clean batch: every written record is checkpointed"
     );
+    // The next page's import, claimed with the last checkpoint but never
+    // sent, was given back with the attempt it spent.
+    let open: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM delivery_batches WHERE completed_at IS NULL")
+            .fetch_one(&s.db.pool)
+            .await?;
+    assert_eq!(open, 0, "an unsent claim was left behind");
 
     let mut second = DaemonProcess::spawn(&s.cli).await?;
     eventually(Duration::from_secs(40), "the run finishing", || async {
@@ -74,6 +81,10 @@ async fn sigterm_drains_at_a_batch_boundary_and_a_second_daemon_resumes_without_
         writes.values().all(|n| *n == 1),
         "a key completed before the drain was sent again: {writes:?}"
     );
+    let most: Option<i32> = sqlx::query_scalar("SELECT max(attempts) FROM delivery_states")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(most, Some(1), "every key was claimed once");
     assert_eq!(run_field(&s, "attempt").await?, 1);
     Ok(())
 }

@@ -31,6 +31,29 @@ fn page(cursor: i64, n: usize) -> ([u8; 32], Vec<Vec<u8>>) {
     (keys.page_id(), list)
 }
 
+/// A bulk claim of `packed` keys of `page`.
+#[allow(clippy::too_many_arguments)]
+async fn claim_batch(
+    pool: &sqlx::PgPool,
+    sync_id: &str,
+    page: &[u8; 32],
+    packed: &[u8],
+    attempts: i32,
+    run_id: i64,
+    fence: i64,
+    superseded: &[i64],
+    watched: &[i64],
+) -> sqlx::Result<BatchClaim> {
+    let request = ledger::BatchClaimRequest {
+        page: *page,
+        packed_keys: packed.to_vec(),
+        attempts,
+        superseded: superseded.to_vec(),
+        watched: watched.to_vec(),
+    };
+    ledger::claim_batch(pool, sync_id, run_id, fence, &request).await
+}
+
 /// The batch's call answered with one Brevo import.
 async fn complete(db: &TestDb, batch: i64, process: i64) -> anyhow::Result<()> {
     let completion = ledger::BatchCompletion {
@@ -53,7 +76,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
     assert!(keys.iter().all(|k| state(&looked, k) == KeyState::Absent));
 
-    let BatchClaim::Claimed { batch: first, .. } = ledger::claim_batch(
+    let BatchClaim::Claimed { batch: first, .. } = claim_batch(
         &db.pool,
         "s1",
         &page_id,
@@ -87,7 +110,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     let BatchClaim::Claimed {
         batch: second,
         completed_meanwhile,
-    } = ledger::claim_batch(
+    } = claim_batch(
         &db.pool,
         "s1",
         &page_id,
@@ -131,7 +154,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     cursors::issue_fence(&db.pool, "s1").await?;
     let (other_page, other_keys) = page(5, 2);
     assert!(matches!(
-        ledger::claim_batch(
+        claim_batch(
             &db.pool,
             "s1",
             &other_page,
@@ -153,7 +176,7 @@ async fn a_claim_completed_by_an_older_run_meanwhile_is_not_sent_again() -> anyh
     let db = TestDb::new().await?;
     let fence = seed(&db).await?;
     let (page_id, keys) = page(0, 3);
-    let BatchClaim::Claimed { batch: old, .. } = ledger::claim_batch(
+    let BatchClaim::Claimed { batch: old, .. } = claim_batch(
         &db.pool,
         "s1",
         &page_id,
@@ -175,7 +198,7 @@ async fn a_claim_completed_by_an_older_run_meanwhile_is_not_sent_again() -> anyh
     let BatchClaim::Claimed {
         completed_meanwhile,
         ..
-    } = ledger::claim_batch(
+    } = claim_batch(
         &db.pool,
         "s1",
         &page_id,
@@ -212,7 +235,7 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
     let fence = seed(&db).await?;
     let (page_id, keys) = page(0, 4);
     // A bulk call whose answer came key by key: two delivered, two refused.
-    let BatchClaim::Claimed { batch, .. } = ledger::claim_batch(
+    let BatchClaim::Claimed { batch, .. } = claim_batch(
         &db.pool,
         "s1",
         &page_id,
