@@ -528,6 +528,7 @@ const REPLAY_CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// run's progress), refused if a newer fence wrote. The page's bulk-call
 /// answers (`completions`) are written in the same statement, or alone when
 /// the run cannot checkpoint: the calls were made either way.
+#[allow(clippy::too_many_arguments)]
 async fn checkpoint(
     env: &RunEnv,
     run: &RunRow,
