@@ -93,6 +93,10 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
+    let replays: usize = std::env::var("BENCH_REPLAYS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     let definition = SyncDefinition::parse("bench.toml", &text)?;
     // More syncs over the same source, one per repetition: new keys in a ledger
     // whose statistics are current, as in a daemon that has been running for
@@ -169,12 +173,15 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
         let (elapsed, counts) = timed(other, false).await?;
         anyhow::ensure!(counts.written == rows, "not every record was written");
         on.push(elapsed);
-        let (elapsed, counts) = timed(other, false).await?;
-        anyhow::ensure!(
-            counts.replayed == rows && counts.written == 0,
-            "the replay sent records"
-        );
-        replay.push(elapsed);
+        // BENCH_REPLAYS: replay the range this many times (for profiles).
+        for _ in 0..replays {
+            let (elapsed, counts) = timed(other, false).await?;
+            anyhow::ensure!(
+                counts.replayed == rows && counts.written == 0,
+                "the replay sent records"
+            );
+            replay.push(elapsed);
+        }
     }
 
     let rate = |d: std::time::Duration| rows as f64 / d.as_secs_f64();
