@@ -225,6 +225,7 @@ pub async fn record_clean_page(
                       records_rejected = $7, records_resent = $9, cursor_end = $8,
                       heartbeat_at = now()
                WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)),
+             -- The claim as `ledger::claim_batch` makes it, fenced by `moved`.
              gone AS (
                DELETE FROM delivery_batches o USING moved
                WHERE o.id = ANY($17::bigint[]) AND o.completed_at IS NULL AND NOT o.per_key),
