@@ -336,23 +336,28 @@ async fn page_loop(
     let mut at = state.cursor.clone();
     let mut deferred = false;
     let mut last_write = Instant::now();
-    let mut upcoming = ahead.next().await;
+    // The next page when it was taken early (`Some(None)`: the source ended).
+    let mut upcoming: Option<Option<Result<PreparedPage, AheadError>>> = None;
     loop {
         if env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
             // A claim made for the next page with the last checkpoint was
             // never sent: its attempt is given back.
-            if let Some(Ok(PreparedPage {
+            if let Some(Some(Ok(PreparedPage {
                 claimed: Some(BatchClaim::Claimed { batch, .. }),
                 ..
-            })) = &upcoming
+            }))) = &upcoming
             {
                 ledger::forget_batch(&env.store, *batch).await?;
             }
             checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
             return Ok(RunOutcome::Stopped);
         }
-        let prepared = match upcoming.take() {
+        let next_page = match upcoming.take() {
+            Some(taken) => taken,
+            None => ahead.next().await,
+        };
+        let prepared = match next_page {
             Some(Ok(prepared)) if prepared.records > 0 => prepared,
             // The end of the source.
             None | Some(Ok(_)) => {
@@ -397,11 +402,15 @@ async fn page_loop(
             && state.counts.written == before.written
             && state.counts.rejected == before.rejected
             && state.counts.resent == before.resent;
-        // The next page's bulk call is claimed in this page's checkpoint
-        // statement: after this page is clean, and one commit for both.
-        upcoming = ahead.next().await;
+        // When the next page is ready, its bulk call is claimed in this
+        // page's checkpoint statement: after this page is clean, and one
+        // commit for both. (Not waited for: the checkpoint would no longer
+        // overlap the reading of the page.)
+        upcoming = ahead.ready();
         let claim_next = match &upcoming {
-            Some(Ok(page)) if !env.bench_without_ledger && destination.batch_size().is_none() => {
+            Some(Some(Ok(page)))
+                if !env.bench_without_ledger && destination.batch_size().is_none() =>
+            {
                 page.whole_claim()
             }
             _ => None,
@@ -421,7 +430,7 @@ async fn page_loop(
                 claim_next.as_ref(),
             )
             .await?;
-            if let Some(Ok(page)) = upcoming.as_mut() {
+            if let Some(Some(Ok(page))) = upcoming.as_mut() {
                 page.claimed = claimed;
             }
             deferred = false;
@@ -518,6 +527,16 @@ impl ReadAhead {
     /// The next page; `None` after the last.
     async fn next(&mut self) -> Option<Result<PreparedPage, AheadError>> {
         self.prepared.recv().await
+    }
+
+    /// The next page if it is ready (`Some(None)`: there is none after the
+    /// last); `None` while it is still being read.
+    fn ready(&mut self) -> Option<Option<Result<PreparedPage, AheadError>>> {
+        match self.prepared.try_recv() {
+            Ok(page) => Some(Some(page)),
+            Err(mpsc::error::TryRecvError::Empty) => None,
+            Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
+        }
     }
 }
 
