@@ -22,9 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::PgPool;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, info, info_span, warn};
 
 use super::delivery_key::{DeliveryKey, PageKeys};
@@ -153,7 +151,7 @@ pub async fn execute_run(
 ) -> RunReport {
     let span = info_span!("run", run.id = run.id, sync.id = %run.sync_id);
     async {
-        let source = match AnySource::open(&definition.source, &env.sources) {
+        let mut source = match AnySource::open(&definition.source, &env.sources) {
             Ok(s) => s,
             Err(e) => return failed_before_start(Stop::from(e)),
         };
@@ -198,7 +196,7 @@ pub async fn execute_run(
             definition,
             &lease,
             start,
-            source,
+            &mut source,
             &destination,
             progress,
         )
@@ -229,7 +227,7 @@ async fn run_with_lease(
     definition: &SyncDefinition,
     lease: &Lease,
     start: Option<Value>,
-    source: AnySource,
+    source: &mut AnySource,
     destination: &AnyDestination,
     progress: &mut (dyn FnMut(&PageProgress) + Send),
 ) -> RunReport {
@@ -322,51 +320,53 @@ async fn page_loop(
     run: &RunRow,
     definition: &SyncDefinition,
     lease: &Lease,
-    source: AnySource,
+    source: &mut AnySource,
     destination: &AnyDestination,
     lost: &AtomicBool,
     state: &mut LoopState,
     progress: &mut (dyn FnMut(&PageProgress) + Send),
 ) -> Result<RunOutcome, Stop> {
-    // Pages are read, keyed and looked up ahead while this loop sends and
-    // checkpoints. All of that only reads, so it is simply dropped if a page
-    // does not end clean; claiming (which spends attempts) happens here.
-    let mut ahead = ReadAhead::start(env, run, definition, source, state.cursor.clone());
+    let fingerprint = source.fingerprint();
+    // Three pages in flight: page N is sent while page N+1 (already read) is
+    // keyed and looked up in the ledger and page N+2 is read. All of that only
+    // reads, so it is simply dropped if page N does not end clean; claiming
+    // (which spends attempts) waits until page N is done.
+    let first = source.fetch_page(state.cursor.as_ref()).await?;
+    let at = following_cursor(&first);
+    let mut following = read_following(source, at).await;
     // Where the last clean page ended: written, or (`deferred`) not yet.
     let mut at = state.cursor.clone();
     let mut deferred = false;
     let mut last_write = Instant::now();
-    // The next page when it was taken early (`Some(None)`: the source ended).
-    let mut upcoming: Option<Option<Result<PreparedPage, AheadError>>> = None;
+    let mut ahead: Result<PreparedPage, SourceError> = Ok(prepare_page(
+        env,
+        run,
+        definition,
+        &fingerprint,
+        state.cursor.as_ref(),
+        first,
+    )
+    .await?);
     loop {
         if env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
-            // A claim made for the next page with the last checkpoint was
-            // never sent: its attempt is given back.
-            if let Some(Some(Ok(PreparedPage {
+            // A claim made for this page with the last checkpoint was never
+            // sent: its attempt is given back.
+            if let Ok(PreparedPage {
                 claimed: Some(BatchClaim::Claimed { batch, .. }),
                 ..
-            }))) = &upcoming
+            }) = &ahead
             {
                 ledger::forget_batch(&env.store, *batch).await?;
             }
             checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
             return Ok(RunOutcome::Stopped);
         }
-        let next_page = match upcoming.take() {
-            Some(taken) => taken,
-            None => ahead.next().await,
-        };
-        let prepared = match next_page {
-            Some(Ok(prepared)) if prepared.records > 0 => prepared,
-            // The end of the source.
-            None | Some(Ok(_)) => {
-                checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
-                return Ok(RunOutcome::Succeeded);
-            }
-            Some(Err(AheadError::Store(stop))) => return Err(stop),
-            Some(Err(AheadError::Source(e))) => return Err(e.into()),
-        };
+        let prepared = ahead?;
+        if prepared.records == 0 {
+            checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
+            return Ok(RunOutcome::Succeeded);
+        }
         state.page += 1;
         let before = state.counts;
         let records = prepared.records;
@@ -376,7 +376,7 @@ async fn page_loop(
         // the start.
         let next = prepared.next_cursor.clone().or_else(|| at.clone());
         let mut completions = Vec::new();
-        let rejected_all = send_page(
+        let delivery = send_page(
             env,
             run,
             lease,
@@ -384,8 +384,37 @@ async fn page_loop(
             prepared,
             &mut state.counts,
             &mut completions,
-        )
-        .await?;
+        );
+        let (next_page, after) = match following.take() {
+            Some(Ok(page)) => {
+                let after = read_following(source, following_cursor(&page));
+                (Some(Ok(page)), Some(after))
+            }
+            Some(Err(e)) => (Some(Err(e)), None),
+            None => (None, None),
+        };
+        let read_ahead = async {
+            let prepare = async {
+                Some(match next_page? {
+                    Ok(page) => {
+                        prepare_page(env, run, definition, &fingerprint, next.as_ref(), page)
+                            .await
+                            .map_err(AheadError::Store)
+                    }
+                    Err(e) => Err(AheadError::Source(e)),
+                })
+            };
+            let read = async {
+                match after {
+                    Some(after) => after.await,
+                    None => None,
+                }
+            };
+            let (prepared, after) = tokio::join!(prepare, read);
+            Some((prepared?, after))
+        };
+        let (delivered, read_ahead) = tokio::join!(delivery, read_ahead);
+        let rejected_all = delivered?;
         if rejected_all {
             complete_alone(env, run, completions).await?;
             return Err(Stop(
@@ -402,15 +431,15 @@ async fn page_loop(
             && state.counts.written == before.written
             && state.counts.rejected == before.rejected
             && state.counts.resent == before.resent;
-        // When the next page is ready, its bulk call is claimed in this
-        // page's checkpoint statement: after this page is clean, and one
-        // commit for both. (Not waited for: the checkpoint would no longer
-        // overlap the reading of the page.)
-        upcoming = ahead.ready();
+        // The next page (keyed and looked up meanwhile) has its bulk call
+        // claimed in this page's checkpoint statement: after this page is
+        // clean, and one commit for both.
+        let (mut upcoming, after) = match read_ahead {
+            Some((prepared, after)) => (Some(prepared), after),
+            None => (None, None),
+        };
         let claim_next = match &upcoming {
-            Some(Some(Ok(page)))
-                if !env.bench_without_ledger && destination.batch_size().is_none() =>
-            {
+            Some(Ok(page)) if !env.bench_without_ledger && destination.batch_size().is_none() => {
                 page.whole_claim()
             }
             _ => None,
@@ -430,7 +459,7 @@ async fn page_loop(
                 claim_next.as_ref(),
             )
             .await?;
-            if let Some(Some(Ok(page))) = upcoming.as_mut() {
+            if let Some(Ok(page)) = upcoming.as_mut() {
                 page.claimed = claimed;
             }
             deferred = false;
@@ -458,85 +487,16 @@ async fn page_loop(
             records,
             counts: state.counts,
         });
-    }
-}
-
-/// The pages after the one being sent, in order: one task reads them from the
-/// source, another keys them and looks them up in the ledger, each a page
-/// ahead of the next stage, so reading, keying and sending use both cores.
-/// (Two tasks, not two branches of one `join!`: a branch busy decoding a
-/// page would hold up the other's claim answer until it yields.)
-struct ReadAhead {
-    prepared: mpsc::Receiver<Result<PreparedPage, AheadError>>,
-    /// Children of the run, aborted when it drops them. Not on the shutdown's
-    /// tracker: the run that owns them is, and they never outlive it.
-    _tasks: [AbortOnDropHandle<()>; 2],
-}
-
-impl ReadAhead {
-    fn start(
-        env: &RunEnv,
-        run: &RunRow,
-        definition: &SyncDefinition,
-        mut source: AnySource,
-        from: Option<Value>,
-    ) -> Self {
-        let fingerprint = source.fingerprint();
-        let (pages, mut read) = mpsc::channel::<(Option<Value>, Result<Page, SourceError>)>(1);
-        let reader = tokio::spawn(async move {
-            let mut at = from;
-            loop {
-                let page = source.fetch_page(at.as_ref()).await;
-                let following = page.as_ref().ok().and_then(following_cursor);
-                if pages.send((at, page)).await.is_err() {
-                    return;
-                }
-                match following {
-                    Some(next) => at = Some(next),
-                    None => return,
-                }
-            }
-        });
-        let (prepared, receiver) = mpsc::channel(1);
-        let (env, run, definition) = (env.clone(), run.clone(), definition.clone());
-        let preparer = tokio::spawn(async move {
-            while let Some((at, page)) = read.recv().await {
-                let page = match page {
-                    Ok(page) => {
-                        prepare_page(&env, &run, &definition, &fingerprint, at.as_ref(), page)
-                            .await
-                            .map_err(AheadError::Store)
-                    }
-                    Err(e) => Err(AheadError::Source(e)),
-                };
-                let failed = page.is_err();
-                if prepared.send(page).await.is_err() || failed {
-                    return;
-                }
-            }
-        });
-        Self {
-            prepared: receiver,
-            _tasks: [
-                AbortOnDropHandle::new(reader),
-                AbortOnDropHandle::new(preparer),
-            ],
-        }
-    }
-
-    /// The next page; `None` after the last.
-    async fn next(&mut self) -> Option<Result<PreparedPage, AheadError>> {
-        self.prepared.recv().await
-    }
-
-    /// The next page if it is ready (`Some(None)`: there is none after the
-    /// last); `None` while it is still being read.
-    fn ready(&mut self) -> Option<Option<Result<PreparedPage, AheadError>>> {
-        match self.prepared.try_recv() {
-            Ok(page) => Some(Some(page)),
-            Err(mpsc::error::TryRecvError::Empty) => None,
-            Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
-        }
+        let Some(prepared) = upcoming else {
+            checkpoint_deferred(env, run, lease, lost, state, &at, deferred).await?;
+            return Ok(RunOutcome::Succeeded);
+        };
+        ahead = match prepared {
+            Ok(prepared) => Ok(prepared),
+            Err(AheadError::Store(stop)) => return Err(stop),
+            Err(AheadError::Source(source_error)) => Err(source_error),
+        };
+        following = after;
     }
 }
 
@@ -635,12 +595,12 @@ struct Pending {
     per_key: bool,
 }
 
-/// What went wrong with a page read ahead: raised when the page is due,
-/// after the pages before it are checkpointed.
+/// What went wrong with a page read ahead.
 enum AheadError {
-    /// The store failed while the page was looked up.
+    /// The store failed while the page was looked up: the run fails once the
+    /// page before is checkpointed.
     Store(Stop),
-    /// The source failed to give the page.
+    /// The source failed to give the page: raised when the page is due.
     Source(SourceError),
 }
 
@@ -652,6 +612,15 @@ fn following_cursor(page: &Page) -> Option<Value> {
         return None;
     }
     page.next_cursor.clone()
+}
+
+/// Reads the page at `at` (see `following_cursor`); nothing when there is none.
+async fn read_following(
+    source: &mut AnySource,
+    at: Option<Value>,
+) -> Option<Result<Page, SourceError>> {
+    let at = at?;
+    Some(source.fetch_page(Some(&at)).await)
 }
 
 /// A page read, keyed, mapped and looked up in the ledger; nothing written.
