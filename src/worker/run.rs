@@ -13,7 +13,8 @@
 //!
 //! The reading half of the next pages (fetch, keys, mapping, ledger lookup)
 //! runs while the current page is sent; everything that writes (claims,
-//! completions, the cursor) stays in page order.
+//! completions, the cursor) stays in page order. A bulk page's answer and the
+//! next page's claim ride in the page's checkpoint statement: one commit.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
