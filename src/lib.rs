@@ -4,7 +4,7 @@
 //! Parts (DESIGN §2): `breaker` (pauses failing syncs), `alerts`, `config` (settings and sync files), `store` (every SQL
 //! statement: syncs, runs, cursors, ledger, audit, alerts), `lease` (Redis
 //! leases and fencing), `worker` (one run's batch loop and delivery keys),
-//! `source` and `destination` (connectors), `mapping` (record → contact),
+//! `source` and `destination` (connectors), `mapping` (record → contact), `canonical_json` (the bytes a delivery key hashes),
 //! `failure` (the failure catalogue), `scheduler` (cron → queue), `sweeper`
 //! (stuck and dead runs, ledger purge), `shutdown` (the drain), `commands`
 //! (what the CLI does), `logging`.
@@ -17,6 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod alerts;
 pub mod breaker;
+pub mod canonical_json;
 pub mod cli;
 pub mod commands;
 pub mod config;

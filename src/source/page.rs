@@ -4,17 +4,93 @@ use std::future::Future;
 
 use serde_json::Value;
 
+use super::postgres::PostgresRows;
+use crate::canonical_json::write_value;
+
 /// One page read from a source.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Page {
     /// Records as JSON objects, in the source's stable order.
-    pub records: Vec<Value>,
+    pub records: Records,
     /// The cursor to read the next page from. `None` when the source cannot
     /// say (an empty page, the last page of a cursor API): the run then keeps
     /// the cursor this page was read from.
     pub next_cursor: Option<Value>,
     /// True when the source has nothing after this page.
     pub last: bool,
+}
+
+/// A page's records. Most sources hand over JSON values. The Postgres source
+/// hands over its rows, which write their canonical JSON (what a delivery key
+/// hashes) straight from the row's bytes and become values only when asked:
+/// a replayed record, whose key the ledger holds as completed, is never built.
+#[derive(Debug)]
+pub struct Records(Held);
+
+#[derive(Debug)]
+enum Held {
+    Values(Vec<Value>),
+    Rows(PostgresRows),
+}
+
+impl Default for Records {
+    fn default() -> Self {
+        Records(Held::Values(Vec::new()))
+    }
+}
+
+impl From<Vec<Value>> for Records {
+    fn from(values: Vec<Value>) -> Self {
+        Records(Held::Values(values))
+    }
+}
+
+impl From<PostgresRows> for Records {
+    fn from(rows: PostgresRows) -> Self {
+        Records(Held::Rows(rows))
+    }
+}
+
+impl Records {
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Held::Values(values) => values.len(),
+            Held::Rows(rows) => rows.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends the canonical JSON (`crate::canonical_json`) of record `i` to
+    /// `out`: the same bytes as for the value `take(i)` would give.
+    pub fn write_canonical(&self, i: usize, out: &mut Vec<u8>) -> Result<(), SourceError> {
+        match &self.0 {
+            Held::Values(values) => {
+                write_value(&values[i], out);
+                Ok(())
+            }
+            Held::Rows(rows) => rows.write_canonical(i, out),
+        }
+    }
+
+    /// Record `i` as a JSON value; taken once (a value is moved out, leaving
+    /// `null` behind).
+    pub fn take(&mut self, i: usize) -> Result<Value, SourceError> {
+        match &mut self.0 {
+            Held::Values(values) => Ok(std::mem::take(&mut values[i])),
+            Held::Rows(rows) => rows.value(i),
+        }
+    }
+
+    /// Every record as a JSON value.
+    pub fn into_values(self) -> Result<Vec<Value>, SourceError> {
+        match self.0 {
+            Held::Values(values) => Ok(values),
+            Held::Rows(rows) => (0..rows.len()).map(|i| rows.value(i)).collect(),
+        }
+    }
 }
 
 /// Why a page could not be read, classified for the run loop.

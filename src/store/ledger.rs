@@ -48,6 +48,9 @@ pub enum KeyState {
 #[derive(Debug, Default)]
 pub struct PageLedger {
     states: foldhash::HashMap<[u8; 32], KeyState>,
+    /// One completed claim holds exactly the page's keys, in order: every
+    /// key is completed (a replay's usual answer, found without a map).
+    all_completed: bool,
     /// Open batch-only claims of the page, with their keys packed (32 bytes
     /// each): for the next claim to supersede or watch.
     pub open_batches: Vec<(i64, Vec<u8>)>,
@@ -55,6 +58,9 @@ pub struct PageLedger {
 
 impl PageLedger {
     pub fn state(&self, key: &[u8; 32]) -> KeyState {
+        if self.all_completed {
+            return KeyState::Completed;
+        }
         self.states.get(key).copied().unwrap_or(KeyState::Absent)
     }
 
@@ -96,7 +102,7 @@ pub async fn lookup_page(
     pool: &PgPool,
     sync_id: &str,
     page: &[u8; 32],
-    keys: &[Vec<u8>],
+    keys: &[[u8; 32]],
 ) -> sqlx::Result<PageLedger> {
     // An empty page (the end of the source) costs no round trip.
     if keys.is_empty() {
@@ -123,6 +129,10 @@ pub async fn lookup_page(
             probe = true;
             continue;
         };
+        if done && batch_keys.chunks_exact(32).eq(keys.iter().map(|k| &k[..])) {
+            ledger.all_completed = true;
+            continue;
+        }
         let state = if done {
             KeyState::Completed
         } else {
@@ -138,8 +148,9 @@ pub async fn lookup_page(
             ledger.open_batches.push((id, batch_keys));
         }
     }
-    if probe {
-        for entry in lookup_keys(pool, sync_id, keys).await? {
+    if probe && !ledger.all_completed {
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        for entry in lookup_keys(pool, sync_id, &keys).await? {
             let state = if entry.status == "completed" {
                 KeyState::Completed
             } else {

@@ -13,14 +13,16 @@
 //! field(x) = u64 big-endian length of x ‖ x
 //! ```
 //!
-//! Canonical JSON: object keys sorted by their UTF-8 bytes, no whitespace,
-//! strings and numbers as serde_json writes them. `tests/vectors/delivery_keys.json`
+//! Canonical JSON is `crate::canonical_json`'s. `tests/vectors/delivery_keys.json`
 //! pins the output; changing it would make every replay send again.
 
 use std::fmt;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use crate::canonical_json::{canonical_json, write_value};
+use crate::source::{Records, SourceError};
 
 const DOMAIN: &[u8] = b"syncward.delivery-key.v1";
 /// A page's identity in the ledger (`store::ledger`): the same first fields as
@@ -107,10 +109,26 @@ impl PageKeys {
     }
 
     pub fn key(&mut self, position: u64, record: &Value) -> DeliveryKey {
+        self.buffer.clear();
+        write_value(record, &mut self.buffer);
+        self.hash_buffer(position)
+    }
+
+    /// The key of record `position` of a page, from the canonical bytes its
+    /// source writes for it (a record the ledger replays is never built).
+    pub fn key_of(
+        &mut self,
+        records: &Records,
+        position: usize,
+    ) -> Result<DeliveryKey, SourceError> {
+        self.buffer.clear();
+        records.write_canonical(position, &mut self.buffer)?;
+        Ok(self.hash_buffer(position as u64))
+    }
+
+    fn hash_buffer(&self, position: u64) -> DeliveryKey {
         let mut hash = self.prefix.clone();
         field(&mut hash, &position.to_be_bytes());
-        self.buffer.clear();
-        write_canonical(record, &mut self.buffer);
         field(&mut hash, &self.buffer);
         DeliveryKey(hash.finalize().into())
     }
@@ -119,59 +137,6 @@ impl PageKeys {
 fn field(hash: &mut Sha256, bytes: &[u8]) {
     hash.update((bytes.len() as u64).to_be_bytes());
     hash.update(bytes);
-}
-
-/// JSON with object keys sorted and no whitespace, whatever order the value
-/// was built in.
-pub fn canonical_json(value: &Value) -> String {
-    let mut out = Vec::new();
-    write_canonical(value, &mut out);
-    // Only serde_json's own output and ASCII punctuation were written.
-    String::from_utf8(out).unwrap_or_default()
-}
-
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
-    match value {
-        Value::Object(map) => {
-            out.push(b'{');
-            // serde_json's map is already sorted by key unless a crate in the
-            // build turns on its `preserve_order`: sort only then.
-            let keys = || map.keys().map(String::as_bytes);
-            if keys().zip(keys().skip(1)).all(|(a, b)| a <= b) {
-                for (i, (k, v)) in map.iter().enumerate() {
-                    entry(i, k, v, out);
-                }
-            } else {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-                for (i, (k, v)) in entries.into_iter().enumerate() {
-                    entry(i, k, v, out);
-                }
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(v, out);
-            }
-            out.push(b']');
-        }
-        // Strings, numbers and literals exactly as serde_json writes them.
-        scalar => serde_json::to_writer(&mut *out, scalar).unwrap_or_default(),
-    }
-}
-
-fn entry(i: usize, key: &str, value: &Value, out: &mut Vec<u8>) {
-    if i > 0 {
-        out.push(b',');
-    }
-    serde_json::to_writer(&mut *out, key).unwrap_or_default();
-    out.push(b':');
-    write_canonical(value, out);
 }
 
 /// Any JSON value, a few levels deep: for property tests of everything that
@@ -299,31 +264,7 @@ mod tests {
         );
     }
 
-    #[test]
-    fn canonical_json_sorts_keys_and_drops_whitespace() {
-        let v: Value =
-            serde_json::from_str(r#"{ "b": [1, {"z": null, "a": "x\"y"}], "a": 1.5 }"#).unwrap();
-        assert_eq!(
-            canonical_json(&v),
-            r#"{"a":1.5,"b":[1,{"a":"x\"y","z":null}]}"#
-        );
-    }
-
     proptest::proptest! {
-        /// Canonical JSON is valid JSON for the same value, and does not depend
-        /// on the order the object was built in.
-        #[test]
-        fn canonical_json_round_trips_and_ignores_insertion_order(value in arbitrary_json()) {
-            let text = canonical_json(&value);
-            let back: Value = serde_json::from_str(&text).unwrap();
-            proptest::prop_assert_eq!(&back, &value);
-            if let Value::Object(map) = &value {
-                let reversed: serde_json::Map<String, Value> =
-                    map.iter().rev().map(|(k, v)| (k.clone(), v.clone())).collect();
-                proptest::prop_assert_eq!(canonical_json(&Value::Object(reversed)), text);
-            }
-        }
-
         /// Equal records give equal keys; any change to one field, the
         /// position, the cursor or the sync gives another key; and the key
         /// holds no value of the record in clear.

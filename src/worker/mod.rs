@@ -9,7 +9,7 @@ mod run;
 
 #[cfg(test)]
 pub(crate) use delivery_key::arbitrary_json;
-pub use delivery_key::{DeliveryKey, PageKeys, canonical_json};
+pub use delivery_key::{DeliveryKey, PageKeys};
 pub use outcome::{Recorded, backoff, record_outcome};
 pub use pool::{Daemon, start_workers};
 pub use preview::{Preview, PreviewRecord, preview};

@@ -47,16 +47,17 @@ pub async fn preview(
     let mut source = AnySource::open(&definition.source, &Default::default())?;
     let fingerprint = source.fingerprint();
     let page = source.fetch_page(cursor.as_ref()).await?;
+    let page_records = page.records.len();
+    let values = page.records.into_values()?;
     // Keys over the whole page: a record's position is its place on the page.
     let mut page_keys = PageKeys::new(sync_id, &fingerprint, cursor.as_ref());
-    let keyed: Vec<(usize, DeliveryKey, &Value)> = page
-        .records
+    let keyed: Vec<(usize, DeliveryKey, &Value)> = values
         .iter()
         .enumerate()
         .map(|(i, r)| (i, page_keys.key(i as u64, r), r))
         .take(limit)
         .collect();
-    let keys: Vec<Vec<u8>> = keyed.iter().map(|(_, k, _)| k.0.to_vec()).collect();
+    let keys: Vec<[u8; 32]> = keyed.iter().map(|(_, k, _)| k.0).collect();
     let known = ledger::lookup_page(store, sync_id, &page_keys.page_id(), &keys).await?;
     let records = keyed
         .into_iter()
@@ -89,7 +90,7 @@ pub async fn preview(
     Ok(Preview {
         cursor,
         next_cursor: page.next_cursor,
-        page_records: page.records.len(),
+        page_records,
         records,
     })
 }

@@ -672,33 +672,36 @@ async fn prepare_page(
     page: Page,
 ) -> Result<PreparedPage, Stop> {
     let sync_id = run.sync_id.as_str();
-    let records = page.records.len();
+    let Page {
+        records: mut page_records,
+        next_cursor,
+        ..
+    } = page;
+    let records = page_records.len();
     let mut page_keys = PageKeys::new(sync_id, fingerprint, page_cursor);
     let page_id = page_keys.page_id();
-    let keys: Vec<DeliveryKey> = page
-        .records
-        .iter()
-        .enumerate()
-        .map(|(position, record)| page_keys.key(position as u64, record))
-        .collect();
+    let keys = (0..records)
+        .map(|position| page_keys.key_of(&page_records, position))
+        .collect::<Result<Vec<DeliveryKey>, SourceError>>()?;
     let known = if env.bench_without_ledger {
         ledger::PageLedger::default()
     } else {
-        let bytes: Vec<Vec<u8>> = keys.iter().map(|k| k.0.to_vec()).collect();
-        ledger::lookup_page(&env.store, sync_id, &page_id, &bytes).await?
+        let packed: Vec<[u8; 32]> = keys.iter().map(|k| k.0).collect();
+        ledger::lookup_page(&env.store, sync_id, &page_id, &packed).await?
     };
     let mut rejections = Vec::new();
     let mut fresh = Vec::new();
     let mut suspects = Vec::new();
     let mut replayed = 0;
     let mut exhausted = 0;
-    for (key, record) in keys.into_iter().zip(page.records) {
+    for (position, key) in keys.into_iter().enumerate() {
         let state = known.state(&key.0);
-        // A replayed record is not even mapped.
+        // A replayed record is not even built, let alone mapped.
         if state == KeyState::Completed {
             replayed += 1;
             continue;
         }
+        let record = page_records.take(position)?;
         let contact = match map_record(&definition.mapping, &record) {
             Ok(contact) => contact,
             Err(e) => {
@@ -743,7 +746,7 @@ async fn prepare_page(
     }
     Ok(PreparedPage {
         records,
-        next_cursor: page.next_cursor,
+        next_cursor,
         page_id,
         open_batches: known.open_batches,
         claimed: None,

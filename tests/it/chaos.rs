@@ -56,7 +56,7 @@ async fn keys_by_email(s: &Scenario, sync_id: &str) -> anyhow::Result<HashMap<St
     let mut cursor: Option<Value> = None;
     loop {
         let page = source.fetch_page(cursor.as_ref()).await?;
-        for (position, record) in page.records.iter().enumerate() {
+        for (position, record) in page.records.into_values()?.iter().enumerate() {
             let key = DeliveryKey::derive(
                 sync_id,
                 &fingerprint,

@@ -31,6 +31,13 @@ fn page(cursor: i64, n: usize) -> ([u8; 32], Vec<Vec<u8>>) {
     (keys.page_id(), list)
 }
 
+/// Keys as the page lookup takes them.
+fn arrays(keys: &[Vec<u8>]) -> Vec<[u8; 32]> {
+    keys.iter()
+        .map(|k| k[..].try_into().expect("a 32-byte key"))
+        .collect()
+}
+
 /// A bulk claim of `packed` keys of `page`.
 #[allow(clippy::too_many_arguments)]
 async fn claim_batch(
@@ -73,7 +80,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     let db = TestDb::new().await?;
     let fence = seed(&db).await?;
     let (page_id, keys) = page(0, 5);
-    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert!(keys.iter().all(|k| state(&looked, k) == KeyState::Absent));
 
     let BatchClaim::Claimed { batch: first, .. } = claim_batch(
@@ -91,7 +98,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     else {
         anyhow::bail!("fenced");
     };
-    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(
         state(&looked, &keys[0]),
         KeyState::Pending {
@@ -126,7 +133,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
         anyhow::bail!("fenced");
     };
     assert!(completed_meanwhile.is_empty());
-    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(
         state(&looked, &keys[4]),
         KeyState::Pending {
@@ -137,7 +144,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     assert_eq!(looked.open_batches.len(), 1);
 
     complete(&db, second, 7).await?;
-    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert!(
         keys.iter()
             .all(|k| state(&looked, k) == KeyState::Completed)
@@ -192,7 +199,7 @@ async fn a_claim_completed_by_an_older_run_meanwhile_is_not_sent_again() -> anyh
         anyhow::bail!("fenced");
     };
     // Looked up while open; the older run's answer lands before the claim.
-    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(looked.open_batches.len(), 1);
     complete(&db, old, 1).await?;
     let BatchClaim::Claimed {
@@ -257,7 +264,7 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
         &[json!({"id": 1}), json!({"id": 2})],
     )
     .await?;
-    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(state(&looked, &keys[0]), KeyState::Completed);
     assert_eq!(state(&looked, &keys[1]), KeyState::Completed);
     assert_eq!(
@@ -276,7 +283,7 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
     let mut attempts: Vec<i32> = claimed.iter().map(|(_, a)| *a).collect();
     attempts.sort();
     assert_eq!(attempts, vec![1, 3]);
-    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(
         state(&looked, &keys[2]),
         KeyState::Pending {
@@ -300,7 +307,7 @@ async fn keys_from_before_page_marks_are_still_found_key_by_key() -> anyhow::Res
     .bind(&keys[0])
     .execute(&db.pool)
     .await?;
-    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(
         state(&looked, &keys[0]),
         KeyState::Absent,
@@ -310,7 +317,7 @@ async fn keys_from_before_page_marks_are_still_found_key_by_key() -> anyhow::Res
     sqlx::query("INSERT INTO ledger_unpaged_syncs VALUES ('s1')")
         .execute(&db.pool)
         .await?;
-    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &keys).await?;
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(state(&looked, &keys[0]), KeyState::Completed);
     assert_eq!(state(&looked, &keys[1]), KeyState::Absent);
     // Once its old keys are purged, the sync leaves the list.

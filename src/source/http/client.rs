@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::config::HttpSourceConfig;
 use crate::source::page::{Page, Source, SourceError};
 use crate::source::retry::{Answer, MAX_WAIT, fetch_with_retries, retry_after};
-use crate::worker::canonical_json;
+use crate::canonical_json::canonical_json;
 
 /// Empty pages with a next cursor followed in one fetch before giving up.
 const EMPTY_PAGES: usize = 100;
@@ -124,7 +124,7 @@ fn judge(
     };
     Answer::Page(
         Page {
-            records: items.clone(),
+            records: items.clone().into(),
             last: next.is_none(),
             next_cursor: next.map(|c| json!({ "cursor": c })),
         },

@@ -21,11 +21,11 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, Executor, PgPool, Postgres, Row, SqlSafeStr, Statement};
 
-use super::columns::ColumnPlan;
+use super::columns::{ColumnPlan, PostgresRows};
 use super::config::PostgresSourceConfig;
 use super::pools::PostgresSourcePools;
 use crate::source::page::{Page, Source, SourceError};
-use crate::worker::canonical_json;
+use crate::canonical_json::canonical_json;
 
 /// Cursor column types the source can page by: each compares and round-trips
 /// through its text form exactly.
@@ -266,8 +266,9 @@ impl PostgresSource {
             }
             None => None,
         };
+        let rows = rows.into_iter().map(|r| r.row).collect();
         Ok(Some(Page {
-            records: rows.into_iter().map(|r| r.record).collect(),
+            records: PostgresRows::new(plan, rows).into(),
             next_cursor,
             last,
         }))
@@ -296,17 +297,15 @@ impl Source for PostgresSource {
 }
 
 struct DecodedRow {
-    record: Value,
-    /// Kept for the tie-break order, rendered (`text`) only where rows tie.
     row: sqlx::postgres::PgRow,
+    /// Kept for the tie-break order, rendered only where rows tie.
     text: Option<String>,
     cursor_value: String,
     cursor_type: String,
 }
 
 fn decode_row(plan: &ColumnPlan, row: sqlx::postgres::PgRow) -> Result<DecodedRow, SourceError> {
-    let record = plan.record(&row)?;
-    let (cursor_value, cursor_type) = match plan.cursor_of(&record) {
+    let (cursor_value, cursor_type) = match plan.cursor_of(&row)? {
         Some(cursor) => cursor,
         None => {
             let at = plan.width();
@@ -317,7 +316,6 @@ fn decode_row(plan: &ColumnPlan, row: sqlx::postgres::PgRow) -> Result<DecodedRo
         }
     };
     Ok(DecodedRow {
-        record,
         row,
         text: None,
         cursor_value,

@@ -8,11 +8,18 @@
 //! compares them with `row_to_json` over many types.
 //!
 //! A query with two columns of one name is read through `row_to_json` whole.
+//!
+//! A page keeps its rows (`PostgresRows`): a record's canonical JSON, which its
+//! delivery key hashes, is written straight from the row, and the record is
+//! built as a JSON value only when the run needs it (to map and send it).
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use sqlx::postgres::{PgColumn, PgRow, PgTypeInfo};
 use sqlx::{Column, Row, TypeInfo};
 
+use crate::canonical_json::{write_str, write_value};
 use crate::source::page::SourceError;
 
 /// How one column is read.
@@ -56,6 +63,9 @@ pub struct ColumnPlan {
     /// Column names and reads, in the query's order; empty when the whole row
     /// is read through `row_to_json`.
     columns: Vec<(String, Read)>,
+    /// The record's canonical order: column indexes by name, each with its
+    /// name as canonical JSON writes it (`"name":`).
+    canonical: Vec<(usize, Vec<u8>)>,
     /// The cursor column, when it is read in binary and its text form is its
     /// JSON value's: its index and Postgres type name. Otherwise the page
     /// query selects the cursor's text and type besides the record.
@@ -72,6 +82,7 @@ impl ColumnPlan {
         if !unique {
             return Self {
                 columns: Vec::new(),
+                canonical: Vec::new(),
                 cursor: None,
             };
         }
@@ -89,11 +100,23 @@ impl ColumnPlan {
                 };
                 Some((i, name))
             });
+        let mut canonical: Vec<(usize, Vec<u8>)> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut name = Vec::new();
+                write_str(c.name(), &mut name);
+                name.push(b':');
+                (i, name)
+            })
+            .collect();
+        canonical.sort_by(|a, b| columns[a.0].name().cmp(columns[b.0].name()));
         Self {
             columns: columns
                 .iter()
                 .map(|c| (c.name().to_string(), Read::of(c.type_info())))
                 .collect(),
+            canonical,
             cursor,
         }
     }
@@ -103,16 +126,29 @@ impl ColumnPlan {
         self.cursor.is_none()
     }
 
-    /// The cursor's text form and type, from a record read with this plan
-    /// (`None` when the page query selects them).
-    pub fn cursor_of(&self, record: &Value) -> Option<(String, String)> {
-        let (i, type_name) = self.cursor?;
-        let value = record.get(&self.columns[i].0)?;
-        let text = match value {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
+    /// The cursor's text form and type, read from the row's record columns
+    /// (`None` when the page query selects them instead).
+    pub fn cursor_of(&self, row: &PgRow) -> Result<Option<(String, String)>, SourceError> {
+        let Some((i, type_name)) = self.cursor else {
+            return Ok(None);
         };
-        Some((text, type_name.to_string()))
+        let text = match self.columns[i].1 {
+            Read::Int2 => row
+                .try_get_unchecked::<Option<i16>, _>(i)
+                .map(|v| v.map(|v| v.to_string())),
+            Read::Int4 => row
+                .try_get_unchecked::<Option<i32>, _>(i)
+                .map(|v| v.map(|v| v.to_string())),
+            Read::Int8 => row
+                .try_get_unchecked::<Option<i64>, _>(i)
+                .map(|v| v.map(|v| v.to_string())),
+            Read::Text => row.try_get_unchecked::<Option<String>, _>(i),
+            Read::Bool | Read::Json => return Ok(None),
+        }
+        .map_err(decode_error)?;
+        // The page query reads no row whose cursor is NULL.
+        let text = text.unwrap_or_else(|| "null".into());
+        Ok(Some((text, type_name.to_string())))
     }
 
     /// How many result columns hold the record.
@@ -167,6 +203,25 @@ impl ColumnPlan {
         Ok(Value::Object(record))
     }
 
+    /// Appends the canonical JSON of the row's record to `out`: the bytes
+    /// `write_value(&self.record(row)?)` writes, without building the record.
+    pub fn write_canonical(&self, row: &PgRow, out: &mut Vec<u8>) -> Result<(), SourceError> {
+        if self.columns.is_empty() {
+            write_value(&self.record(row)?, out);
+            return Ok(());
+        }
+        out.push(b'{');
+        for (n, (i, name)) in self.canonical.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(name);
+            write_column(row, *i, self.columns[*i].1, out)?;
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
     /// The row as `row_to_json` writes it: the order of rows that share a
     /// cursor value.
     pub fn row_text(&self, row: &PgRow) -> Result<String, SourceError> {
@@ -193,27 +248,132 @@ impl ColumnPlan {
     }
 }
 
+/// The rows of one page, read with one plan; each becomes a record on demand.
+pub struct PostgresRows {
+    plan: Arc<ColumnPlan>,
+    rows: Vec<PgRow>,
+}
+
+impl std::fmt::Debug for PostgresRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PostgresRows({})", self.rows.len())
+    }
+}
+
+impl PostgresRows {
+    /// Rows whose record columns `plan` reads (checked on the first row: the
+    /// rows of one statement share their columns).
+    pub fn new(plan: Arc<ColumnPlan>, rows: Vec<PgRow>) -> Self {
+        Self { plan, rows }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn write_canonical(&self, i: usize, out: &mut Vec<u8>) -> Result<(), SourceError> {
+        self.plan.write_canonical(&self.rows[i], out)
+    }
+
+    pub fn value(&self, i: usize) -> Result<Value, SourceError> {
+        self.plan.record(&self.rows[i])
+    }
+}
+
+// Reads below skip sqlx's per-value type check: `ColumnPlan::matches` checked
+// the statement's columns once for all its rows.
+
 fn value(row: &PgRow, i: usize, read: Read) -> Result<Value, SourceError> {
     let value = match read {
         Read::Bool => row
-            .try_get::<Option<bool>, _>(i)
+            .try_get_unchecked::<Option<bool>, _>(i)
             .map(|v| v.map(Value::from)),
-        Read::Int2 => row.try_get::<Option<i16>, _>(i).map(|v| v.map(Value::from)),
-        Read::Int4 => row.try_get::<Option<i32>, _>(i).map(|v| v.map(Value::from)),
-        Read::Int8 => row.try_get::<Option<i64>, _>(i).map(|v| v.map(Value::from)),
+        Read::Int2 => row
+            .try_get_unchecked::<Option<i16>, _>(i)
+            .map(|v| v.map(Value::from)),
+        Read::Int4 => row
+            .try_get_unchecked::<Option<i32>, _>(i)
+            .map(|v| v.map(Value::from)),
+        Read::Int8 => row
+            .try_get_unchecked::<Option<i64>, _>(i)
+            .map(|v| v.map(Value::from)),
         Read::Text => row
-            .try_get::<Option<String>, _>(i)
+            .try_get_unchecked::<Option<String>, _>(i)
             .map(|v| v.map(Value::from)),
         Read::Json => {
-            let text: Option<String> = row.try_get(i).map_err(decode_error)?;
-            return match text {
-                Some(text) => serde_json::from_str(&text)
-                    .map_err(|e| SourceError::Query(format!("column {i} is not JSON: {e}"))),
+            return match json_text(row, i)? {
+                Some(text) => parse_json(i, text),
                 None => Ok(Value::Null),
             };
         }
     };
     Ok(value.map_err(decode_error)?.unwrap_or(Value::Null))
+}
+
+/// Appends one column's canonical JSON: what `write_value(&value(row, i, read)?)`
+/// writes, read from the row without building the value.
+fn write_column(row: &PgRow, i: usize, read: Read, out: &mut Vec<u8>) -> Result<(), SourceError> {
+    fn number(n: Option<impl itoa::Integer>, out: &mut Vec<u8>) {
+        match n {
+            Some(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+    match read {
+        Read::Bool => {
+            let v = row
+                .try_get_unchecked::<Option<bool>, _>(i)
+                .map_err(decode_error)?;
+            out.extend_from_slice(match v {
+                Some(true) => b"true",
+                Some(false) => b"false",
+                None => b"null",
+            });
+        }
+        Read::Int2 => number(row.try_get_unchecked::<Option<i16>, _>(i).map_err(decode_error)?, out),
+        Read::Int4 => number(row.try_get_unchecked::<Option<i32>, _>(i).map_err(decode_error)?, out),
+        Read::Int8 => number(row.try_get_unchecked::<Option<i64>, _>(i).map_err(decode_error)?, out),
+        Read::Text => match row
+            .try_get_unchecked::<Option<&str>, _>(i)
+            .map_err(decode_error)?
+        {
+            Some(text) => write_str(text, out),
+            None => out.extend_from_slice(b"null"),
+        },
+        Read::Json => match json_text(row, i)? {
+            // A JSON string with nothing escaped is already as serde_json
+            // writes it (it escapes only quotes, backslashes and control
+            // characters, which valid JSON text holds only escaped).
+            Some(text) if is_plain_string(text) => out.extend_from_slice(text.as_bytes()),
+            Some(text) => write_value(&parse_json(i, text)?, out),
+            None => out.extend_from_slice(b"null"),
+        },
+    }
+    Ok(())
+}
+
+fn json_text(row: &PgRow, i: usize) -> Result<Option<&str>, SourceError> {
+    row.try_get_unchecked::<Option<&str>, _>(i)
+        .map_err(decode_error)
+}
+
+fn parse_json(i: usize, text: &str) -> Result<Value, SourceError> {
+    serde_json::from_str(text)
+        .map_err(|e| SourceError::Query(format!("column {i} is not JSON: {e}")))
+}
+
+fn is_plain_string(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() >= 2
+        && bytes[0] == b'"'
+        && bytes[bytes.len() - 1] == b'"'
+        && !bytes[1..bytes.len() - 1]
+            .iter()
+            .any(|&b| b == b'"' || b == b'\\' || b < 0x20)
 }
 
 fn decode_error(e: sqlx::Error) -> SourceError {

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::config::ShopifySourceConfig;
 use crate::source::page::{Page, Source, SourceError};
 use crate::source::retry::{Answer, MAX_WAIT, fetch_with_retries, retry_after};
-use crate::worker::canonical_json;
+use crate::canonical_json::canonical_json;
 
 const QUERY: &str = "query SyncwardCustomers($first: Int!, $after: String, $query: String) {
   customers(first: $first, after: $after, sortKey: UPDATED_AT, query: $query) {
@@ -197,7 +197,7 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
     Answer::Page(
         Page {
             next_cursor: end.map(|c| json!({ "after": c })),
-            records,
+            records: records.into(),
             last,
         },
         pause,
