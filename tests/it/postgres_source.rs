@@ -83,18 +83,29 @@ async fn integer_cursor_pages_through_every_row_once_with_nulls_in_other_columns
 #[tokio::test]
 async fn ties_on_a_non_unique_cursor_are_neither_lost_nor_repeated() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
-    // 60 rows over 7 distinct cursor values, groups straddling every page boundary.
+    // 60 rows over 7 distinct cursor values, groups straddling every page
+    // boundary; by an integer and a text cursor (compared as read) and by a
+    // timestamp (compared by the text the page query selects for it).
     sqlx::raw_sql(
-        "CREATE TABLE events (id int PRIMARY KEY, bucket int NOT NULL, email text);
-         INSERT INTO events SELECT i, i / 9, 'e' || i || '@x.test' FROM generate_series(1, 60) i;",
+        "CREATE TABLE events (id int PRIMARY KEY, bucket int NOT NULL, email text,
+                              label text NOT NULL, at timestamptz NOT NULL);
+         INSERT INTO events SELECT i, i / 9, 'e' || i || '@x.test', 'b' || (i / 9),
+                                   timestamptz '2026-01-01 00:00:00+00' + (i / 9) * interval '1 day'
+         FROM generate_series(1, 60) i;",
     )
     .execute(&db.pool)
     .await?;
-    let (records, _) = read_all(&db, &config("SELECT * FROM events", "bucket", 4)).await?;
-    let mut seen = ids(&records);
-    assert_eq!(seen.len(), 60, "rows lost or repeated: {seen:?}");
-    seen.sort();
-    assert_eq!(seen, (1..=60).collect::<Vec<_>>());
+    for cursor in ["bucket", "label", "at"] {
+        let (records, _) = read_all(&db, &config("SELECT * FROM events", cursor, 4)).await?;
+        let mut seen = ids(&records);
+        assert_eq!(
+            seen.len(),
+            60,
+            "by {cursor}, rows lost or repeated: {seen:?}"
+        );
+        seen.sort();
+        assert_eq!(seen, (1..=60).collect::<Vec<_>>(), "by {cursor}");
+    }
     Ok(())
 }
 

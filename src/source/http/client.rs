@@ -9,9 +9,9 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::config::HttpSourceConfig;
+use crate::canonical_json::canonical_json;
 use crate::source::page::{Page, Source, SourceError};
 use crate::source::retry::{Answer, MAX_WAIT, fetch_with_retries, retry_after};
-use crate::canonical_json::canonical_json;
 
 /// Empty pages with a next cursor followed in one fetch before giving up.
 const EMPTY_PAGES: usize = 100;

@@ -19,13 +19,13 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection, Executor, PgPool, Postgres, Row, SqlSafeStr, Statement};
+use sqlx::{Connection, Executor, PgPool, Postgres, SqlSafeStr, Statement};
 
 use super::columns::{ColumnPlan, PostgresRows};
 use super::config::PostgresSourceConfig;
 use super::pools::PostgresSourcePools;
-use crate::source::page::{Page, Source, SourceError};
 use crate::canonical_json::canonical_json;
+use crate::source::page::{Page, Source, SourceError};
 
 /// Cursor column types the source can page by: each compares and round-trips
 /// through its text form exactly.
@@ -223,46 +223,47 @@ impl PostgresSource {
         if rows.first().is_some_and(|row| !plan.matches(row)) {
             return Ok(None);
         }
-        let mut rows = rows
-            .into_iter()
-            .map(|row| decode_row(&plan, row))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut rows: Vec<TiedRow> = rows.into_iter().map(TiedRow::from).collect();
         let last = rows.len() <= page_size;
-        if !last {
-            let lookahead = rows.pop();
-            let boundary = rows.last().map(|r| r.cursor_value.clone());
-            if let (Some(next), Some(boundary)) = (lookahead, boundary)
-                && next.cursor_value == boundary
-            {
-                // The tie group crosses the page boundary: take all of it.
-                rows.retain(|r| r.cursor_value != boundary);
-                let cursor_type = next.cursor_type.clone();
-                if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
-                    return Err(unsupported_type(&config.cursor_column, &cursor_type));
-                }
-                let group = sqlx::query(sqlx::AssertSqlSafe(page_sql(
-                    &config,
-                    &plan,
-                    Some(&cursor_type),
-                    "",
-                    true,
-                )))
-                .bind(&boundary)
-                .fetch_all(&mut **conn)
-                .await
-                .map_err(classify_query_error)?;
-                for row in group {
-                    rows.push(decode_row(&plan, row)?);
+        if !last
+            && let Some(next) = rows.pop()
+            && let Some(boundary) = rows.last()
+            && plan.cursor_bytes(&next.row)? == plan.cursor_bytes(&boundary.row)?
+        {
+            // The tie group crosses the page boundary: take all of it.
+            let boundary = plan.cursor_bytes(&next.row)?;
+            let mut kept = Vec::with_capacity(rows.len());
+            for r in rows {
+                if plan.cursor_bytes(&r.row)? != boundary {
+                    kept.push(r);
                 }
             }
+            rows = kept;
+            let (value, cursor_type) = plan.cursor_of(&next.row)?;
+            if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
+                return Err(unsupported_type(&config.cursor_column, &cursor_type));
+            }
+            let group = sqlx::query(sqlx::AssertSqlSafe(page_sql(
+                &config,
+                &plan,
+                Some(&cursor_type),
+                "",
+                true,
+            )))
+            .bind(&value)
+            .fetch_all(&mut **conn)
+            .await
+            .map_err(classify_query_error)?;
+            rows.extend(group.into_iter().map(TiedRow::from));
         }
         order_ties(&plan, &mut rows)?;
         let next_cursor = match rows.last() {
             Some(r) => {
-                if !CURSOR_TYPES.contains(&r.cursor_type.as_str()) {
-                    return Err(unsupported_type(&config.cursor_column, &r.cursor_type));
+                let (value, cursor_type) = plan.cursor_of(&r.row)?;
+                if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
+                    return Err(unsupported_type(&config.cursor_column, &cursor_type));
                 }
-                Some(json!({ "type": r.cursor_type, "value": r.cursor_value }))
+                Some(json!({ "type": cursor_type, "value": value }))
             }
             None => None,
         };
@@ -296,42 +297,29 @@ impl Source for PostgresSource {
     }
 }
 
-struct DecodedRow {
+/// A row of a page, with its text where it ties with a neighbour.
+struct TiedRow {
     row: sqlx::postgres::PgRow,
-    /// Kept for the tie-break order, rendered only where rows tie.
+    /// The tie-break order, rendered only where rows tie.
     text: Option<String>,
-    cursor_value: String,
-    cursor_type: String,
 }
 
-fn decode_row(plan: &ColumnPlan, row: sqlx::postgres::PgRow) -> Result<DecodedRow, SourceError> {
-    let (cursor_value, cursor_type) = match plan.cursor_of(&row)? {
-        Some(cursor) => cursor,
-        None => {
-            let at = plan.width();
-            (
-                row.try_get(at).map_err(classify_query_error)?,
-                row.try_get(at + 1).map_err(classify_query_error)?,
-            )
-        }
-    };
-    Ok(DecodedRow {
-        row,
-        text: None,
-        cursor_value,
-        cursor_type,
-    })
+impl From<sqlx::postgres::PgRow> for TiedRow {
+    fn from(row: sqlx::postgres::PgRow) -> Self {
+        Self { row, text: None }
+    }
 }
 
 /// Orders rows of equal cursor value by their JSON text as `row_to_json`
 /// writes it. Such rows are contiguous (SQL ordered them by the cursor), so
 /// sorting each run is enough, and a page keeps its records at the same
 /// positions on every read.
-fn order_ties(plan: &ColumnPlan, rows: &mut [DecodedRow]) -> Result<(), SourceError> {
+fn order_ties(plan: &ColumnPlan, rows: &mut [TiedRow]) -> Result<(), SourceError> {
     let mut start = 0;
     while start < rows.len() {
         let mut end = start + 1;
-        while end < rows.len() && rows[end].cursor_value == rows[start].cursor_value {
+        let value = plan.cursor_bytes(&rows[start].row)?;
+        while end < rows.len() && plan.cursor_bytes(&rows[end].row)? == value {
             end += 1;
         }
         if end - start > 1 {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use sqlx::postgres::{PgColumn, PgRow, PgTypeInfo};
-use sqlx::{Column, Row, TypeInfo};
+use sqlx::{Column, Row, TypeInfo, ValueRef};
 
 use crate::canonical_json::{write_str, write_value};
 use crate::source::page::SourceError;
@@ -126,11 +126,15 @@ impl ColumnPlan {
         self.cursor.is_none()
     }
 
-    /// The cursor's text form and type, read from the row's record columns
-    /// (`None` when the page query selects them instead).
-    pub fn cursor_of(&self, row: &PgRow) -> Result<Option<(String, String)>, SourceError> {
+    /// The cursor's text form and type: read from the row's record columns,
+    /// or from the two the page query selects besides them.
+    pub fn cursor_of(&self, row: &PgRow) -> Result<(String, String), SourceError> {
         let Some((i, type_name)) = self.cursor else {
-            return Ok(None);
+            let at = self.width();
+            return Ok((
+                row.try_get(at).map_err(decode_error)?,
+                row.try_get(at + 1).map_err(decode_error)?,
+            ));
         };
         let text = match self.columns[i].1 {
             Read::Int2 => row
@@ -142,13 +146,28 @@ impl ColumnPlan {
             Read::Int8 => row
                 .try_get_unchecked::<Option<i64>, _>(i)
                 .map(|v| v.map(|v| v.to_string())),
-            Read::Text => row.try_get_unchecked::<Option<String>, _>(i),
-            Read::Bool | Read::Json => return Ok(None),
+            Read::Text | Read::Bool | Read::Json => row.try_get_unchecked::<Option<String>, _>(i),
         }
         .map_err(decode_error)?;
         // The page query reads no row whose cursor is NULL.
         let text = text.unwrap_or_else(|| "null".into());
-        Ok(Some((text, type_name.to_string())))
+        Ok((text, type_name.to_string()))
+    }
+
+    /// The bytes of the row's cursor value as read: equal exactly when the
+    /// cursor values are (binary integers and text, or the value's text).
+    /// Compares rows for ties without rendering the value.
+    pub fn cursor_bytes<'r>(&self, row: &'r PgRow) -> Result<&'r [u8], SourceError> {
+        let at = match self.cursor {
+            Some((i, _)) => i,
+            None => self.width(),
+        };
+        let raw = row.try_get_raw(at).map_err(decode_error)?;
+        if raw.is_null() {
+            return Ok(&[]);
+        }
+        raw.as_bytes()
+            .map_err(|e| SourceError::Query(format!("reading the cursor value failed: {e}")))
     }
 
     /// How many result columns hold the record.
@@ -334,9 +353,21 @@ fn write_column(row: &PgRow, i: usize, read: Read, out: &mut Vec<u8>) -> Result<
                 None => b"null",
             });
         }
-        Read::Int2 => number(row.try_get_unchecked::<Option<i16>, _>(i).map_err(decode_error)?, out),
-        Read::Int4 => number(row.try_get_unchecked::<Option<i32>, _>(i).map_err(decode_error)?, out),
-        Read::Int8 => number(row.try_get_unchecked::<Option<i64>, _>(i).map_err(decode_error)?, out),
+        Read::Int2 => number(
+            row.try_get_unchecked::<Option<i16>, _>(i)
+                .map_err(decode_error)?,
+            out,
+        ),
+        Read::Int4 => number(
+            row.try_get_unchecked::<Option<i32>, _>(i)
+                .map_err(decode_error)?,
+            out,
+        ),
+        Read::Int8 => number(
+            row.try_get_unchecked::<Option<i64>, _>(i)
+                .map_err(decode_error)?,
+            out,
+        ),
         Read::Text => match row
             .try_get_unchecked::<Option<&str>, _>(i)
             .map_err(decode_error)?

@@ -16,9 +16,9 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::config::ShopifySourceConfig;
+use crate::canonical_json::canonical_json;
 use crate::source::page::{Page, Source, SourceError};
 use crate::source::retry::{Answer, MAX_WAIT, fetch_with_retries, retry_after};
-use crate::canonical_json::canonical_json;
 
 const QUERY: &str = "query SyncwardCustomers($first: Int!, $after: String, $query: String) {
   customers(first: $first, after: $after, sortKey: UPDATED_AT, query: $query) {
