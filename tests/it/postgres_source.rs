@@ -249,7 +249,8 @@ async fn records_are_what_row_to_json_gives_for_every_column_type() -> anyhow::R
              id bigint PRIMARY KEY, grp int NOT NULL, small smallint, flag boolean,
              t text, v varchar(20), c char(5), n name, "Mixed ""Case""" text,
              num numeric, f8 double precision, f4 real, ts timestamp, tz timestamptz,
-             d date, u uuid, jb jsonb, js json, ints int[], texts text[], iv interval, b bytea);
+             d date, u uuid, jb jsonb, js json, ints int[], texts text[], iv interval, b bytea,
+             jt json);
            INSERT INTO odd SELECT i, i / 4,
              CASE WHEN i % 7 = 0 THEN NULL ELSE (i * 13 % 500 - 250)::smallint END,
              CASE WHEN i % 5 = 0 THEN NULL ELSE i % 2 = 0 END,
@@ -265,7 +266,11 @@ async fn records_are_what_row_to_json_gives_for_every_column_type() -> anyhow::R
              date '2026-03-01' + i, md5(i::text)::uuid,
              jsonb_build_object('k', i, 'arr', jsonb_build_array(i, 'x', NULL)),
              json_build_object('z', i, 'a', 'y'), ARRAY[i, i + 1], ARRAY['a' || i, NULL],
-             i * interval '90 minutes', decode(lpad(to_hex(i), 4, '0'), 'hex')
+             i * interval '90 minutes', decode(lpad(to_hex(i), 4, '0'), 'hex'),
+             -- json keeps its text as written: strings escaped otherwise
+             -- than serde_json would, and padded.
+             (CASE i % 4 WHEN 0 THEN '"caf\u00e9 \/ x"' WHEN 1 THEN ' "padded" '
+                         WHEN 2 THEN '"plain"' ELSE '{"b": 1, "a": "\u0041"}' END)::json
            FROM generate_series(1, 57) i;"#,
     )
     .execute(&db.pool)
