@@ -598,8 +598,8 @@ struct Pending {
 
 /// What went wrong with a page read ahead.
 enum AheadError {
-    /// The store failed while the page was looked up: the run fails once the
-    /// page before is checkpointed.
+    /// Keying the page (a row the source cannot decode) or looking it up
+    /// (the store) failed: the run fails once the page before is checkpointed.
     Store(Stop),
     /// The source failed to give the page: raised when the page is due.
     Source(SourceError),
