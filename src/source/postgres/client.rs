@@ -225,13 +225,13 @@ impl PostgresSource {
         }
         let mut rows: Vec<TiedRow> = rows.into_iter().map(TiedRow::from).collect();
         let last = rows.len() <= page_size;
-        if !last
-            && let Some(next) = rows.pop()
-            && let Some(boundary) = rows.last()
-            && plan.cursor_bytes(&next.row)? == plan.cursor_bytes(&boundary.row)?
+        let lookahead = if last { None } else { rows.pop() };
+        if let Some(next) = lookahead
+            && let Some(page_end) = rows.last()
+            && let boundary = plan.cursor_bytes(&next.row)?
+            && plan.cursor_bytes(&page_end.row)? == boundary
         {
             // The tie group crosses the page boundary: take all of it.
-            let boundary = plan.cursor_bytes(&next.row)?;
             let mut kept = Vec::with_capacity(rows.len());
             for r in rows {
                 if plan.cursor_bytes(&r.row)? != boundary {

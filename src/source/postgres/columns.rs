@@ -146,7 +146,13 @@ impl ColumnPlan {
             Read::Int8 => row
                 .try_get_unchecked::<Option<i64>, _>(i)
                 .map(|v| v.map(|v| v.to_string())),
-            Read::Text | Read::Bool | Read::Json => row.try_get_unchecked::<Option<String>, _>(i),
+            Read::Text => row.try_get_unchecked::<Option<String>, _>(i),
+            // `for_columns` makes only integer and text columns the cursor.
+            Read::Bool | Read::Json => {
+                return Err(SourceError::Query(
+                    "the cursor column is not read as an integer or text".into(),
+                ));
+            }
         }
         .map_err(decode_error)?;
         // The page query reads no row whose cursor is NULL.
