@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::fakes::brevo::Fault;
-use crate::helpers::daemon::{DaemonProcess, eventually};
-use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
+use crate::helpers::daemon::DaemonProcess;
+use crate::helpers::scenario::{QUIET_SCHEDULE, SYNC_ID, Scenario, SyncOptions};
 
 async fn run_field(s: &Scenario, field: &str) -> anyhow::Result<serde_json::Value> {
     Ok(s.last_run().await?[field].clone())
@@ -37,10 +37,11 @@ async fn sigterm_drains_at_a_batch_boundary_and_a_second_daemon_resumes_without_
 -> anyhow::Result<()> {
     let s = slow_scenario("30s").await?;
     let mut first = DaemonProcess::spawn(&s.cli).await?;
-    eventually(Duration::from_secs(20), "five pages written", || async {
-        Ok(s.fake.requests_to("/v3/contacts/import").len() >= 5)
-    })
-    .await?;
+    first
+        .eventually(Duration::from_secs(20), "five pages written", || async {
+            Ok(s.fake.requests_to("/v3/contacts/import").len() >= 5)
+        })
+        .await?;
     first.signal("TERM")?;
     let (code, took) = first.wait(Duration::from_secs(30)).await?;
     assert_eq!(
@@ -69,10 +70,11 @@ async fn sigterm_drains_at_a_batch_boundary_and_a_second_daemon_resumes_without_
     assert_eq!(open, 0, "an unsent claim was left behind");
 
     let mut second = DaemonProcess::spawn(&s.cli).await?;
-    eventually(Duration::from_secs(40), "the run finishing", || async {
-        Ok(run_field(&s, "status").await? == "succeeded")
-    })
-    .await?;
+    second
+        .eventually(Duration::from_secs(40), "the run finishing", || async {
+            Ok(run_field(&s, "status").await? == "succeeded")
+        })
+        .await?;
     second.signal("TERM")?;
     second.wait(Duration::from_secs(30)).await?;
     assert_eq!(s.fake.contacts().len(), 80);
@@ -94,10 +96,11 @@ async fn a_sigkilled_daemons_run_is_taken_over_once_its_liveness_key_expires() -
 {
     let s = slow_scenario("2s").await?;
     let mut first = DaemonProcess::spawn(&s.cli).await?;
-    eventually(Duration::from_secs(20), "five pages written", || async {
-        Ok(s.fake.requests_to("/v3/contacts/import").len() >= 5)
-    })
-    .await?;
+    first
+        .eventually(Duration::from_secs(20), "five pages written", || async {
+            Ok(s.fake.requests_to("/v3/contacts/import").len() >= 5)
+        })
+        .await?;
     first.signal("KILL")?;
     first.wait(Duration::from_secs(10)).await?;
     assert_eq!(
@@ -107,10 +110,11 @@ async fn a_sigkilled_daemons_run_is_taken_over_once_its_liveness_key_expires() -
     );
 
     let mut second = DaemonProcess::spawn(&s.cli).await?;
-    eventually(Duration::from_secs(40), "the run finishing", || async {
-        Ok(run_field(&s, "status").await? == "succeeded")
-    })
-    .await?;
+    second
+        .eventually(Duration::from_secs(40), "the run finishing", || async {
+            Ok(run_field(&s, "status").await? == "succeeded")
+        })
+        .await?;
     second.signal("TERM")?;
     second.wait(Duration::from_secs(30)).await?;
     let run = s.last_run().await?;
@@ -144,12 +148,13 @@ async fn failing_attempts_back_off_and_the_run_fails_after_max_attempts() -> any
     s.fake.set_fault_always(Some(Fault::ServerError));
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
     let mut daemon = DaemonProcess::spawn(&s.cli).await?;
-    eventually(
-        Duration::from_secs(60),
-        "the run failing for good",
-        || async { Ok(run_field(&s, "status").await? == "failed") },
-    )
-    .await?;
+    daemon
+        .eventually(
+            Duration::from_secs(60),
+            "the run failing for good",
+            || async { Ok(run_field(&s, "status").await? == "failed") },
+        )
+        .await?;
     daemon.signal("TERM")?;
     daemon.wait(Duration::from_secs(30)).await?;
     let run = s.last_run().await?;
@@ -187,7 +192,7 @@ async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqu
         .clone()
         .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
     let every_second = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
-        .replace("0 */15 * * * *", "* * * * * *");
+        .replace(QUIET_SCHEDULE, "* * * * * *");
     std::fs::write(s.dir.path().join("sync.toml"), &every_second)?;
     s.cli
         .run(&[
@@ -208,12 +213,13 @@ async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqu
         }
     };
     let mut daemon = DaemonProcess::spawn(&s.cli).await?;
-    eventually(
-        Duration::from_secs(20),
-        "scheduled runs succeeding",
-        || async { Ok(count("succeeded").await? >= 2) },
-    )
-    .await?;
+    daemon
+        .eventually(
+            Duration::from_secs(20),
+            "scheduled runs succeeding",
+            || async { Ok(count("succeeded").await? >= 2) },
+        )
+        .await?;
 
     s.cli.run(&["sync", "pause", SYNC_ID]).await?.ok()?;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -227,13 +233,14 @@ async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqu
     assert_eq!(later, paused_at, "a paused sync got new runs");
 
     s.cli.run(&["sync", "resume", SYNC_ID]).await?.ok()?;
-    eventually(Duration::from_secs(20), "runs after resume", || async {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
-            .fetch_one(&s.db.pool)
-            .await?;
-        Ok(n >= later + 2)
-    })
-    .await?;
+    daemon
+        .eventually(Duration::from_secs(20), "runs after resume", || async {
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
+                .fetch_one(&s.db.pool)
+                .await?;
+            Ok(n >= later + 2)
+        })
+        .await?;
     daemon.signal("TERM")?;
     daemon.wait(Duration::from_secs(30)).await?;
 
@@ -249,14 +256,16 @@ async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqu
         config: None,
     };
     let mut daemon = DaemonProcess::spawn(&without_key).await?;
-    eventually(Duration::from_secs(20), "failed enqueues", || async {
-        let n: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM runs WHERE failure_code = 'config_invalid'")
-                .fetch_one(&s.db.pool)
-                .await?;
-        Ok(n >= 3)
-    })
-    .await?;
+    daemon
+        .eventually(Duration::from_secs(20), "failed enqueues", || async {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM runs WHERE failure_code = 'config_invalid'",
+            )
+            .fetch_one(&s.db.pool)
+            .await?;
+            Ok(n >= 3)
+        })
+        .await?;
     daemon.signal("TERM")?;
     daemon.wait(Duration::from_secs(30)).await?;
     let detail: String = sqlx::query_scalar(
@@ -285,10 +294,11 @@ async fn daemon_with_a_hanging_run() -> anyhow::Result<(Scenario, DaemonProcess)
     s.fake.set_fault_always(Some(Fault::Hang));
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
     let daemon = DaemonProcess::spawn(&s.cli).await?;
-    eventually(Duration::from_secs(20), "the run starting", || async {
-        Ok(run_field(&s, "status").await? == "running")
-    })
-    .await?;
+    daemon
+        .eventually(Duration::from_secs(20), "the run starting", || async {
+            Ok(run_field(&s, "status").await? == "running")
+        })
+        .await?;
     Ok((s, daemon))
 }
 
@@ -363,10 +373,11 @@ async fn without_liveness_a_killed_run_is_requeued_only_after_stuck_after_and_on
         .with_env("SYNCWARD__LEASE__TTL", "6s")
         .with_env("SYNCWARD__LEASE__RENEW_EVERY", "2s");
     let mut first = DaemonProcess::spawn(&s.cli).await?;
-    eventually(Duration::from_secs(20), "three pages written", || async {
-        Ok(s.fake.requests_to("/v3/contacts/import").len() >= 3)
-    })
-    .await?;
+    first
+        .eventually(Duration::from_secs(20), "three pages written", || async {
+            Ok(s.fake.requests_to("/v3/contacts/import").len() >= 3)
+        })
+        .await?;
     first.signal("KILL")?;
     first.wait(Duration::from_secs(10)).await?;
     let killed_at = std::time::Instant::now();
@@ -376,10 +387,11 @@ async fn without_liveness_a_killed_run_is_requeued_only_after_stuck_after_and_on
         .clone()
         .with_env("SYNCWARD__SWEEPER__STUCK_AFTER", "2s");
     let mut second = DaemonProcess::spawn(&second_cli).await?;
-    eventually(Duration::from_secs(40), "the run finishing", || async {
-        Ok(run_field(&s, "status").await? == "succeeded")
-    })
-    .await?;
+    second
+        .eventually(Duration::from_secs(40), "the run finishing", || async {
+            Ok(run_field(&s, "status").await? == "succeeded")
+        })
+        .await?;
     let requeued_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
         "SELECT at FROM run_events WHERE kind = 'requeued' AND detail->>'trigger' = 'sweeper'",
     )
@@ -411,19 +423,21 @@ async fn a_run_killed_during_its_last_attempt_is_not_attempted_again() -> anyhow
         .execute(&s.db.pool)
         .await?;
     let mut first = DaemonProcess::spawn(&s.cli).await?;
-    eventually(Duration::from_secs(20), "two pages written", || async {
-        Ok(s.fake.requests_to("/v3/contacts/import").len() >= 2)
-    })
-    .await?;
+    first
+        .eventually(Duration::from_secs(20), "two pages written", || async {
+            Ok(s.fake.requests_to("/v3/contacts/import").len() >= 2)
+        })
+        .await?;
     first.signal("KILL")?;
     first.wait(Duration::from_secs(10)).await?;
     assert_eq!(run_field(&s, "attempt").await?, 5);
 
     let mut second = DaemonProcess::spawn(&s.cli).await?;
-    eventually(Duration::from_secs(30), "the run failing", || async {
-        Ok(run_field(&s, "status").await? == "failed")
-    })
-    .await?;
+    second
+        .eventually(Duration::from_secs(30), "the run failing", || async {
+            Ok(run_field(&s, "status").await? == "failed")
+        })
+        .await?;
     let writes = s.fake.requests_to("/v3/contacts/import").len();
     tokio::time::sleep(Duration::from_secs(2)).await;
     second.signal("TERM")?;
@@ -452,7 +466,7 @@ async fn two_daemons_never_overlap_runs_of_one_sync_and_claim_each_run_once() ->
     })
     .await?;
     let template = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
-        .replace("0 */15 * * * *", "* * * * * *");
+        .replace(QUIET_SCHEDULE, "* * * * * *");
     let mut files = Vec::new();
     for i in 0..50 {
         let path = s.dir.path().join(format!("sync-{i}.toml"));
@@ -542,14 +556,15 @@ async fn with_log_format_json_every_log_line_is_a_json_object() -> anyhow::Resul
         .with_env("SYNCWARD__LOG__FORMAT", "json")
         .with_env("SYNCWARD__LOG__LEVEL", "syncward=debug,info");
     let mut daemon = DaemonProcess::spawn(&cli).await?;
-    eventually(
-        Duration::from_secs(10),
-        "the daemon logging that it runs",
-        || async {
-            Ok(std::fs::read_to_string(daemon.log.path())?.contains("syncward is running"))
-        },
-    )
-    .await?;
+    daemon
+        .eventually(
+            Duration::from_secs(10),
+            "the daemon logging that it runs",
+            || async {
+                Ok(std::fs::read_to_string(daemon.log.path())?.contains("syncward is running"))
+            },
+        )
+        .await?;
     daemon.signal("TERM")?;
     let (code, _) = daemon.wait(Duration::from_secs(30)).await?;
     assert_eq!(code, Some(0));

@@ -60,6 +60,23 @@ impl DaemonProcess {
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
+    /// `eventually`, with the daemon's last log lines in the error: a wait
+    /// that times out on a loaded CI machine must say what the daemon did.
+    pub async fn eventually<F, Fut>(
+        &self,
+        limit: Duration,
+        what: &str,
+        check: F,
+    ) -> anyhow::Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<bool>>,
+    {
+        eventually(limit, what, check)
+            .await
+            .map_err(|e| e.context(format!("the daemon's log ends:\n{}", self.log_tail())))
+    }
+
     pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
         let status = std::process::Command::new("kill")
             .arg(format!("-{signal}"))
