@@ -209,17 +209,18 @@ async fn a_source_connection_dropped_mid_page_fails_the_attempt_and_the_retry_de
         .ok()?;
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
     let mut daemon = DaemonProcess::spawn(&s.cli).await?;
-    let terminated = eventually(Duration::from_secs(20), "a page read to cut", || async {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+    let terminated = daemon
+        .eventually(Duration::from_secs(20), "a page read to cut", || async {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
               WHERE datname = current_database() AND pid <> pg_backend_pid()
                 AND query LIKE '%pg_sleep(0.03)%' AND state = 'active') t",
-        )
-        .fetch_one(&s.db.pool)
-        .await?;
-        Ok(n > 0)
-    })
-    .await;
+            )
+            .fetch_one(&s.db.pool)
+            .await?;
+            Ok(n > 0)
+        })
+        .await;
     terminated?;
     let run = wait_for_success(&s, &daemon).await?;
     let timeline = events(&s).await?;

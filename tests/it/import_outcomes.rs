@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::helpers::daemon::{DaemonProcess, eventually};
+use crate::helpers::daemon::DaemonProcess;
 use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
 
 async fn count(s: &Scenario, sql: &str) -> anyhow::Result<i64> {
@@ -57,15 +57,16 @@ async fn a_failed_import_shows_on_its_run_as_a_rejected_page_within_the_check_bu
     // A budget of two checks this hour: two imports are settled, one waits.
     away_from_the_hours_end().await;
     let mut daemon = DaemonProcess::spawn(&checker(&s, "2")).await?;
-    eventually(Duration::from_secs(20), "two imports checked", || async {
-        Ok(count(
-            &s,
-            "SELECT count(*) FROM import_processes WHERE status = 'failed'",
-        )
-        .await?
-            == 2)
-    })
-    .await?;
+    daemon
+        .eventually(Duration::from_secs(20), "two imports checked", || async {
+            Ok(count(
+                &s,
+                "SELECT count(*) FROM import_processes WHERE status = 'failed'",
+            )
+            .await?
+                == 2)
+        })
+        .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         s.fake
@@ -144,15 +145,16 @@ async fn a_completed_import_records_its_failure_counts_on_the_run() -> anyhow::R
     assert_eq!(s.run_foreground().await?.code, 0);
     let run_id = s.last_run().await?["id"].as_i64().unwrap_or_default();
     let mut daemon = DaemonProcess::spawn(&checker(&s, "90")).await?;
-    eventually(Duration::from_secs(20), "every import checked", || async {
-        Ok(count(
-            &s,
-            "SELECT count(*) FROM import_processes WHERE status = 'completed'",
-        )
-        .await?
-            == 3)
-    })
-    .await?;
+    daemon
+        .eventually(Duration::from_secs(20), "every import checked", || async {
+            Ok(count(
+                &s,
+                "SELECT count(*) FROM import_processes WHERE status = 'completed'",
+            )
+            .await?
+                == 3)
+        })
+        .await?;
     let shown = s
         .cli
         .run(&["runs", "show", &run_id.to_string(), "--json"])
