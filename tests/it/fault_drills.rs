@@ -42,16 +42,14 @@ async fn wait_for_success(
     s: &Scenario,
     daemon: &DaemonProcess,
 ) -> anyhow::Result<serde_json::Value> {
-    let waited = eventually(Duration::from_secs(90), "the run succeeding", || async {
-        Ok(s.last_run()
-            .await
-            .map(|r| r["status"] == "succeeded")
-            .unwrap_or(false))
-    })
-    .await;
-    if let Err(e) = waited {
-        anyhow::bail!("{e}\n{}", daemon.log_tail());
-    }
+    daemon
+        .eventually(Duration::from_secs(90), "the run succeeding", || async {
+            Ok(s.last_run()
+                .await
+                .map(|r| r["status"] == "succeeded")
+                .unwrap_or(false))
+        })
+        .await?;
     s.last_run().await
 }
 
