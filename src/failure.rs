@@ -34,6 +34,7 @@ pub enum FailureCode {
     SourceAuthFailed,
     DestinationAuthFailed,
     DestinationRejectedAll,
+    RecordsQuarantined,
     DestinationUnavailable,
     DestinationRateLimited,
     ConfigInvalid,
@@ -45,12 +46,13 @@ pub enum FailureCode {
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 13] = [
+    pub const ALL: [FailureCode; 14] = [
         FailureCode::SourceUnreachable,
         FailureCode::SourceQueryFailed,
         FailureCode::SourceAuthFailed,
         FailureCode::DestinationAuthFailed,
         FailureCode::DestinationRejectedAll,
+        FailureCode::RecordsQuarantined,
         FailureCode::DestinationUnavailable,
         FailureCode::DestinationRateLimited,
         FailureCode::ConfigInvalid,
@@ -68,6 +70,7 @@ impl FailureCode {
             FailureCode::SourceAuthFailed => "source_auth_failed",
             FailureCode::DestinationAuthFailed => "destination_auth_failed",
             FailureCode::DestinationRejectedAll => "destination_rejected_all",
+            FailureCode::RecordsQuarantined => "records_quarantined",
             FailureCode::DestinationUnavailable => "destination_unavailable",
             FailureCode::DestinationRateLimited => "destination_rate_limited",
             FailureCode::ConfigInvalid => "config_invalid",
@@ -98,6 +101,9 @@ impl FailureCode {
             }
             FailureCode::DestinationRejectedAll => {
                 "The destination rejected every record of a batch."
+            }
+            FailureCode::RecordsQuarantined => {
+                "Every record of a batch that was not rejected is quarantined: sending each of them killed the worker as many times as `ledger.record_attempts` allows."
             }
             FailureCode::DestinationUnavailable => {
                 "The destination kept failing or timing out, so the batch could not be delivered."
@@ -138,6 +144,9 @@ impl FailureCode {
             FailureCode::DestinationRejectedAll => {
                 "Check the mapping: the rejected records on this run say what the destination objected to."
             }
+            FailureCode::RecordsQuarantined => {
+                "Find what kills the worker on these records (the daemon's log and the quarantined records on this run), fix it, then run `syncward sync retry-rejected SYNC_ID`."
+            }
             FailureCode::DestinationUnavailable => {
                 "Nothing to change: the run is retried with backoff; if it persists, check the destination's status page."
             }
@@ -174,6 +183,7 @@ impl FailureCode {
             FailureCode::SourceUnreachable
             | FailureCode::DestinationUnavailable
             | FailureCode::DestinationRateLimited
+            | FailureCode::RecordsQuarantined
             | FailureCode::LeaseLost
             | FailureCode::LeaseBusy
             | FailureCode::Interrupted
@@ -197,6 +207,7 @@ impl FailureCode {
             | FailureCode::SourceAuthFailed
             | FailureCode::DestinationAuthFailed
             | FailureCode::DestinationRejectedAll
+            | FailureCode::RecordsQuarantined
             | FailureCode::ConfigInvalid
             | FailureCode::LeaseBusy => false,
         }

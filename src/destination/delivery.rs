@@ -11,8 +11,9 @@ pub trait Destination: Send + Sync {
     fn batch_size(&self) -> Option<usize>;
 
     /// Delivers `records`, returning one outcome per record in the same order.
-    /// Transient failures are retried inside; what comes back as an error is
-    /// final for this run.
+    /// Transient failures are retried inside; what comes back as an error (for
+    /// the whole call, or `RecordOutcome::Failed` for the records of a call
+    /// that failed while others succeeded) is final for this run.
     fn deliver(
         &self,
         records: &[Outbound],

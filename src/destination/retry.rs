@@ -81,6 +81,8 @@ pub async fn send_with_retry<T>(
 ) -> Result<T, DestinationError> {
     let mut server_failures = 0;
     let mut rate_limited = 0;
+    // Whether any try may have been written (sent, then left unanswered).
+    let mut maybe_written = false;
     loop {
         let started = std::time::Instant::now();
         let sent = build().send().await;
@@ -94,7 +96,11 @@ pub async fn send_with_retry<T>(
         metrics::histogram!("syncward_destination_request_seconds", "status" => status_label)
             .record(started.elapsed().as_secs_f64());
         let problem = match sent {
-            Err(e) => describe_transport_error(&e),
+            Err(e) => {
+                // A refused connection never reached the destination.
+                maybe_written |= !e.is_connect();
+                describe_transport_error(&e)
+            }
             Ok(response) => {
                 let status = response.status();
                 if status == StatusCode::TOO_MANY_REQUESTS {
@@ -115,22 +121,34 @@ pub async fn send_with_retry<T>(
                     continue;
                 }
                 match response.bytes().await {
-                    Err(e) => describe_transport_error(&e),
+                    Err(e) => {
+                        maybe_written = true;
+                        describe_transport_error(&e)
+                    }
                     Ok(_) if status.is_server_error() => format!("HTTP {status}"),
                     Ok(body) => match judge(status, &body) {
                         Verdict::Done(value) => return Ok(value),
                         Verdict::Fail(error) => return Err(error),
-                        Verdict::Retry(why) => why,
+                        Verdict::Retry(why) => {
+                            // A success status whose body we cannot read.
+                            maybe_written |= status.is_success();
+                            why
+                        }
                     },
                 }
             }
         };
         server_failures += 1;
         if server_failures > policy.server_retries {
-            return Err(DestinationError::Unavailable(format!(
+            let detail = format!(
                 "{problem} (gave up after {} tries)",
                 policy.server_retries + 1
-            )));
+            );
+            return Err(if maybe_written {
+                DestinationError::Unanswered(detail)
+            } else {
+                DestinationError::Unavailable(detail)
+            });
         }
         let backoff = policy
             .backoff_base

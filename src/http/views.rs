@@ -10,7 +10,7 @@ use crate::failure::{FailureCode, Owner};
 use crate::store::cursors::{self, CursorRow};
 use crate::store::deadman::{self, IncidentRow};
 use crate::store::imports::{self, ImportProcessRow};
-use crate::store::ledger::{self, RejectedRow};
+use crate::store::rejected::{self, RejectedRow};
 use crate::store::runs::{self, RunEventRow, RunRow};
 use crate::store::syncs::{self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncSummary};
 
@@ -427,7 +427,7 @@ impl RunView {
         Ok(Some(Self {
             failure: FailureView::of(run.failure_code.as_deref()),
             events: runs::list_run_events(pool, id).await?,
-            rejected_records: ledger::list_rejections(pool, id, REJECTED_SHOWN).await?,
+            rejected_records: rejected::list_rejections(pool, id, REJECTED_SHOWN).await?,
             imports: imports::list_import_processes(pool, id).await?,
             run,
         }))

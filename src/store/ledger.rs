@@ -385,6 +385,54 @@ pub async fn forget_batch(pool: &PgPool, batch: i64) -> sqlx::Result<()> {
     Ok(())
 }
 
+/// Gives back the attempt a bulk claim spent on a call whose failure the run
+/// observed (any answer, a refused connection, a timeout): an outage costs no
+/// record's budget. The claim is forgotten when it held nothing else of note
+/// (its keys had spent no attempt before, and nothing may have been written);
+/// otherwise its keys stay `pending` with the attempts they had before.
+pub async fn give_back_batch(pool: &PgPool, batch: i64, maybe_written: bool) -> sqlx::Result<()> {
+    // Two effects on one row, chosen by disjoint conditions: one statement.
+    sqlx::query(
+        "WITH gone AS (
+           DELETE FROM delivery_batches
+           WHERE id = $1 AND completed_at IS NULL AND NOT per_key AND attempts <= 1 AND NOT $2)
+         UPDATE delivery_batches SET attempts = attempts - 1
+         WHERE id = $1 AND completed_at IS NULL AND NOT per_key AND (attempts > 1 OR $2)",
+    )
+    .bind(batch)
+    .bind(maybe_written)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The same for per-key claims this run made: each key's attempt is given
+/// back; a key is forgotten when that leaves it with nothing of note.
+pub async fn give_back_keys(
+    pool: &PgPool,
+    sync_id: &str,
+    run_id: i64,
+    keys: &[Vec<u8>],
+    maybe_written: bool,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "WITH gone AS (
+           DELETE FROM deliveries
+           WHERE sync_id = $1 AND key = ANY($2) AND status = 'pending' AND run_id = $3
+             AND attempts <= 1 AND NOT $4)
+         UPDATE deliveries SET attempts = attempts - 1
+         WHERE sync_id = $1 AND key = ANY($2) AND status = 'pending' AND run_id = $3
+           AND (attempts > 1 OR $4)",
+    )
+    .bind(sync_id)
+    .bind(keys)
+    .bind(run_id)
+    .bind(maybe_written)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// A bulk call's one answer for its whole batch, to be written (with the
 /// page's checkpoint, `runs::record_clean_page`, or alone).
 #[derive(Debug, Clone)]
@@ -423,21 +471,34 @@ pub async fn complete_batch(
 }
 
 /// Settles a batch-only claim whose call answered key by key (some records
-/// refused, or different answers): the delivered keys get rows of their own,
-/// `completed` with their answers, and the batch keeps only them; the refused
+/// refused, different answers, or part of the call failed): the delivered
+/// keys get rows of their own, `completed` with their answers; the refused
 /// keys are forgotten (nothing was written), so a later replay may send them.
+/// The `failed` keys' attempt is given back as `give_back_batch` does: they
+/// keep a `pending` row of their own unless that would hold nothing of note.
 pub async fn settle_batch_per_key(
     pool: &PgPool,
     batch: i64,
     keys: &[Vec<u8>],
     results: &[serde_json::Value],
+    failed: &[Vec<u8>],
+    maybe_written: bool,
 ) -> sqlx::Result<()> {
     let results: Vec<Json<&serde_json::Value>> = results.iter().map(Json).collect();
     sqlx::query(
         "WITH b AS (
-           UPDATE delivery_batches SET per_key = true, keys = $2::bytea[], packed_keys = NULL
+           UPDATE delivery_batches
+           SET per_key = true, packed_keys = NULL,
+               keys = $2::bytea[] || CASE WHEN $5 OR attempts > 1 THEN $4::bytea[] ELSE '{}' END
            WHERE id = $1
-           RETURNING sync_id, run_id, fence, attempts)
+           RETURNING sync_id, run_id, fence, attempts),
+         kept AS (
+           INSERT INTO deliveries (sync_id, key, status, attempts, run_id, fence, batch_id)
+           SELECT b.sync_id, k, 'pending', b.attempts - 1, b.run_id, b.fence, $1
+           FROM b, unnest($4::bytea[]) AS k WHERE $5 OR b.attempts > 1
+           ON CONFLICT (key, sync_id) DO UPDATE SET attempts = EXCLUDED.attempts,
+             run_id = EXCLUDED.run_id, fence = EXCLUDED.fence, batch_id = EXCLUDED.batch_id
+           WHERE deliveries.status = 'pending')
          INSERT INTO deliveries
            (sync_id, key, status, attempts, result, run_id, fence, batch_id, completed_at)
          SELECT b.sync_id, r.key, 'completed', b.attempts, r.result, b.run_id, b.fence, $1, now()
@@ -448,6 +509,8 @@ pub async fn settle_batch_per_key(
     .bind(batch)
     .bind(keys)
     .bind(results)
+    .bind(failed)
+    .bind(maybe_written)
     .execute(pool)
     .await?;
     Ok(())
@@ -579,76 +642,4 @@ pub async fn purge_completed(pool: &PgPool, retention: Duration, batch: i64) -> 
     .execute(pool)
     .await?;
     Ok(total)
-}
-
-/// One record the destination refused (or that ran out of attempts).
-#[derive(Debug, Clone)]
-pub struct Rejection {
-    pub key: Option<Vec<u8>>,
-    pub email: Option<String>,
-    pub code: String,
-    pub message: String,
-}
-
-/// Keeps rejected records of a run, in one statement.
-pub async fn record_rejections(
-    pool: &PgPool,
-    run_id: i64,
-    sync_id: &str,
-    rejections: &[Rejection],
-) -> sqlx::Result<()> {
-    if rejections.is_empty() {
-        return Ok(());
-    }
-    let keys: Vec<Option<Vec<u8>>> = rejections.iter().map(|r| r.key.clone()).collect();
-    let emails: Vec<Option<String>> = rejections.iter().map(|r| r.email.clone()).collect();
-    let codes: Vec<&str> = rejections.iter().map(|r| r.code.as_str()).collect();
-    let messages: Vec<&str> = rejections.iter().map(|r| r.message.as_str()).collect();
-    sqlx::query(
-        "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
-         SELECT $1, $2, k, e, c, m FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[]) AS r(k, e, c, m)",
-    )
-    .bind(run_id)
-    .bind(sync_id)
-    .bind(keys)
-    .bind(emails)
-    .bind(codes)
-    .bind(messages)
-    .execute(pool)
-    .await?;
-    Ok(())
-}
-
-/// A stored rejected record.
-#[derive(Debug, Clone, serde::Serialize, FromRow)]
-pub struct RejectedRow {
-    pub id: i64,
-    pub run_id: i64,
-    #[serde(serialize_with = "hex_key")]
-    pub key: Option<Vec<u8>>,
-    pub email: Option<String>,
-    pub code: String,
-    pub message: String,
-    pub created_at: chrono::DateTime<chrono::Utc>,
-}
-
-fn hex_key<S: serde::Serializer>(key: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
-    match key {
-        Some(k) => s.serialize_str(&hex::encode(k)),
-        None => s.serialize_none(),
-    }
-}
-
-pub async fn list_rejections(
-    pool: &PgPool,
-    run_id: i64,
-    limit: i64,
-) -> sqlx::Result<Vec<RejectedRow>> {
-    sqlx::query_as::<_, RejectedRow>(
-        "SELECT * FROM rejected_records WHERE run_id = $1 ORDER BY id LIMIT $2",
-    )
-    .bind(run_id)
-    .bind(limit)
-    .fetch_all(pool)
-    .await
 }

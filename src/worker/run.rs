@@ -39,11 +39,9 @@ use crate::source::{AnySource, Page, Source, SourceError};
 use crate::store::cursors;
 use crate::store::grouped::RunStatements;
 use crate::store::imports;
-use crate::store::ledger::{self, BatchClaim, Claim, KeyState, Rejection};
+use crate::store::ledger::{self, BatchClaim, Claim, KeyState};
+use crate::store::rejected::{self, ATTEMPT_BUDGET_EXHAUSTED, Rejection};
 use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
-
-/// Code kept on a record whose attempt budget ran out.
-pub const ATTEMPT_BUDGET_EXHAUSTED: &str = "attempt_budget_exhausted";
 
 /// What a run needs from its surroundings.
 #[derive(Debug, Clone)]
@@ -129,7 +127,9 @@ impl From<DestinationError> for Stop {
     fn from(e: DestinationError) -> Self {
         let code = match &e {
             DestinationError::Unauthorized(_) => FailureCode::DestinationAuthFailed,
-            DestinationError::Unavailable(_) => FailureCode::DestinationUnavailable,
+            DestinationError::Unavailable(_) | DestinationError::Unanswered(_) => {
+                FailureCode::DestinationUnavailable
+            }
             DestinationError::RateLimited(_) => FailureCode::DestinationRateLimited,
             DestinationError::InvalidConfig(_) => FailureCode::ConfigInvalid,
         };
@@ -415,12 +415,14 @@ async fn page_loop(
             Some((prepared?, after))
         };
         let (delivered, read_ahead) = tokio::join!(delivery, read_ahead);
-        let rejected_all = delivered?;
-        if rejected_all {
+        if let Some(refused) = delivered? {
             complete_alone(env, run, completions).await?;
             return Err(Stop(
-                FailureCode::DestinationRejectedAll,
-                format!("all {records} records of page {} were rejected", state.page),
+                refused,
+                format!(
+                    "all {records} records of page {} were rejected or quarantined",
+                    state.page
+                ),
             ));
         }
         // The page is clean. A page replayed whole (nothing sent, claimed or
@@ -441,7 +443,7 @@ async fn page_loop(
         };
         let claim_next = match &upcoming {
             Some(Ok(page)) if !env.bench_without_ledger && destination.batch_size().is_none() => {
-                page.whole_claim()
+                page.whole_claim(env.record_attempts)
             }
             _ => None,
         };
@@ -596,6 +598,14 @@ struct Pending {
     per_key: bool,
 }
 
+impl Pending {
+    /// A key whose earlier sends died with their process, with one attempt
+    /// left in its budget of `budget`: sent alone.
+    fn last_chance(&self, budget: i32) -> bool {
+        self.suspect && self.spent >= 1 && self.spent + 1 >= budget
+    }
+}
+
 /// What went wrong with a page read ahead.
 enum AheadError {
     /// Keying the page (a row the source cannot decode) or looking it up
@@ -627,6 +637,8 @@ async fn read_following(
 /// A page read, keyed, mapped and looked up in the ledger; nothing written.
 struct PreparedPage {
     records: usize,
+    /// The cursor the page was read from (`None`: the source's start).
+    cursor: Option<Value>,
     next_cursor: Option<Value>,
     /// The page's identity in the ledger.
     page_id: [u8; 32],
@@ -648,9 +660,12 @@ struct PreparedPage {
 
 impl PreparedPage {
     /// The claim of this page's bulk call (suspects first, as `send_page`
-    /// sends them); none when nothing is to be sent.
-    fn whole_claim(&self) -> Option<ledger::BatchClaimRequest> {
-        if self.suspects.is_empty() && self.fresh.is_empty() {
+    /// sends them); none when nothing is to be sent, or when the page is not
+    /// sent in one call (a suspect on its last attempt goes alone).
+    fn whole_claim(&self, budget: i32) -> Option<ledger::BatchClaimRequest> {
+        if self.suspects.is_empty() && self.fresh.is_empty()
+            || self.suspects.iter().any(|s| s.last_chance(budget))
+        {
             return None;
         }
         Some(whole_claim(
@@ -724,7 +739,10 @@ async fn prepare_page(
                 key: Some(key.0.to_vec()),
                 email: Some(contact.email),
                 code: ATTEMPT_BUDGET_EXHAUSTED.into(),
-                message: format!("sent {spent} times without a confirmed answer; not sent again"),
+                message: format!(
+                    "its write died with the process {spent} times (no run saw an answer); \
+                     quarantined: `syncward sync retry-rejected` puts it back"
+                ),
             });
             continue;
         }
@@ -746,6 +764,7 @@ async fn prepare_page(
     }
     Ok(PreparedPage {
         records,
+        cursor: page_cursor.cloned(),
         next_cursor,
         page_id,
         open_batches: known.open_batches,
@@ -758,7 +777,9 @@ async fn prepare_page(
     })
 }
 
-/// Sends a prepared page; returns true when every record of it was rejected.
+/// Sends a prepared page; returns the failure when no record of it can be
+/// delivered (every one rejected, or quarantined): the page is never given up
+/// on as a whole.
 async fn send_page(
     env: &RunEnv,
     run: &RunRow,
@@ -767,9 +788,10 @@ async fn send_page(
     page: PreparedPage,
     counts: &mut RunCounts,
     completions: &mut Vec<ledger::BatchCompletion>,
-) -> Result<bool, Stop> {
+) -> Result<Option<FailureCode>, Stop> {
     let PreparedPage {
         records,
+        cursor,
         page_id,
         open_batches,
         mut claimed,
@@ -783,8 +805,10 @@ async fn send_page(
     counts.read += records as i64;
     counts.replayed += replayed;
 
-    // Suspects go alone, fresh records in the destination's batch size; a bulk
-    // destination takes the whole page in one call.
+    // Suspects go alone, fresh records in the destination's batch size. A bulk
+    // destination takes the whole page in one call, but for suspects on their
+    // last attempt: alone, so a record that kills the worker is found before
+    // its neighbours' budgets run out.
     let mut batches: Vec<Vec<Pending>> = Vec::new();
     match destination.batch_size() {
         Some(n) => {
@@ -795,7 +819,10 @@ async fn send_page(
             }
         }
         None => {
-            let mut all = suspects;
+            let (alone, mut all): (Vec<Pending>, Vec<Pending>) = suspects
+                .into_iter()
+                .partition(|s| s.last_chance(env.record_attempts));
+            batches.extend(alone.into_iter().map(|s| vec![s]));
             all.extend(fresh);
             if !all.is_empty() {
                 batches.push(all);
@@ -825,9 +852,25 @@ async fn send_page(
     }
     counts.written += delivered as i64;
     counts.rejected += rejections.len() as i64;
-    ledger::record_rejections(&env.store, run.id, &run.sync_id, &rejections).await?;
-    let rejected_for_cause = rejections.len() - exhausted;
-    Ok(rejected_for_cause == records)
+    rejected::record_rejections(
+        &env.store,
+        run.id,
+        &run.sync_id,
+        (&page_id, cursor.as_ref()),
+        &rejections,
+    )
+    .await?;
+    if exhausted > 0 {
+        metrics::counter!("syncward_records_quarantined_total").increment(exhausted as u64);
+    }
+    if rejections.len() < records {
+        return Ok(None);
+    }
+    Ok(Some(if exhausted == 0 {
+        FailureCode::DestinationRejectedAll
+    } else {
+        FailureCode::RecordsQuarantined
+    }))
 }
 
 /// What a claim needs to know of its page.
@@ -886,12 +929,18 @@ async fn deliver_batch(
     let sent = batch.len();
     let (keys, outbound): (Vec<DeliveryKey>, Vec<Outbound>) =
         batch.into_iter().map(|p| (p.key, p.outbound)).unzip();
-    let outcomes = destination.deliver(&outbound).await?;
+    // A call that failed as a whole failed for each of its records.
+    let outcomes = destination
+        .deliver(&outbound)
+        .await
+        .unwrap_or_else(|e| vec![RecordOutcome::Failed(e); sent]);
     let mut done_keys = Vec::new();
     let mut done_results = Vec::new();
     let mut refused_keys = Vec::new();
+    let mut failed = FailedCalls::default();
     for ((key, outbound), outcome) in keys.iter().zip(outbound).zip(outcomes) {
         match outcome {
+            RecordOutcome::Failed(error) => failed.add(key, error),
             RecordOutcome::Delivered(result) => {
                 done_keys.push(key.0.to_vec());
                 done_results.push(result);
@@ -921,6 +970,13 @@ async fn deliver_batch(
     }
     match claimed {
         Claimed::Unrecorded => {}
+        // The whole call failed: its attempt is given back (the run saw the
+        // failure), and the run fails below.
+        Claimed::Whole(id) if done_keys.is_empty() && refused_keys.is_empty() => {
+            if failed.error.is_some() {
+                ledger::give_back_batch(&env.store, id, failed.maybe_written).await?;
+            }
+        }
         // Every record delivered with one answer (an import's processId): one
         // row completes them all, with the import to follow up, in the page's
         // checkpoint statement.
@@ -934,7 +990,15 @@ async fn deliver_batch(
             });
         }
         Claimed::Whole(id) => {
-            ledger::settle_batch_per_key(&env.store, id, &done_keys, &done_results).await?;
+            ledger::settle_batch_per_key(
+                &env.store,
+                id,
+                &done_keys,
+                &done_results,
+                &failed.keys,
+                failed.maybe_written,
+            )
+            .await?;
             if !processes.is_empty() {
                 imports::record_import_processes(&env.store, sync_id, run.id, &processes).await?;
             }
@@ -950,9 +1014,42 @@ async fn deliver_batch(
             if !refused_keys.is_empty() {
                 ledger::release_keys(&env.store, sync_id, &refused_keys).await?;
             }
+            if !failed.keys.is_empty() {
+                ledger::give_back_keys(
+                    &env.store,
+                    sync_id,
+                    run.id,
+                    &failed.keys,
+                    failed.maybe_written,
+                )
+                .await?;
+            }
         }
     }
+    // What was delivered is recorded; the failure ends the run, which is
+    // retried with backoff (the cursor stays at this page).
+    if let Some(error) = failed.error {
+        return Err(Stop::from(error));
+    }
     Ok(done_keys.len())
+}
+
+/// The records of a batch whose calls failed as a whole.
+#[derive(Default)]
+struct FailedCalls {
+    keys: Vec<Vec<u8>>,
+    /// The first failure: the run's.
+    error: Option<DestinationError>,
+    /// Whether any of the failed calls may have written.
+    maybe_written: bool,
+}
+
+impl FailedCalls {
+    fn add(&mut self, key: &DeliveryKey, error: DestinationError) {
+        self.keys.push(key.0.to_vec());
+        self.maybe_written |= error.maybe_written();
+        self.error.get_or_insert(error);
+    }
 }
 
 fn fenced_before_claim() -> Stop {

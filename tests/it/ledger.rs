@@ -262,6 +262,8 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
         batch,
         &keys[..2],
         &[json!({"id": 1}), json!({"id": 2})],
+        &[],
+        false,
     )
     .await?;
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;

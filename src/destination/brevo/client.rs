@@ -171,8 +171,16 @@ impl BrevoDestination {
             let answer = send_with_retry(build, &self.policy, RESET_HEADER, |status, bytes| {
                 judge_import(status, bytes, rows.len())
             })
-            .await?;
-            outcomes.extend(answer);
+            .await;
+            match answer {
+                Ok(answer) => outcomes.extend(answer),
+                // The chunks already imported keep their answers; this one
+                // and the rest failed as a whole.
+                Err(e) => {
+                    outcomes.resize(records.len(), RecordOutcome::Failed(e));
+                    break;
+                }
+            }
         }
         Ok(outcomes)
     }
@@ -312,10 +320,11 @@ impl Destination for BrevoDestination {
     async fn deliver(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
         match self.config.mode {
             BrevoMode::Bulk => self.import(records).await,
-            BrevoMode::Single => join_all(records.iter().map(|r| self.create_contact(r)))
+            BrevoMode::Single => Ok(join_all(records.iter().map(|r| self.create_contact(r)))
                 .await
                 .into_iter()
-                .collect(),
+                .map(|answer| answer.unwrap_or_else(RecordOutcome::Failed))
+                .collect()),
         }
     }
 }

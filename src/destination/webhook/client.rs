@@ -153,7 +153,11 @@ impl Destination for WebhookDestination {
                 .await
                 .map(|mut v| v.remove(0))
         });
-        join_all(calls).await.into_iter().collect()
+        Ok(join_all(calls)
+            .await
+            .into_iter()
+            .map(|answer| answer.unwrap_or_else(RecordOutcome::Failed))
+            .collect())
     }
 }
 
