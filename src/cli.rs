@@ -82,6 +82,9 @@ pub enum SyncCommand {
         /// Run it here and now, on the same code path the daemon uses.
         #[arg(long)]
         foreground: bool,
+        /// Run it even though the sync is paused (once; it stays paused).
+        #[arg(long)]
+        force: bool,
     },
     /// The next page as a run would see it: mapped records, delivery keys and
     /// their ledger state. Writes nothing anywhere.
@@ -96,6 +99,21 @@ pub enum SyncCommand {
     /// Forget the saved cursor: the next run starts from the beginning of the
     /// source. Delivered records are still not sent twice (the ledger keeps them).
     ResetCursor { id: String },
+    /// Put quarantined and rejected records back: the next run sends them
+    /// again, even though the cursor has moved past their page (it goes back
+    /// to the earliest such page; the ledger replays the rest without
+    /// calling the destination).
+    RetryRejected {
+        id: String,
+        /// Only the records of this run.
+        #[arg(long, value_name = "RUN_ID")]
+        run: Option<i64>,
+        /// Only the records with this code (e.g. attempt_budget_exhausted).
+        #[arg(long)]
+        code: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
 }
 
 #[derive(Debug, Subcommand)]

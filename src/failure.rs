@@ -40,13 +40,14 @@ pub enum FailureCode {
     ConfigInvalid,
     LeaseLost,
     LeaseBusy,
+    SyncPaused,
     Interrupted,
     StoreUnavailable,
     Internal,
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 14] = [
+    pub const ALL: [FailureCode; 15] = [
         FailureCode::SourceUnreachable,
         FailureCode::SourceQueryFailed,
         FailureCode::SourceAuthFailed,
@@ -58,6 +59,7 @@ impl FailureCode {
         FailureCode::ConfigInvalid,
         FailureCode::LeaseLost,
         FailureCode::LeaseBusy,
+        FailureCode::SyncPaused,
         FailureCode::Interrupted,
         FailureCode::StoreUnavailable,
         FailureCode::Internal,
@@ -76,6 +78,7 @@ impl FailureCode {
             FailureCode::ConfigInvalid => "config_invalid",
             FailureCode::LeaseLost => "lease_lost",
             FailureCode::LeaseBusy => "lease_busy",
+            FailureCode::SyncPaused => "sync_paused",
             FailureCode::Interrupted => "interrupted",
             FailureCode::StoreUnavailable => "store_unavailable",
             FailureCode::Internal => "internal",
@@ -116,6 +119,9 @@ impl FailureCode {
                 "The run lost its slot part-way through and stopped to avoid writing twice."
             }
             FailureCode::LeaseBusy => "Another run of this sync was already in progress",
+            FailureCode::SyncPaused => {
+                "The sync was paused before this run started, so the run read and sent nothing."
+            }
             FailureCode::Interrupted => {
                 "The run was stopped before it finished (the daemon was shutting down)."
             }
@@ -160,6 +166,9 @@ impl FailureCode {
                 "Nothing to fix in the sync: the run is retried; if it recurs, check Redis and that runs renew their lease in time."
             }
             FailureCode::LeaseBusy => "Nothing to do: the next scheduled run starts normally.",
+            FailureCode::SyncPaused => {
+                "Resume the sync (`syncward sync resume SYNC_ID`) once the reason it was paused for is dealt with; `sync run SYNC_ID --force` runs it once while paused."
+            }
             FailureCode::Interrupted => {
                 "Nothing to do: the run is resumed from its last clean batch."
             }
@@ -186,6 +195,7 @@ impl FailureCode {
             | FailureCode::RecordsQuarantined
             | FailureCode::LeaseLost
             | FailureCode::LeaseBusy
+            | FailureCode::SyncPaused
             | FailureCode::Interrupted
             | FailureCode::StoreUnavailable
             | FailureCode::Internal => Owner::Operator,
@@ -209,7 +219,8 @@ impl FailureCode {
             | FailureCode::DestinationRejectedAll
             | FailureCode::RecordsQuarantined
             | FailureCode::ConfigInvalid
-            | FailureCode::LeaseBusy => false,
+            | FailureCode::LeaseBusy
+            | FailureCode::SyncPaused => false,
         }
     }
 }

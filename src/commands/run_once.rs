@@ -13,12 +13,20 @@ use crate::lease::{LeaseManager, clear_liveness, connect_redis, refresh_liveness
 use crate::store::runs::{self, Executor, RunCounts};
 use crate::store::syncs;
 use crate::worker::{
-    PageProgress, Recorded, RunEnv, RunOutcome, RunReport, execute_run, record_outcome,
+    FORCED_TRIGGER, PageProgress, Recorded, RunEnv, RunOutcome, RunReport, Thresholds, execute_run,
+    record_outcome,
 };
 
-pub async fn enqueue(settings: &Settings, pool: &PgPool, id: &str) -> anyhow::Result<()> {
+/// Queues a run; `forced` ones run although the sync is paused.
+pub async fn enqueue(
+    settings: &Settings,
+    pool: &PgPool,
+    id: &str,
+    forced: bool,
+) -> anyhow::Result<()> {
     let max_attempts = i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX);
-    let (run_id, new) = runs::enqueue_run(pool, id, "manual", max_attempts).await?;
+    let trigger = if forced { FORCED_TRIGGER } else { "manual" };
+    let (run_id, new) = runs::enqueue_run(pool, id, trigger, max_attempts).await?;
     if new {
         println!("{id}: run {run_id} queued; a running daemon picks it up.");
     } else {
@@ -31,6 +39,7 @@ pub async fn foreground(
     settings: &Settings,
     pool: &PgPool,
     sync: syncs::SyncRow,
+    forced: bool,
 ) -> anyhow::Result<()> {
     let redis = connect_redis(&settings.redis).await?;
     let boot_id = Uuid::new_v4();
@@ -47,7 +56,8 @@ pub async fn foreground(
         boot_id,
     };
     let max_attempts = i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX);
-    let run = runs::create_claimed_run(pool, &sync.id, "foreground", max_attempts, &executor)
+    let trigger = if forced { FORCED_TRIGGER } else { "foreground" };
+    let run = runs::create_claimed_run(pool, &sync.id, trigger, max_attempts, &executor)
         .await
         .context("creating the run failed")?;
     runs::add_run_event(
@@ -126,7 +136,7 @@ pub async fn foreground(
         &run,
         &report,
         None,
-        settings.breaker.consecutive_failures,
+        Thresholds::of(settings),
     )
     .await?;
     // Released only now: the next run cannot start before this one shows as ended.
@@ -160,12 +170,8 @@ pub async fn foreground(
             println!("Run {} succeeded: {summary}.", run.id);
             Ok(())
         }
-        RunOutcome::Skipped => {
-            println!(
-                "Run {} skipped: {}.",
-                run.id,
-                FailureCode::LeaseBusy.what_happened()
-            );
+        RunOutcome::Skipped(code) => {
+            println!("Run {} skipped: {}", run.id, code.what_happened());
             Ok(())
         }
         RunOutcome::Stopped => anyhow::bail!("run {} stopped before the end of the source", run.id),

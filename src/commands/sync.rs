@@ -7,6 +7,7 @@ use crate::cli::SyncCommand;
 use crate::config::{Settings, load_for_apply};
 use crate::http::views::SyncView;
 use crate::store::audit::Actor;
+use crate::store::rejected::{self, PutBackFilter};
 use crate::store::syncs::{PAUSED_MANUAL, PublishOutcome};
 use crate::store::{self, cursors, syncs};
 
@@ -89,12 +90,26 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             }
             Ok(())
         }
-        SyncCommand::Run { id, foreground } => {
+        SyncCommand::Run {
+            id,
+            foreground,
+            force,
+        } => {
             let sync = require_sync(&pool, &id).await?;
+            if sync.status == "paused" && !force {
+                let reason = sync
+                    .paused_reason
+                    .as_deref()
+                    .unwrap_or("paused by a person");
+                anyhow::bail!(
+                    "sync {id} is paused ({reason}); resume it with `syncward sync resume {id}`, or run it once anyway with --force"
+                );
+            }
+            let forced = sync.status == "paused";
             if foreground {
-                run_once::foreground(settings, &pool, sync).await
+                run_once::foreground(settings, &pool, sync, forced).await
             } else {
-                run_once::enqueue(settings, &pool, &id).await
+                run_once::enqueue(settings, &pool, &id, forced).await
             }
         }
         SyncCommand::Preview { id, limit, json } => {
@@ -133,6 +148,44 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 );
             }
             println!("Nothing was written.");
+            Ok(())
+        }
+        SyncCommand::RetryRejected {
+            id,
+            run,
+            code,
+            json,
+        } => {
+            require_sync(&pool, &id).await?;
+            let filter = PutBackFilter { run_id: run, code };
+            let done = rejected::put_back(&pool, &id, &filter, Actor::Cli).await?;
+            if json.json {
+                return print_json(&done);
+            }
+            if done.records() == 0 {
+                println!("{id}: no quarantined or rejected records to put back.");
+                return Ok(());
+            }
+            let codes: Vec<String> = done
+                .by_code
+                .iter()
+                .map(|(code, n)| format!("{n} {code}"))
+                .collect();
+            println!(
+                "{id}: put back {} record(s) ({}); the next run sends them again.",
+                done.records(),
+                codes.join(", ")
+            );
+            if let Some(cursor) = &done.rewound_to {
+                let at = if cursor.is_null() {
+                    "the start of the source".to_string()
+                } else {
+                    cursor.to_string()
+                };
+                println!(
+                    "  The cursor went back to {at}; the pages since are replayed from the ledger, not sent again."
+                );
+            }
             Ok(())
         }
         SyncCommand::ResetCursor { id } => {

@@ -1,6 +1,6 @@
 //! The JSON API (DESIGN §3).
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -8,7 +8,9 @@ use serde_json::json;
 use super::HttpState;
 use super::views::{RunView, SyncView};
 use crate::store::audit::Actor;
+use crate::store::rejected::{self, PutBackFilter};
 use crate::store::{runs, syncs};
+use crate::worker::FORCED_TRIGGER;
 
 fn not_found(what: &str) -> Response {
     (
@@ -88,12 +90,34 @@ pub async fn resume(State(state): State<HttpState>, Path(id): Path<String>) -> R
     }
 }
 
-pub async fn run_now(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
+#[derive(Debug, serde::Deserialize)]
+pub struct RunQuery {
+    /// Run although the sync is paused (once; it stays paused).
+    #[serde(default)]
+    force: bool,
+}
+
+pub async fn run_now(
+    State(state): State<HttpState>,
+    Path(id): Path<String>,
+    Query(query): Query<RunQuery>,
+) -> Response {
     match syncs::get_sync(&state.store, &id).await {
         Ok(None) => not_found("sync"),
         Err(e) => internal(e),
-        Ok(Some(_)) => {
-            match runs::enqueue_run(&state.store, &id, "manual", state.max_attempts).await {
+        Ok(Some(sync)) if sync.status == "paused" && !query.force => (
+            StatusCode::CONFLICT,
+            axum::Json(json!({
+                "error": format!(
+                    "sync {id} is paused ({}); resume it first, or add ?force=true to run it once anyway",
+                    sync.paused_reason.as_deref().unwrap_or("paused by a person")
+                )
+            })),
+        )
+            .into_response(),
+        Ok(Some(sync)) => {
+            let trigger = if sync.status == "paused" { FORCED_TRIGGER } else { "manual" };
+            match runs::enqueue_run(&state.store, &id, trigger, state.max_attempts).await {
                 Ok((run_id, new)) => (
                     StatusCode::ACCEPTED,
                     axum::Json(json!({"sync": id, "run_id": run_id, "new": new})),
@@ -102,5 +126,41 @@ pub async fn run_now(State(state): State<HttpState>, Path(id): Path<String>) -> 
                 Err(e) => internal(e),
             }
         }
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct RetryRejectedQuery {
+    /// Only the records of this run.
+    run: Option<i64>,
+    /// Only the records with this code (e.g. `attempt_budget_exhausted`).
+    code: Option<String>,
+}
+
+/// `POST /api/syncs/{id}/retry-rejected[?run=RUN_ID][&code=CODE]`: puts
+/// quarantined and rejected records back for the next run.
+pub async fn retry_rejected(
+    State(state): State<HttpState>,
+    Path(id): Path<String>,
+    Query(query): Query<RetryRejectedQuery>,
+) -> Response {
+    match syncs::get_sync(&state.store, &id).await {
+        Ok(None) => return not_found("sync"),
+        Err(e) => return internal(e),
+        Ok(Some(_)) => {}
+    }
+    let filter = PutBackFilter {
+        run_id: query.run,
+        code: query.code,
+    };
+    match rejected::put_back(&state.store, &id, &filter, Actor::Api).await {
+        Ok(done) => axum::Json(json!({
+            "sync": id,
+            "put_back": done.records(),
+            "by_code": done.by_code,
+            "rewound_to": done.rewound_to,
+        }))
+        .into_response(),
+        Err(e) => internal(e),
     }
 }

@@ -58,6 +58,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/syncs/{id}/pause", post(api::pause))
         .route("/api/syncs/{id}/resume", post(api::resume))
         .route("/api/syncs/{id}/run", post(api::run_now))
+        .route("/api/syncs/{id}/retry-rejected", post(api::retry_rejected))
         .route("/api/runs/{id}", get(api::show_run))
         .route("/", get(pages::overview))
         .route("/syncs/{id}", get(pages::sync_page))

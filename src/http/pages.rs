@@ -10,6 +10,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use super::HttpState;
 use super::views::{Body, Cell, OverviewView, Page, RunView, SyncView};
 use crate::store::audit::Actor;
+use crate::store::rejected::{self, PutBackFilter};
 use crate::store::{runs, syncs};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1b1f24}
@@ -104,7 +105,15 @@ pub async fn sync_page(State(state): State<HttpState>, Path(id): Path<String>) -
                 } @else {
                     form method="post" action={ "/syncs/" (id) "/pause" } { button type="submit" { "Pause" } }
                 }
-                form method="post" action={ "/syncs/" (id) "/run" } { button type="submit" { "Run now" } }
+                // A paused sync runs nothing: resume it first.
+                @if !paused {
+                    form method="post" action={ "/syncs/" (id) "/run" } { button type="submit" { "Run now" } }
+                }
+                @if view.rejections.quarantined + view.rejections.rejected > 0 {
+                    form method="post" action={ "/syncs/" (id) "/retry-rejected" } {
+                        button type="submit" { "Retry quarantined and rejected records" }
+                    }
+                }
             };
             Html(layout(&view.page(), Some(actions)).into_string()).into_response()
         }
@@ -151,11 +160,11 @@ pub async fn action(
         )
             .into_response();
     }
-    match syncs::get_sync(&state.store, &id).await {
+    let paused = match syncs::get_sync(&state.store, &id).await {
         Ok(None) => return not_found("sync"),
         Err(e) => return internal(e),
-        Ok(Some(_)) => {}
-    }
+        Ok(Some(sync)) => sync.status == "paused",
+    };
     let done = match verb.as_str() {
         "pause" => syncs::pause_sync(&state.store, &id, syncs::PAUSED_MANUAL, Actor::Api)
             .await
@@ -163,9 +172,21 @@ pub async fn action(
         "resume" => syncs::resume_sync(&state.store, &id, Actor::Api)
             .await
             .map(drop),
+        "run" if paused => {
+            return (
+                StatusCode::CONFLICT,
+                "the sync is paused; resume it before running it",
+            )
+                .into_response();
+        }
         "run" => runs::enqueue_run(&state.store, &id, "manual", state.max_attempts)
             .await
             .map(drop),
+        "retry-rejected" => {
+            rejected::put_back(&state.store, &id, &PutBackFilter::default(), Actor::Api)
+                .await
+                .map(drop)
+        }
         _ => return not_found("action"),
     };
     match done {

@@ -10,7 +10,7 @@ use crate::failure::{FailureCode, Owner};
 use crate::store::cursors::{self, CursorRow};
 use crate::store::deadman::{self, IncidentRow};
 use crate::store::imports::{self, ImportProcessRow};
-use crate::store::rejected::{self, RejectedRow};
+use crate::store::rejected::{self, OpenRejections, RejectedRow};
 use crate::store::runs::{self, RunEventRow, RunRow};
 use crate::store::syncs::{self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncSummary};
 
@@ -18,6 +18,8 @@ use crate::store::syncs::{self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncS
 const RECENT_RUNS: i64 = 10;
 /// How many rejected records the run page lists.
 const REJECTED_SHOWN: i64 = 100;
+/// Latest undelivered records listed on a sync's page.
+const REJECTED_ON_SYNC_PAGE: usize = 20;
 
 /// One page: a title and its sections, in reading order.
 #[derive(Debug, Clone)]
@@ -271,6 +273,8 @@ pub struct SyncView {
     pub sync: SyncRow,
     pub cursor: Option<CursorRow>,
     pub deadman_incidents: Vec<IncidentRow>,
+    /// Quarantined and rejected records not put back yet.
+    pub rejections: OpenRejections,
     pub recent_runs: Vec<RunRow>,
 }
 
@@ -282,6 +286,7 @@ impl SyncView {
         Ok(Some(Self {
             cursor: cursors::get_cursor(pool, id).await?,
             deadman_incidents: deadman::open_incidents_for_sync(pool, id).await?,
+            rejections: rejected::open_rejections(pool, id, REJECTED_SHOWN).await?,
             recent_runs: runs::list_runs(pool, Some(id), RECENT_RUNS).await?,
             sync,
         }))
@@ -367,6 +372,21 @@ impl SyncView {
                 title: "Silent (dead-man incidents open)".into(),
                 body: Body::Table {
                     headers: vec!["scope", "silence", "since"],
+                    rows,
+                },
+            });
+        }
+        let open = &self.rejections;
+        if open.quarantined + open.rejected > 0 {
+            let mut rows: Vec<Vec<Cell>> = open.latest.iter().map(rejected_row).collect();
+            rows.truncate(REJECTED_ON_SYNC_PAGE);
+            sections.push(Section {
+                title: format!(
+                    "Records not delivered: {} quarantined, {} rejected (`syncward sync retry-rejected {}` puts them back)",
+                    open.quarantined, open.rejected, s.id
+                ),
+                body: Body::Table {
+                    headers: vec!["run", "email", "code", "message", "at"],
                     rows,
                 },
             });
@@ -529,8 +549,20 @@ impl RunView {
                     .collect(),
             }
         };
+        let quarantined = self
+            .rejected_records
+            .iter()
+            .filter(|x| x.code == rejected::ATTEMPT_BUDGET_EXHAUSTED)
+            .count();
         sections.push(Section {
-            title: "Rejected records".into(),
+            title: if quarantined > 0 {
+                format!(
+                    "Rejected records ({quarantined} quarantined: `syncward sync retry-rejected {} --run {}` puts them back)",
+                    self.run.sync_id, self.run.id
+                )
+            } else {
+                "Rejected records".into()
+            },
             body: rejected,
         });
         if !self.imports.is_empty() {
@@ -569,4 +601,15 @@ impl RunView {
             sections,
         }
     }
+}
+
+/// One undelivered record on a sync's page.
+fn rejected_row(x: &RejectedRow) -> Vec<Cell> {
+    vec![
+        run_link(x.run_id),
+        x.email.clone().unwrap_or_else(|| "-".into()).into(),
+        x.code.clone().into(),
+        x.message.clone().into(),
+        when(Some(x.created_at)).into(),
+    ]
 }

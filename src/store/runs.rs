@@ -416,6 +416,8 @@ pub struct ClaimedRun {
     #[sqlx(flatten)]
     pub run: RunRow,
     pub sync_definition: Option<Json<serde_json::Value>>,
+    /// The sync is paused: the run ends skipped unless it was forced.
+    pub sync_paused: Option<bool>,
 }
 
 /// Claims the oldest due queued run for `executor`: one short transaction that
@@ -463,7 +465,7 @@ pub async fn claim_runs(
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
            SELECT id, 'claimed', jsonb_build_object('attempt', attempt, 'worker', worker_id) FROM claimed)
-         SELECT c.*, s.definition AS sync_definition
+         SELECT c.*, s.definition AS sync_definition, s.status = 'paused' AS sync_paused
          FROM claimed c LEFT JOIN syncs s ON s.id = c.sync_id",
     )
     .bind(executors.iter().map(|e| e.worker_id.as_str()).collect::<Vec<_>>())

@@ -9,6 +9,7 @@ use super::run::{RunOutcome, RunReport};
 use crate::config::RetrySettings;
 use crate::failure::FailureCode;
 use crate::store::grouped::RunStatements;
+use crate::store::rejected;
 use crate::store::runs::{self, RunCounts, RunRow};
 
 /// What became of the run.
@@ -43,6 +44,24 @@ pub fn backoff(retry: &RetrySettings, attempt: i32) -> Duration {
         .min(retry.backoff_max)
 }
 
+/// The settings a run's end is judged by.
+#[derive(Debug, Clone, Copy)]
+pub struct Thresholds {
+    /// `breaker.consecutive_failures` (a sync may override it).
+    pub breaker_failures: u32,
+    /// `ledger.record_attempts`, named in the quarantine alert.
+    pub record_attempts: u32,
+}
+
+impl Thresholds {
+    pub fn of(settings: &crate::config::Settings) -> Self {
+        Self {
+            breaker_failures: settings.breaker.consecutive_failures,
+            record_attempts: settings.ledger.record_attempts,
+        }
+    }
+}
+
 /// Records a run's end. With `retry` (daemon runs), a retryable failure with
 /// attempts left goes back in the queue after its backoff, and a clean stop at a
 /// batch boundary goes back at once with its attempt returned.
@@ -52,7 +71,7 @@ pub async fn record_outcome(
     run: &RunRow,
     report: &RunReport,
     retry: Option<&RetrySettings>,
-    breaker_threshold: u32,
+    thresholds: Thresholds,
 ) -> sqlx::Result<Recorded> {
     let store = alerter.store();
     let recorded = record(store, statements, run, report, retry).await?;
@@ -76,12 +95,53 @@ pub async fn record_outcome(
         // The breaker reads what was just recorded; its own failure must not
         // hide the run's outcome.
         if let Err(e) =
-            crate::breaker::after_failure(alerter, &run.sync_id, breaker_threshold).await
+            crate::breaker::after_failure(alerter, &run.sync_id, thresholds.breaker_failures).await
         {
             tracing::error!(error = %e, sync.id = %run.sync_id, "The circuit breaker check failed");
         }
     }
+    if report.counts.rejected > 0
+        && let Err(e) = alert_quarantine(alerter, run, thresholds.record_attempts).await
+    {
+        tracing::error!(error = %e, sync.id = %run.sync_id, "The quarantine alert check failed");
+    }
     Ok(recorded)
+}
+
+/// Kind of the alert raised when a run quarantines records.
+pub const QUARANTINE_ALERT: &str = "records_quarantined";
+
+/// One critical alert per sync and incident when a run quarantined records:
+/// the incident lasts until they are put back (`sync retry-rejected`).
+async fn alert_quarantine(
+    alerter: &crate::alerts::Alerter,
+    run: &RunRow,
+    record_attempts: u32,
+) -> sqlx::Result<()> {
+    let store = alerter.store();
+    let quarantined = rejected::quarantined_in_run(store, run.id).await?;
+    if quarantined == 0
+        || !rejected::quarantine_alert_due(store, &run.sync_id, QUARANTINE_ALERT).await?
+    {
+        return Ok(());
+    }
+    let sync = &run.sync_id;
+    alerter
+        .raise(&crate::alerts::Alert {
+            kind: QUARANTINE_ALERT,
+            workspace: Some(run.workspace_id.clone()),
+            sync: Some(sync.clone()),
+            run_id: Some(run.id),
+            message: format!(
+                "Sync {sync}: {quarantined} record(s) quarantined after killing the worker {record_attempts} times \
+                 (run {}). They are not sent again until someone puts them back: find what kills the worker \
+                 on them, then run `syncward sync retry-rejected {sync}`.",
+                run.id
+            ),
+            failure: Some(FailureCode::RecordsQuarantined),
+        })
+        .await;
+    Ok(())
 }
 
 async fn record(
@@ -94,16 +154,9 @@ async fn record(
     let counts = &report.counts;
     match &report.outcome {
         RunOutcome::Succeeded => finish(statements, run, "succeeded", counts, None).await,
-        RunOutcome::Skipped => {
-            let detail = FailureCode::LeaseBusy.what_happened().to_string();
-            finish(
-                statements,
-                run,
-                "skipped",
-                counts,
-                Some((FailureCode::LeaseBusy, detail)),
-            )
-            .await
+        RunOutcome::Skipped(code) => {
+            let detail = code.what_happened().to_string();
+            finish(statements, run, "skipped", counts, Some((*code, detail))).await
         }
         RunOutcome::Stopped => match retry {
             Some(_) => {

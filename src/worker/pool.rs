@@ -11,7 +11,7 @@ use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 use tracing::{Instrument, error, info, info_span, warn};
 
-use super::outcome::{Recorded, record_outcome};
+use super::outcome::{Recorded, Thresholds, record_outcome};
 use super::run::{RunEnv, RunOutcome, RunReport, execute_run};
 use crate::alerts::Alerter;
 use crate::config::Settings;
@@ -135,10 +135,15 @@ async fn worker_loop(daemon: Daemon, executor: Executor, wake: Arc<Notify>, shut
     }
 }
 
+/// The trigger of a run a person started on a paused sync (`sync run --force`):
+/// it runs although the sync is paused.
+pub const FORCED_TRIGGER: &str = "forced";
+
 async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
     let ClaimedRun {
         run,
         sync_definition,
+        sync_paused,
     } = claimed;
     let span =
         info_span!("claimed", run.id = run.id, sync.id = %run.sync_id, attempt = run.attempt);
@@ -149,6 +154,13 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
             None => Err("the sync no longer exists".to_string()),
         };
         let report = match definition {
+            // A run queued before the pause: nothing is read or sent.
+            _ if sync_paused == Some(true) && run.trigger != FORCED_TRIGGER => RunReport {
+                outcome: RunOutcome::Skipped(FailureCode::SyncPaused),
+                counts: RunCounts::default(),
+                cursor: None,
+                lease: None,
+            },
             Err(detail) => RunReport {
                 outcome: RunOutcome::Failed { code: FailureCode::ConfigInvalid, detail },
                 counts: RunCounts::default(),
@@ -192,7 +204,7 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
         // would take it from.
         let recorded = loop {
             match record_outcome(
-                &daemon.alerter, &daemon.statements, &run, &report, Some(&daemon.settings.retry), daemon.settings.breaker.consecutive_failures).await {
+                &daemon.alerter, &daemon.statements, &run, &report, Some(&daemon.settings.retry), Thresholds::of(&daemon.settings)).await {
                 Ok(recorded) => break Ok(recorded),
                 Err(e) => {
                     warn!(error = %e, "Recording the run's outcome failed; trying again");

@@ -73,8 +73,9 @@ pub enum RunOutcome {
         code: FailureCode,
         detail: String,
     },
-    /// Another run held the lease: not a failure, not retried.
-    Skipped,
+    /// Not run, for the reason the code gives (another run held the lease,
+    /// or the sync is paused): not a failure, not retried.
+    Skipped(FailureCode),
     /// Stopped cleanly at a batch boundary because `stop` was cancelled.
     Stopped,
 }
@@ -177,7 +178,7 @@ pub async fn execute_run(
             Ok(None) => {
                 info!("Lease busy; skipping");
                 return RunReport {
-                    outcome: RunOutcome::Skipped,
+                    outcome: RunOutcome::Skipped(FailureCode::LeaseBusy),
                     counts: RunCounts::default(),
                     cursor: None,
                     lease: None,
@@ -831,7 +832,13 @@ async fn send_page(
     }
 
     let mut delivered = 0;
-    for batch in batches {
+    for (call, batch) in batches.into_iter().enumerate() {
+        // A page sent in several bulk calls: the answers of the earlier ones
+        // are written now, not with the checkpoint, so a later call that
+        // kills the process does not take them along.
+        if call > 0 && !completions.is_empty() {
+            complete_alone(env, run, std::mem::take(completions)).await?;
+        }
         let mut claim = ClaimContext {
             page_id: &page_id,
             open_batches: &open_batches,
