@@ -333,3 +333,226 @@ async fn keys_from_before_page_marks_are_still_found_key_by_key() -> anyhow::Res
     assert_eq!(listed, 0);
     Ok(())
 }
+
+/// What became of one destination call in the budget property.
+#[derive(Debug, Clone, Copy)]
+enum CallEnd {
+    /// The process died mid-call: no run saw the outcome.
+    Death,
+    /// Any answer (401, 429, 5xx) or a refused connection: nothing written.
+    Refused,
+    /// A timeout or a reset after the request went out: maybe written.
+    Unanswered,
+    Delivered,
+}
+
+fn call_end() -> impl proptest::strategy::Strategy<Value = CallEnd> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(CallEnd::Death),
+        Just(CallEnd::Refused),
+        Just(CallEnd::Unanswered),
+        Just(CallEnd::Delivered),
+    ]
+}
+
+/// One run over a page of keys, as the run loop makes it: look the page up,
+/// quarantine keys whose spent attempts reached `budget`, claim the rest
+/// (one bulk claim, or one row per key), then end the call as `end` says.
+/// Returns the keys quarantined by this run.
+async fn budget_run(
+    pool: &sqlx::PgPool,
+    sync: &str,
+    fence: i64,
+    run_id: i64,
+    bulk: bool,
+    budget: i32,
+    end: CallEnd,
+) -> anyhow::Result<Vec<Vec<u8>>> {
+    let (page_id, keys) = page(0, 3);
+    let looked = ledger::lookup_page(pool, sync, &page_id, &arrays(&keys)).await?;
+    let mut quarantined = Vec::new();
+    let mut send: Vec<(Vec<u8>, i32, bool)> = Vec::new();
+    for key in &keys {
+        match state(&looked, key) {
+            KeyState::Completed => {}
+            KeyState::Pending { attempts, .. } if attempts >= budget => {
+                quarantined.push(key.clone())
+            }
+            KeyState::Pending { attempts, per_key } => send.push((key.clone(), attempts, per_key)),
+            KeyState::Absent => send.push((key.clone(), 0, false)),
+        }
+    }
+    if send.is_empty() {
+        return Ok(quarantined);
+    }
+    let sent: Vec<Vec<u8>> = send.iter().map(|s| s.0.clone()).collect();
+    if bulk {
+        let packed = sent.concat();
+        let claiming: std::collections::HashSet<&[u8]> = packed.chunks_exact(32).collect();
+        let attempts = send.iter().map(|s| s.1).max().unwrap_or(0) + 1;
+        let mut superseded = Vec::new();
+        let mut watched = Vec::new();
+        for (id, open) in &looked.open_batches {
+            if open.chunks_exact(32).any(|k| claiming.contains(k)) {
+                watched.push(*id);
+                if open.chunks_exact(32).all(|k| claiming.contains(k)) {
+                    superseded.push(*id);
+                }
+            }
+        }
+        let BatchClaim::Claimed { batch, .. } = claim_batch(
+            pool,
+            sync,
+            &page_id,
+            &packed,
+            attempts,
+            run_id,
+            fence,
+            &superseded,
+            &watched,
+        )
+        .await?
+        else {
+            anyhow::bail!("fenced");
+        };
+        match end {
+            CallEnd::Death => {}
+            CallEnd::Refused => ledger::give_back_batch(pool, batch, false).await?,
+            CallEnd::Unanswered => ledger::give_back_batch(pool, batch, true).await?,
+            CallEnd::Delivered => {
+                let completion = ledger::BatchCompletion {
+                    batch,
+                    result: json!({"processId": run_id}),
+                    import: None,
+                };
+                ledger::complete_batch(pool, sync, run_id, &completion).await?
+            }
+        }
+    } else {
+        let (again, fresh): (Vec<_>, Vec<_>) = send.iter().partition(|s| s.2);
+        let fresh_keys: Vec<Vec<u8>> = fresh.iter().map(|s| s.0.clone()).collect();
+        let spent: Vec<i32> = fresh.iter().map(|s| s.1).collect();
+        let again: Vec<Vec<u8>> = again.iter().map(|s| s.0.clone()).collect();
+        let claim = ledger::claim_keys(
+            pool,
+            sync,
+            &page_id,
+            &fresh_keys,
+            &spent,
+            &again,
+            run_id,
+            fence,
+        )
+        .await?;
+        anyhow::ensure!(matches!(claim, Claim::Claimed { .. }), "fenced");
+        match end {
+            CallEnd::Death => {}
+            CallEnd::Refused => ledger::give_back_keys(pool, sync, run_id, &sent, false).await?,
+            CallEnd::Unanswered => ledger::give_back_keys(pool, sync, run_id, &sent, true).await?,
+            CallEnd::Delivered => {
+                let results = vec![json!({"id": run_id}); sent.len()];
+                ledger::complete_keys(pool, sync, &sent, &results).await?;
+            }
+        }
+    }
+    Ok(quarantined)
+}
+
+/// Guarantee 4's budget, over random sequences of call ends in both claim
+/// shapes: a key is quarantined exactly when `budget` of its sends died with
+/// their process; answers, refusals and timeouts never count, and a key that
+/// may have been written stays pending until it is delivered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_is_given_up_only_after_budget_sends_no_run_saw_end() -> anyhow::Result<()> {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    let db = TestDb::new().await?;
+    sqlx::raw_sql("INSERT INTO workspaces (id) VALUES ('acme')")
+        .execute(&db.pool)
+        .await?;
+    let handle = tokio::runtime::Handle::current();
+    let case = std::sync::atomic::AtomicUsize::new(0);
+    let mut runner = TestRunner::new(Config {
+        cases: 96,
+        ..Config::default()
+    });
+    let strategy = (
+        any::<bool>(),
+        1i32..=4,
+        proptest::collection::vec(call_end(), 1..14),
+    );
+    let result = runner.run(&strategy, |(bulk, budget, ends)| {
+        let n = case.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let sync = format!("p{n}");
+        let outcome: anyhow::Result<()> = tokio::task::block_in_place(|| {
+            handle.block_on(async {
+                let pool = &db.pool;
+                sqlx::query(
+                    "INSERT INTO syncs (id, workspace_id, definition) VALUES ($1, 'acme', '{}')",
+                )
+                .bind(&sync)
+                .execute(pool)
+                .await?;
+                let fence = cursors::issue_fence(pool, &sync).await?;
+                // Per key: sends that died, whether it may have been written
+                // since, whether it arrived.
+                let mut deaths = 0;
+                let mut maybe_written = false;
+                let mut delivered = false;
+                let mut given_up = false;
+                for (run, end) in ends.iter().enumerate() {
+                    if delivered || given_up {
+                        break;
+                    }
+                    let run_id = run as i64 + 1;
+                    let out = budget_run(pool, &sync, fence, run_id, bulk, budget, *end).await?;
+                    if !out.is_empty() {
+                        anyhow::ensure!(
+                            out.len() == 3 && deaths >= budget,
+                            "given up after {deaths} deaths with a budget of {budget}"
+                        );
+                        given_up = true;
+                        continue;
+                    }
+                    anyhow::ensure!(
+                        deaths < budget,
+                        "{deaths} deaths and still sent (budget {budget})"
+                    );
+                    match end {
+                        CallEnd::Death => {
+                            deaths += 1;
+                            maybe_written = true;
+                        }
+                        CallEnd::Refused => {}
+                        CallEnd::Unanswered => maybe_written = true,
+                        CallEnd::Delivered => delivered = true,
+                    }
+                    let (page_id, keys) = page(0, 3);
+                    let looked = ledger::lookup_page(pool, &sync, &page_id, &arrays(&keys)).await?;
+                    for key in &keys {
+                        let now = state(&looked, key);
+                        let ok = match now {
+                            KeyState::Completed => delivered,
+                            KeyState::Pending { attempts, .. } => {
+                                !delivered && attempts == deaths && (maybe_written || deaths > 0)
+                            }
+                            // A key that may have been written is never forgotten.
+                            KeyState::Absent => {
+                                !delivered && deaths == 0 && !matches!(end, CallEnd::Unanswered)
+                            }
+                        };
+                        anyhow::ensure!(
+                            ok,
+                            "after {end:?}: {now:?} with {deaths} deaths, maybe written {maybe_written}"
+                        );
+                    }
+                }
+                Ok(())
+            })
+        });
+        outcome.map_err(|e| TestCaseError::fail(format!("{e:#}")))
+    });
+    result.map_err(|e| anyhow::anyhow!("{e}"))
+}
