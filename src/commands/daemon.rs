@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::config::Settings;
 use crate::lease::{LeaseManager, clear_liveness, connect_redis, refresh_liveness};
 use crate::shutdown::Shutdown;
+use crate::store::processes::ProcessKind;
 use crate::worker::{Daemon, start_workers};
 use crate::{scheduler, store, sweeper};
 
@@ -36,6 +37,9 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
     refresh_liveness(&redis, &prefix, boot_id, ttl)
         .await
         .context("writing the liveness key failed")?;
+    store::processes::register(&store, boot_id, ProcessKind::Daemon, ttl)
+        .await
+        .context("registering the daemon in the store failed")?;
     let leases = LeaseManager::new(redis.clone(), &prefix, boot_id, settings.lease.ttl);
     let alerter = crate::alerts::Alerter::new(store.clone(), &settings.alerts);
     let daemon = Daemon {
@@ -81,8 +85,16 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         let watchdog = sd_notify::watchdog_enabled();
         loop {
             tokio::time::sleep(every.min(watchdog.map(|w| w / 2).unwrap_or(every))).await;
-            if let Err(e) = refresh_liveness(&redis, &prefix, boot_id, ttl).await {
+            // Both judges of liveness: Redis' key and Postgres' heartbeat.
+            let (key, beat) = tokio::join!(
+                refresh_liveness(&redis, &prefix, boot_id, ttl),
+                store::processes::beat(&daemon.store, boot_id)
+            );
+            if let Err(e) = key {
                 warn!(error = %e, "Refreshing the liveness key failed");
+            }
+            if let Err(e) = beat {
+                warn!(error = %e, "Writing the heartbeat failed");
             }
             if watchdog.is_some() {
                 // Best effort: a failed ping shows up as a watchdog restart.
@@ -102,6 +114,9 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
     }
     if let Err(e) = clear_liveness(&redis, &prefix, boot_id).await {
         warn!(error = %e, "Clearing the liveness key failed; it expires on its own");
+    }
+    if let Err(e) = store::processes::deregister(&daemon.store, boot_id).await {
+        warn!(error = %e, "Removing the daemon from the store failed; its heartbeat goes stale");
     }
     let cut_off = shutdown.cut_off_runs();
     anyhow::ensure!(

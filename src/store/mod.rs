@@ -8,6 +8,7 @@ pub mod deadman;
 pub mod grouped;
 pub mod imports;
 pub mod ledger;
+pub mod processes;
 pub mod rejected;
 pub mod runs;
 pub mod syncs;

@@ -1,0 +1,149 @@
+//! Processes: the daemons and foreground runs alive now, as Postgres sees
+//! them (migration 0009). A process beats every third of its liveness TTL;
+//! a heartbeat older than that TTL means it is gone.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{FromRow, PgPool};
+use uuid::Uuid;
+
+/// What kind of process holds runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessKind {
+    Daemon,
+    Foreground,
+}
+
+impl ProcessKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcessKind::Daemon => "daemon",
+            ProcessKind::Foreground => "foreground",
+        }
+    }
+}
+
+/// A process as stored.
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct ProcessRow {
+    pub boot_id: Uuid,
+    pub kind: String,
+    pub host: String,
+    pub pid: i32,
+    pub version: String,
+    pub started_at: DateTime<Utc>,
+    pub heartbeat_at: DateTime<Utc>,
+    pub liveness_ttl_ms: i64,
+}
+
+/// Registers this process (its first heartbeat).
+pub async fn register(
+    pool: &PgPool,
+    boot_id: Uuid,
+    kind: ProcessKind,
+    liveness_ttl: Duration,
+) -> sqlx::Result<()> {
+    let host = hostname();
+    sqlx::query(
+        "INSERT INTO processes (boot_id, kind, host, pid, version, liveness_ttl_ms)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (boot_id) DO UPDATE SET heartbeat_at = now()",
+    )
+    .bind(boot_id)
+    .bind(kind.as_str())
+    .bind(host)
+    .bind(i32::try_from(std::process::id()).unwrap_or(i32::MAX))
+    .bind(env!("CARGO_PKG_VERSION"))
+    .bind(
+        i64::try_from(liveness_ttl.as_millis())
+            .unwrap_or(i64::MAX)
+            .max(1),
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// This process is still alive.
+pub async fn beat(pool: &PgPool, boot_id: Uuid) -> sqlx::Result<()> {
+    sqlx::query("UPDATE processes SET heartbeat_at = now() WHERE boot_id = $1")
+        .bind(boot_id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// This process ends cleanly; rows of processes long gone are tidied too.
+pub async fn deregister(pool: &PgPool, boot_id: Uuid) -> sqlx::Result<()> {
+    sqlx::query(
+        "DELETE FROM processes
+         WHERE boot_id = $1 OR heartbeat_at < now() - interval '1 day'",
+    )
+    .bind(boot_id)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Processes whose heartbeat is fresh, oldest first.
+pub async fn live_processes(pool: &PgPool) -> sqlx::Result<Vec<ProcessRow>> {
+    sqlx::query_as::<_, ProcessRow>(
+        "SELECT * FROM processes
+         WHERE heartbeat_at > now() - make_interval(secs => liveness_ttl_ms / 1000.0)
+         ORDER BY started_at",
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// A live run of a sync and the process that holds it.
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct LiveHolder {
+    pub run_id: i64,
+    pub started_at: Option<DateTime<Utc>>,
+    pub boot_id: Uuid,
+    pub kind: String,
+    pub host: String,
+    pub pid: i32,
+}
+
+/// The run of `sync_id` (other than `except_run`) that is `running` under a
+/// live process, if any: Postgres' judge of who runs the sync.
+pub async fn live_holder(
+    pool: &PgPool,
+    sync_id: &str,
+    except_run: Option<i64>,
+) -> sqlx::Result<Option<LiveHolder>> {
+    sqlx::query_as::<_, LiveHolder>(
+        "SELECT r.id AS run_id, r.started_at, p.boot_id, p.kind, p.host, p.pid
+         FROM runs r JOIN processes p ON p.boot_id = r.boot_id
+         WHERE r.sync_id = $1 AND r.status = 'running' AND r.id IS DISTINCT FROM $2
+           AND p.heartbeat_at > now() - make_interval(secs => p.liveness_ttl_ms / 1000.0)
+         ORDER BY r.id LIMIT 1",
+    )
+    .bind(sync_id)
+    .bind(except_run)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Whether the process with `boot_id` has a fresh heartbeat.
+pub async fn is_live(pool: &PgPool, boot_id: Uuid) -> sqlx::Result<bool> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM processes WHERE boot_id = $1
+           AND heartbeat_at > now() - make_interval(secs => liveness_ttl_ms / 1000.0))",
+    )
+    .bind(boot_id)
+    .fetch_one(pool)
+    .await
+}
+
+/// The machine's name, for people reading `status` (empty when unknown).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_default()
+}
