@@ -15,3 +15,6 @@ CREATE TABLE processes (
     -- How long a heartbeat counts: the process's `workers.liveness_ttl`.
     liveness_ttl_ms bigint NOT NULL CHECK (liveness_ttl_ms > 0)
 );
+
+-- The judge's probe: the running runs of one sync.
+CREATE INDEX runs_running_by_sync ON runs (sync_id) WHERE status = 'running';

@@ -85,6 +85,11 @@ pub enum SyncCommand {
         /// Run it even though the sync is paused (once; it stays paused).
         #[arg(long)]
         force: bool,
+        /// With --foreground: wait (up to DURATION, default 15m) for a live
+        /// holder of the sync to finish instead of exiting 3.
+        #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "15m",
+              value_parser = humantime::parse_duration, requires = "foreground")]
+        wait: Option<std::time::Duration>,
     },
     /// The next page as a run would see it: mapped records, delivery keys and
     /// their ledger state. Writes nothing anywhere.

@@ -6,8 +6,9 @@
 //! leases and fencing), `worker` (one run's batch loop and delivery keys),
 //! `source` and `destination` (connectors), `mapping` (record → contact), `canonical_json` (the bytes a delivery key hashes),
 //! `failure` (the failure catalogue), `scheduler` (cron → queue), `sweeper`
-//! (stuck and dead runs, ledger purge), `shutdown` (the drain), `commands`
-//! (what the CLI does), `logging`.
+//! (stuck and dead runs, ledger purge), `shutdown` (the drain), `reload`
+//! (SIGHUP: log filter and alert channels), `commands` (what the CLI does),
+//! `logging`.
 
 /// mimalloc for every binary that links syncward (the daemon, its tests and
 /// benchmarks): a run allocates many small maps and strings per record, and
@@ -28,6 +29,7 @@ pub mod http;
 pub mod lease;
 pub mod logging;
 pub mod mapping;
+pub mod reload;
 pub mod scheduler;
 pub mod shutdown;
 pub mod source;

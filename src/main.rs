@@ -1,11 +1,13 @@
 //! The `syncward` binary: parse the command line, run the command, and map the
-//! outcome to an exit code: 0 success, 2 bad input, 1 anything else.
+//! outcome to an exit code: 0 success, 2 bad input, 3 a foreground run found
+//! a live holder of its sync, 1 anything else.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use clap::error::ErrorKind;
 use syncward::cli::{Cli, Command};
+use syncward::commands::SyncBusy;
 use syncward::config::BadInput;
 
 fn main() -> ExitCode {
@@ -60,6 +62,9 @@ fn main() -> ExitCode {
             if let Some(bad) = error.chain().find_map(|e| e.downcast_ref::<BadInput>()) {
                 eprintln!("error: {bad}");
                 ExitCode::from(2)
+            } else if let Some(busy) = error.chain().find_map(|e| e.downcast_ref::<SyncBusy>()) {
+                eprintln!("error: {busy}");
+                ExitCode::from(3)
             } else {
                 eprintln!("error: {}", one_line(&error));
                 ExitCode::FAILURE
@@ -87,42 +92,54 @@ fn one_line(error: &anyhow::Error) -> String {
 
 /// `syncward run`: the only place that touches OS signals. The first SIGTERM or
 /// SIGINT starts the drain and arms the hard exit; a second one exits at once.
+/// SIGHUP asks the daemon to reload its config; during the drain it is ignored.
 async fn run_daemon(config: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     use futures::StreamExt;
-    use signal_hook::consts::{SIGINT, SIGTERM};
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     use syncward::config::{ConfigSource, Settings};
+    use syncward::reload::Reload;
     use syncward::shutdown::Shutdown;
 
-    let settings = Settings::load(&ConfigSource::resolve(config))?;
-    syncward::logging::init(&settings.log, syncward::logging::Audience::Daemon)?;
+    let source = ConfigSource::resolve(config);
+    let settings = Settings::load(&source)?;
+    let log = syncward::logging::init(&settings.log, syncward::logging::Audience::Daemon)?;
+    let reload = Reload::new(source, log);
     let shutdown = Shutdown::new(settings.shutdown.drain_deadline);
     let hard_exit_after = settings.shutdown.hard_exit_after;
-    let mut signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT])?;
+    let mut signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     let on_signal = shutdown.clone();
+    let on_hangup = reload.clone();
     // Not on the shutdown's tracker: this task waits for a second signal for as
     // long as the drain lasts, so the drain must not wait for it.
     tokio::spawn(async move {
-        let Some(first) = signals.next().await else {
-            return;
-        };
-        tracing::info!(signal = first, "Signal received; draining");
-        on_signal.begin();
-        // A plain thread, so the hard exit happens even if the runtime is stuck
-        // in blocking code.
-        std::thread::spawn(move || {
-            std::thread::sleep(hard_exit_after);
-            eprintln!(
-                "syncward: still running {}s after the signal; exiting now",
-                hard_exit_after.as_secs()
-            );
-            std::process::exit(1);
-        });
-        if signals.next().await.is_some() {
-            eprintln!("syncward: second signal; exiting now");
-            std::process::exit(130);
+        while let Some(signal) = signals.next().await {
+            if signal == SIGHUP {
+                if on_signal.is_stopping() {
+                    tracing::info!("SIGHUP during the drain; ignored");
+                } else {
+                    on_hangup.request();
+                }
+                continue;
+            }
+            if on_signal.is_stopping() {
+                eprintln!("syncward: second signal; exiting now");
+                std::process::exit(130);
+            }
+            tracing::info!(signal, "Signal received; draining");
+            on_signal.begin();
+            // A plain thread, so the hard exit happens even if the runtime is
+            // stuck in blocking code.
+            std::thread::spawn(move || {
+                std::thread::sleep(hard_exit_after);
+                eprintln!(
+                    "syncward: still running {}s after the signal; exiting now",
+                    hard_exit_after.as_secs()
+                );
+                std::process::exit(1);
+            });
         }
     });
-    let result = syncward::commands::daemon::run(settings, shutdown.clone()).await;
+    let result = syncward::commands::daemon::run(settings, shutdown.clone(), reload).await;
     if result.is_err() {
         // Startup failed: stop the signal task too.
         shutdown.begin();

@@ -3,9 +3,10 @@
 //! webhook (HMAC-signed JSON) when those are configured, and is stored with
 //! the outcome of each channel, and by e-mail over SMTP to the operators (plus,
 //! for failures that are the customer's, to the workspace's own address from
-//! `alerts.workspace_email`). One channel failing never stops another.
+//! `alerts.workspace_email`). One channel failing never stops another. The
+//! channels can be replaced while the daemon runs (SIGHUP).
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
@@ -36,14 +37,22 @@ pub const SIGNATURE_HEADER: &str = "X-Syncward-Signature";
 const WEBHOOK_TRIES: u32 = 3;
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Sends alerts to every configured channel and records the outcome.
+/// Sends alerts to every configured channel and records the outcome. Clones
+/// share their channels: `reload` (SIGHUP) changes them for every clone.
 #[derive(Clone)]
 pub struct Alerter {
     store: PgPool,
+    /// Swapped whole by `reload`; an alert being delivered keeps the channels
+    /// it started with.
+    channels: Arc<RwLock<Arc<Channels>>>,
+    retry_base: Duration,
+}
+
+/// The configured channels besides the log.
+struct Channels {
     webhook: Option<(url::Url, SecretString)>,
     sentry: Option<Arc<sentry::Client>>,
     email: Option<EmailChannel>,
-    retry_base: Duration,
 }
 
 /// The SMTP transport, the sender, the operators, and the workspaces' own
@@ -58,14 +67,17 @@ struct EmailChannel {
 
 impl std::fmt::Debug for Alerter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let channels = self.channels();
         f.debug_struct("Alerter")
-            .field("webhook", &self.webhook.as_ref().map(|w| w.0.as_str()))
+            .field("webhook", &channels.webhook.as_ref().map(|w| w.0.as_str()))
+            .field("sentry", &channels.sentry.is_some())
+            .field("email", &channels.email.is_some())
             .finish()
     }
 }
 
-impl Alerter {
-    pub fn new(store: PgPool, settings: &AlertSettings) -> Self {
+impl Channels {
+    fn new(settings: &AlertSettings) -> Self {
         let webhook = settings
             .webhook_url
             .clone()
@@ -100,12 +112,59 @@ impl Alerter {
             }
         });
         Self {
-            store,
             webhook,
             sentry,
             email,
+        }
+    }
+
+    fn names(&self) -> Vec<&'static str> {
+        let mut names = vec!["log"];
+        if self.sentry.is_some() {
+            names.push("sentry");
+        }
+        if self.email.is_some() {
+            names.push("email");
+        }
+        if self.webhook.is_some() {
+            names.push("webhook");
+        }
+        names
+    }
+}
+
+impl Alerter {
+    pub fn new(store: PgPool, settings: &AlertSettings) -> Self {
+        Self {
+            store,
+            channels: Arc::new(RwLock::new(Arc::new(Channels::new(settings)))),
             retry_base: Duration::from_millis(500),
         }
+    }
+
+    /// Replaces the channels with those `settings` describe, for this alerter
+    /// and every clone of it; alerts already being delivered finish on the old
+    /// ones. Returns the channels now in use.
+    pub fn reload(&self, settings: &AlertSettings) -> Vec<&'static str> {
+        let fresh = Arc::new(Channels::new(settings));
+        let names = fresh.names();
+        // Poisoned only if a thread panicked while swapping an Arc, which
+        // cannot panic: the value inside is whole either way.
+        *self.channels.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        names
+    }
+
+    /// The channels an alert raised now goes to, `log` first.
+    pub fn channel_names(&self) -> Vec<&'static str> {
+        self.channels().names()
+    }
+
+    fn channels(&self) -> Arc<Channels> {
+        // See `reload` on poisoning.
+        self.channels
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn store(&self) -> &PgPool {
@@ -132,18 +191,19 @@ impl Alerter {
     }
 
     async fn deliver(&self, alert: &Alert, severity: &str) {
+        let current = self.channels();
         let mut channels = serde_json::Map::new();
         channels.insert("log".into(), json!("sent"));
-        if let Some(client) = &self.sentry {
+        if let Some(client) = &current.sentry {
             channels.insert(
                 "sentry".into(),
                 json!(send_to_sentry(client.clone(), alert, severity).await),
             );
         }
-        if let Some(email) = &self.email {
+        if let Some(email) = &current.email {
             channels.insert("email".into(), json!(email.send(alert, severity).await));
         }
-        if let Some((url, secret)) = &self.webhook {
+        if let Some((url, secret)) = &current.webhook {
             let outcome = self.post_webhook(url, secret, alert, severity).await;
             channels.insert("webhook".into(), json!(outcome));
         }

@@ -1,8 +1,11 @@
 //! `syncward run`: the daemon. Workers, scheduler and sweeper under one
-//! `Shutdown`; a per-boot liveness key in Redis while it lives; systemd
-//! notifications (READY, STOPPING, WATCHDOG) when started by systemd.
+//! `Shutdown`; config reloads on SIGHUP through `Reload`; a per-boot liveness
+//! key in Redis while it lives; systemd notifications (READY, STATUS,
+//! RELOADING, STOPPING, WATCHDOG) when started by systemd.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use anyhow::Context;
 use sd_notify::NotifyState;
@@ -11,13 +14,15 @@ use uuid::Uuid;
 
 use crate::config::Settings;
 use crate::lease::{LeaseManager, clear_liveness, connect_redis, refresh_liveness};
+use crate::reload::Reload;
 use crate::shutdown::Shutdown;
 use crate::store::processes::ProcessKind;
 use crate::worker::{Daemon, start_workers};
 use crate::{scheduler, store, sweeper};
 
-/// Runs until `shutdown` has begun and every task has drained.
-pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
+/// Runs until `shutdown` has begun and every task has drained; each ask on
+/// `reload` re-reads the config (until the drain begins).
+pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyhow::Result<()> {
     let store = store::connect(&settings.database).await?;
     let applied = store::applied_migration_versions(&store).await?;
     let pending: Vec<i64> = store::MIGRATOR
@@ -65,7 +70,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
             .ok(),
     };
     shutdown.spawn(crate::http::serve(listener, http_state, shutdown.clone()));
-    start_workers(&daemon, &shutdown);
+    let busy = start_workers(&daemon, &shutdown);
     shutdown.spawn(sweeper::run(daemon.clone(), shutdown.clone()));
     let scheduled = daemon.clone();
     let scheduler_shutdown = shutdown.clone();
@@ -75,8 +80,18 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         }
     });
     info!(boot_id = %boot_id, workers = settings.workers.count, "syncward is running");
-    // Without NOTIFY_SOCKET (not under systemd) this does nothing.
-    let _ = sd_notify::notify(&[NotifyState::Ready]);
+    // Without NOTIFY_SOCKET (not under systemd) nothing reads the status line:
+    // spare the store its query then.
+    let status = StatusLine {
+        store: daemon.store.clone(),
+        busy,
+        workers: settings.workers.count,
+        enabled: std::env::var_os("NOTIFY_SOCKET").is_some(),
+    };
+    let line = status.render(&shutdown).await;
+    // Without NOTIFY_SOCKET this does nothing; under systemd a lost
+    // notification shows as a start timeout, which says more than a log line.
+    let _ = sd_notify::notify(&[NotifyState::Ready, NotifyState::Status(&line)]);
 
     // The liveness key and the watchdog are kept up until every task has
     // ended: runs draining after SIGTERM are still alive.
@@ -100,16 +115,44 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
                 // Best effort: a failed ping shows up as a watchdog restart.
                 let _ = sd_notify::notify(&[NotifyState::Watchdog]);
             }
+            if status.enabled {
+                let line = status.render(&shutdown).await;
+                // Best effort: the next tick sends a fresh one.
+                let _ = sd_notify::notify(&[NotifyState::Status(&line)]);
+            }
+        }
+    };
+    let reloading = async {
+        loop {
+            reload.requested().await;
+            // main ignores SIGHUP once the drain began; an ask that was
+            // already pending then is dropped the same way.
+            if shutdown.is_stopping() {
+                continue;
+            }
+            // RELOADING=1 needs the clock reading beside it on systemd 253+.
+            match NotifyState::monotonic_usec_now() {
+                Ok(now) => {
+                    let _ = sd_notify::notify(&[NotifyState::Reloading, now]);
+                }
+                Err(e) => warn!(error = %e, "Reading the monotonic clock failed; systemd is not told of the reload"),
+            }
+            reload.apply(&settings, &daemon.alerter);
+            // Back to running whether or not the new config was taken.
+            let line = status.render(&shutdown).await;
+            let _ = sd_notify::notify(&[NotifyState::Ready, NotifyState::Status(&line)]);
         }
     };
     let drained = async {
         shutdown.stopping().await;
         info!("Shutting down: no new claims; runs stop at their next clean batch");
-        let _ = sd_notify::notify(&[NotifyState::Stopping]);
+        let line = status.render(&shutdown).await;
+        let _ = sd_notify::notify(&[NotifyState::Stopping, NotifyState::Status(&line)]);
         shutdown.wait().await;
     };
     tokio::select! {
         never = keep_alive => never,
+        never = reloading => never,
         () = drained => {}
     }
     if let Err(e) = clear_liveness(&redis, &prefix, boot_id).await {
@@ -125,4 +168,39 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
     );
     info!("Drained; exiting");
     Ok(())
+}
+
+/// What `systemctl status` shows on its Status line: busy workers and the
+/// queue, e.g. `2/4 workers busy, 5 runs queued (oldest 3s)`.
+struct StatusLine {
+    store: sqlx::PgPool,
+    busy: Arc<AtomicUsize>,
+    workers: usize,
+    /// Under systemd (`NOTIFY_SOCKET` set); otherwise no line is rendered.
+    enabled: bool,
+}
+
+impl StatusLine {
+    async fn render(&self, shutdown: &Shutdown) -> String {
+        if !self.enabled {
+            return String::new();
+        }
+        let busy = self.busy.load(Ordering::Relaxed);
+        let queue = match store::runs::queue_stats(&self.store).await {
+            Ok((0, _)) => "no runs queued".to_string(),
+            Ok((depth, oldest)) => format!(
+                "{depth} run{} queued (oldest {})",
+                if depth == 1 { "" } else { "s" },
+                // Whole seconds: the line is for a glance, not a measurement.
+                humantime::format_duration(Duration::from_secs(oldest.max(0.0) as u64))
+            ),
+            Err(e) => format!("queue unknown ({e})"),
+        };
+        let stage = if shutdown.is_stopping() {
+            "Draining: "
+        } else {
+            ""
+        };
+        format!("{stage}{busy}/{} workers busy, {queue}", self.workers)
+    }
 }

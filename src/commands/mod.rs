@@ -3,6 +3,8 @@
 
 pub mod daemon;
 mod run_once;
+
+pub use run_once::SyncBusy;
 mod runs;
 mod sync;
 

@@ -9,7 +9,10 @@ use uuid::Uuid;
 use crate::config::{BadInput, Settings, SyncDefinition};
 use crate::destination::RetryPolicy;
 use crate::failure::FailureCode;
-use crate::lease::{LeaseManager, clear_liveness, connect_redis, refresh_liveness};
+use std::time::{Duration, Instant};
+
+use crate::lease::{LeaseManager, clear_liveness, connect_redis, is_alive, refresh_liveness};
+use crate::store::processes::{self, ProcessKind};
 use crate::store::runs::{self, Executor, RunCounts};
 use crate::store::syncs;
 use crate::worker::{
@@ -35,22 +38,114 @@ pub async fn enqueue(
     Ok(())
 }
 
+/// A foreground run found a live holder of its sync: exit code 3.
+#[derive(Debug, thiserror::Error)]
+#[error("sync {sync} is busy: {holder}")]
+pub struct SyncBusy {
+    pub sync: String,
+    /// Who holds it, in words.
+    pub holder: String,
+}
+
+/// Who runs the sync now, if anyone alive does: Postgres' judge first (a
+/// running run under a live process), then the Redis lease's holder if its
+/// liveness key is there. In words, for people.
+async fn live_holder_words(
+    pool: &PgPool,
+    redis: &deadpool_redis::Pool,
+    prefix: &str,
+    leases: &LeaseManager,
+    sync_id: &str,
+    except_run: Option<i64>,
+) -> anyhow::Result<Option<String>> {
+    if let Some(h) = processes::live_holder(pool, sync_id, except_run).await? {
+        let since = h
+            .started_at
+            .map(|t| t.format("%Y-%m-%d %H:%M:%SZ").to_string())
+            .unwrap_or_else(|| "-".into());
+        return Ok(Some(format!(
+            "run {} is in progress in a {} process (pid {} on {}, boot id {}) since {since}",
+            h.run_id,
+            h.kind,
+            h.pid,
+            if h.host.is_empty() {
+                "an unnamed host"
+            } else {
+                &h.host
+            },
+            h.boot_id.simple()
+        )));
+    }
+    let Some(holder) = leases.holder(sync_id).await? else {
+        return Ok(None);
+    };
+    let Some(boot) = holder.boot_id else {
+        return Ok(Some(format!("its lease is held by {}", holder.value)));
+    };
+    if !is_alive(redis, prefix, boot).await? {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "its lease is held by a live process (boot id {})",
+        boot.simple()
+    )))
+}
+
+/// Runs the sync here. With `wait`, first waits (up to that long) for a live
+/// holder to finish; a live holder found at the start or at the lease is
+/// `SyncBusy` (exit 3).
 pub async fn foreground(
     settings: &Settings,
     pool: &PgPool,
     sync: syncs::SyncRow,
     forced: bool,
+    wait: Option<Duration>,
 ) -> anyhow::Result<()> {
     let redis = connect_redis(&settings.redis).await?;
     let boot_id = Uuid::new_v4();
-    // This process holds a liveness key like a daemon does, so no daemon's
-    // sweeper mistakes the run for an orphan.
+    // This process holds a liveness key like a daemon does, and beats in the
+    // store, so no daemon's sweeper mistakes the run for an orphan.
     let (prefix, ttl) = (
         settings.redis.key_prefix.clone(),
         settings.workers.liveness_ttl,
     );
     refresh_liveness(&redis, &prefix, boot_id, ttl).await?;
+    processes::register(pool, boot_id, ProcessKind::Foreground, ttl).await?;
     let leases = LeaseManager::new(redis.clone(), &prefix, boot_id, settings.lease.ttl);
+    let waiting_since = Instant::now();
+    let mut told = false;
+    while let Some(holder) =
+        live_holder_words(pool, &redis, &prefix, &leases, &sync.id, None).await?
+    {
+        let Some(wait) = wait.filter(|w| waiting_since.elapsed() < *w) else {
+            // Tidiness: the row goes stale on its own.
+            let _ = processes::deregister(pool, boot_id).await;
+            let _ = clear_liveness(&redis, &prefix, boot_id).await;
+            return Err(SyncBusy {
+                sync: sync.id.clone(),
+                holder: if wait.is_some() {
+                    format!(
+                        "{holder}; still after waiting {}",
+                        humantime::format_duration(wait.unwrap_or_default())
+                    )
+                } else {
+                    format!("{holder}; `--wait` waits for it")
+                },
+            }
+            .into());
+        };
+        if !told {
+            println!(
+                "Sync {}: {holder}; waiting up to {}.",
+                sync.id,
+                humantime::format_duration(wait)
+            );
+            told = true;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        refresh_liveness(&redis, &prefix, boot_id, ttl).await?;
+        processes::beat(pool, boot_id).await?;
+    }
     let executor = Executor {
         worker_id: format!("cli-{}", std::process::id()),
         boot_id,
@@ -101,8 +196,15 @@ pub async fn foreground(
             let keep_alive = async {
                 loop {
                     tokio::time::sleep(ttl / 3).await;
-                    if let Err(e) = refresh_liveness(&redis, &prefix, boot_id, ttl).await {
+                    let (key, beat) = tokio::join!(
+                        refresh_liveness(&redis, &prefix, boot_id, ttl),
+                        processes::beat(pool, boot_id)
+                    );
+                    if let Err(e) = key {
                         tracing::warn!(error = %e, "Refreshing the liveness key failed");
+                    }
+                    if let Err(e) = beat {
+                        tracing::warn!(error = %e, "Writing the heartbeat failed");
                     }
                 }
             };
@@ -110,8 +212,10 @@ pub async fn foreground(
                 report = execute_run(&env, &run, &definition, &mut progress) => report,
                 never = keep_alive => never,
             };
-            // The key would expire on its own; removing it is tidiness.
+            // The key and the row would go stale on their own; removing them
+            // is tidiness.
             let _ = clear_liveness(&redis, &prefix, boot_id).await;
+            let _ = processes::deregister(pool, boot_id).await;
             (report.outcome, report.counts, report.lease)
         }
         Err(e) => (
@@ -169,6 +273,22 @@ pub async fn foreground(
         RunOutcome::Succeeded => {
             println!("Run {} succeeded: {summary}.", run.id);
             Ok(())
+        }
+        RunOutcome::Skipped(FailureCode::LeaseBusy) => {
+            let holder =
+                live_holder_words(pool, &redis, &prefix, &leases, &run.sync_id, Some(run.id))
+                    .await?
+                    .unwrap_or_else(|| "another run held its lease a moment ago".into());
+            println!(
+                "Run {} skipped: {}",
+                run.id,
+                FailureCode::LeaseBusy.what_happened()
+            );
+            Err(SyncBusy {
+                sync: run.sync_id.clone(),
+                holder,
+            }
+            .into())
         }
         RunOutcome::Skipped(code) => {
             println!("Run {} skipped: {}", run.id, code.what_happened());

@@ -94,6 +94,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             id,
             foreground,
             force,
+            wait,
         } => {
             let sync = require_sync(&pool, &id).await?;
             if sync.status == "paused" && !force {
@@ -107,7 +108,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             }
             let forced = sync.status == "paused";
             if foreground {
-                run_once::foreground(settings, &pool, sync, forced).await
+                run_once::foreground(settings, &pool, sync, forced, wait).await
             } else {
                 run_once::enqueue(settings, &pool, &id, forced).await
             }

@@ -87,7 +87,9 @@ pub struct WorkerSettings {
     #[serde(with = "humantime_serde")]
     pub poll_interval: Duration,
     /// Lifetime of this daemon's liveness key in Redis, refreshed every third of
-    /// it; a run whose holder's key is gone is taken over. Default 30s.
+    /// it (with a heartbeat in Postgres); a run whose holder's key is gone
+    /// and whose heartbeat is stale is taken over. Default 10s: with
+    /// `sweeper.every` it bounds SIGKILL-to-resumed (12 s).
     #[serde(with = "humantime_serde")]
     pub liveness_ttl: Duration,
 }
@@ -97,7 +99,7 @@ impl Default for WorkerSettings {
         Self {
             count: 4,
             poll_interval: Duration::from_secs(1),
-            liveness_ttl: Duration::from_secs(30),
+            liveness_ttl: Duration::from_secs(10),
         }
     }
 }
@@ -170,8 +172,8 @@ impl Default for RetrySettings {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SweeperSettings {
-    /// How often the sweeper looks for stuck runs and purges the ledger.
-    /// Default 1m.
+    /// How often the sweeper looks for runs of dead processes and stuck runs
+    /// (the ledger is purged at most once a minute). Default 2s.
     #[serde(with = "humantime_serde")]
     pub every: Duration,
     /// A `running` run started longer ago than this, with a free lease, is
@@ -191,7 +193,7 @@ pub struct SweeperSettings {
 impl Default for SweeperSettings {
     fn default() -> Self {
         Self {
-            every: Duration::from_secs(60),
+            every: Duration::from_secs(2),
             stuck_after: Duration::from_secs(3600),
             import_check_after: Duration::from_secs(60),
             import_checks_per_hour: 90,

@@ -75,14 +75,24 @@ return 0
 
 /// `SET key value NX PX ttl`, also true when the key already holds exactly
 /// `value` (this very acquisition, sent again after a broken connection).
+/// A lease whose holder is dead (its liveness key `ARGV[3]:daemon:<boot>` is
+/// gone) is free: it is taken over in the same step, a compare-and-set on the
+/// value read (2). The liveness key is named from the stored value, so it is
+/// not among KEYS: fine on one Redis (and under Sentinel), not on a cluster.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 1
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then
   return 1
+end
+local boot = held and string.match(held, '^([^/]+)/')
+if boot and redis.call('EXISTS', ARGV[3] .. ':daemon:' .. boot) == 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 2
 end
 return 0
 "#,
@@ -146,8 +156,8 @@ impl LeaseManager {
         format!("{}:lease:{sync_id}", self.prefix)
     }
 
-    /// Takes the lease if it is free, then a new fence from Postgres. `None`
-    /// when another holder has it.
+    /// Takes the lease if it is free (or its holder is dead), then a new
+    /// fence from Postgres. `None` when a live holder has it.
     pub async fn acquire(
         &self,
         store: &PgPool,
@@ -155,16 +165,18 @@ impl LeaseManager {
     ) -> Result<Option<Lease>, LeaseError> {
         let taken = self
             .acquire_with(sync_id, |_| async {
-                Ok((cursors::issue_fence(store, sync_id).await?, ()))
+                Ok(Some((cursors::issue_fence(store, sync_id).await?, ())))
             })
             .await?;
         Ok(taken.map(|(lease, ())| lease))
     }
 
-    /// Takes the lease if it is free, then runs `begin` with the lease's value:
-    /// one store statement that issues the fence (returned first) and may do
-    /// more in the same round trip (a run records its lease and reads its
-    /// cursor). If `begin` fails the lease is given back at once.
+    /// Takes the lease if it is free or its holder is dead, then runs `begin`
+    /// with the lease's value: one store statement that issues the fence
+    /// (returned first) and may do more in the same round trip (a run records
+    /// its lease and reads its cursor). If `begin` fails, or answers `None`
+    /// (the store knows a live holder Redis forgot), the lease is given back
+    /// at once.
     pub async fn acquire_with<T, F, Fut>(
         &self,
         sync_id: &str,
@@ -172,7 +184,7 @@ impl LeaseManager {
     ) -> Result<Option<(Lease, T)>, LeaseError>
     where
         F: FnOnce(String) -> Fut,
-        Fut: std::future::Future<Output = sqlx::Result<(i64, T)>>,
+        Fut: std::future::Future<Output = sqlx::Result<Option<(i64, T)>>>,
     {
         let token = Uuid::new_v4().simple().to_string();
         let value = format!("{}/{token}", self.boot_id.simple());
@@ -185,13 +197,19 @@ impl LeaseManager {
                         .key(self.key(sync_id))
                         .arg(value)
                         .arg(ttl_millis(self.ttl))
+                        .arg(&self.prefix)
                         .invoke_async(&mut conn)
                         .await
                 }
             })
             .await?;
-        if taken != 1 {
-            return Ok(None);
+        match taken {
+            1 => {}
+            2 => {
+                tracing::info!(sync.id = %sync_id, "Took over the lease of a dead holder");
+                metrics::counter!("syncward_lease_takeovers_total").increment(1);
+            }
+            _ => return Ok(None),
         }
         let lease = Lease {
             sync_id: sync_id.to_owned(),
@@ -200,7 +218,12 @@ impl LeaseManager {
             fence: 0,
         };
         match begin(value).await {
-            Ok((fence, more)) => Ok(Some((Lease { fence, ..lease }, more))),
+            Ok(Some((fence, more))) => Ok(Some((Lease { fence, ..lease }, more))),
+            Ok(None) => {
+                // Best effort: left alone it expires after a TTL.
+                let _ = self.release(&lease).await;
+                Ok(None)
+            }
             Err(e) => {
                 // Without a fence the lease is useless: give it back at once rather
                 // than block the sync for a whole TTL. The store error is what matters.

@@ -112,7 +112,7 @@ async fn send_group<Req: Clone, Resp>(
 #[derive(Clone)]
 pub struct RunStatements {
     claims: Grouped<Executor, Option<ClaimedRun>>,
-    lease_starts: Grouped<LeaseStart, (i64, Option<Value>)>,
+    lease_starts: Grouped<LeaseStart, Option<(i64, Option<Value>)>>,
     finishes: Grouped<Finish, Option<Vec<IncidentRow>>>,
 }
 
@@ -153,7 +153,12 @@ impl RunStatements {
     }
 
     /// As `runs::begin_leased_runs` for one run: its fence and saved cursor.
-    pub async fn begin_leased(&self, start: LeaseStart) -> sqlx::Result<(i64, Option<Value>)> {
+    /// As `runs::begin_leased_runs` for one run: `None` when another run of
+    /// the sync is alive in Postgres.
+    pub async fn begin_leased(
+        &self,
+        start: LeaseStart,
+    ) -> sqlx::Result<Option<(i64, Option<Value>)>> {
         self.lease_starts.call(start).await
     }
 

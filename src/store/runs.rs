@@ -146,36 +146,45 @@ pub struct LeaseStart {
 /// records the lease and the starting cursor on the run (with a `lease` event)
 /// and returns the fence and the saved cursor. Several runs (of different
 /// syncs) in one statement, one round trip; answers in request order.
+///
+/// Postgres is the second judge of who runs a sync (guarantee 3): a run whose
+/// sync has another run `running` under a live process (`processes`, fresh
+/// heartbeat) gets no fence, whatever Redis said: `None`.
 pub async fn begin_leased_runs(
     pool: &PgPool,
     starts: &[LeaseStart],
-) -> sqlx::Result<Vec<(i64, Option<serde_json::Value>)>> {
-    let rows: Vec<(i64, i64, Option<Json<serde_json::Value>>)> = sqlx::query_as(
+) -> sqlx::Result<Vec<Option<(i64, Option<serde_json::Value>)>>> {
+    let rows: Vec<(i64, Option<i64>, Option<Json<serde_json::Value>>)> = sqlx::query_as(
         "WITH want AS (
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS w(run_id, sync_id, lease_value)),
+         free AS (
+           SELECT w.* FROM want w WHERE NOT EXISTS (
+             SELECT 1 FROM runs r JOIN processes p ON p.boot_id = r.boot_id
+             WHERE r.sync_id = w.sync_id AND r.status = 'running' AND r.id <> w.run_id
+               AND p.heartbeat_at > now() - make_interval(secs => p.liveness_ttl_ms / 1000.0))),
          f AS (
-           INSERT INTO sync_cursors (sync_id, fence_issued) SELECT sync_id, 1 FROM want
+           INSERT INTO sync_cursors (sync_id, fence_issued) SELECT sync_id, 1 FROM free
            ON CONFLICT (sync_id) DO UPDATE SET fence_issued = sync_cursors.fence_issued + 1
            RETURNING sync_id, fence_issued, cursor),
          held AS (
            UPDATE runs SET lease_token = w.lease_value, fence = f.fence_issued, cursor_start = f.cursor,
                   cursor_end = f.cursor, heartbeat_at = now()
-           FROM want w JOIN f USING (sync_id) WHERE runs.id = w.run_id
+           FROM free w JOIN f USING (sync_id) WHERE runs.id = w.run_id
            RETURNING runs.id, f.fence_issued),
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
            SELECT id, 'lease', jsonb_build_object('fence', fence_issued) FROM held)
-         SELECT w.run_id, f.fence_issued, f.cursor FROM want w JOIN f USING (sync_id)",
+         SELECT w.run_id, f.fence_issued, f.cursor FROM want w LEFT JOIN f USING (sync_id)",
     )
     .bind(starts.iter().map(|s| s.run_id).collect::<Vec<_>>())
     .bind(starts.iter().map(|s| s.sync_id.as_str()).collect::<Vec<_>>())
     .bind(starts.iter().map(|s| s.lease_value.as_str()).collect::<Vec<_>>())
     .fetch_all(pool)
     .await?;
-    let mut answers: std::collections::HashMap<i64, (i64, Option<serde_json::Value>)> = rows
-        .into_iter()
-        .map(|(run_id, fence, cursor)| (run_id, (fence, cursor.map(|c| c.0))))
-        .collect();
+    let mut answers: std::collections::HashMap<i64, Option<(i64, Option<serde_json::Value>)>> =
+        rows.into_iter()
+            .map(|(run_id, fence, cursor)| (run_id, fence.map(|f| (f, cursor.map(|c| c.0)))))
+            .collect();
     starts
         .iter()
         .map(|s| {

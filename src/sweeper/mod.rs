@@ -15,8 +15,8 @@ use tracing::{info, warn};
 use crate::failure::FailureCode;
 use crate::lease::is_alive;
 use crate::shutdown::Shutdown;
-use crate::store::ledger;
 use crate::store::runs::{self, RunRow};
+use crate::store::{ledger, processes};
 use crate::worker::Daemon;
 
 /// What one sweep did.
@@ -48,9 +48,13 @@ pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
     let prefix = &daemon.settings.redis.key_prefix;
     let stuck_after = chrono::Duration::from_std(daemon.settings.sweeper.stuck_after)?;
     for run in runs::running_runs(&daemon.store, None).await? {
+        // Dead by both judges: its liveness key is gone from Redis and its
+        // heartbeat is stale in Postgres (a Redis restart loses every key of
+        // processes that are alive and well).
         let dead_holder = match run.boot_id {
             Some(boot) if boot != daemon.leases.boot_id() => {
                 !is_alive(daemon.leases.pool(), prefix, boot).await?
+                    && !processes::is_live(&daemon.store, boot).await?
             }
             _ => false,
         };
@@ -87,8 +91,13 @@ pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
     metrics::gauge!("syncward_queue_oldest_age_seconds").set(oldest);
     let open = crate::store::deadman::open_incident_count(&daemon.store).await?;
     metrics::gauge!("syncward_deadman_incidents_open").set(open as f64);
-    report.purged =
-        ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000).await?;
+    // The purge needs no haste: at most once a minute, however often the
+    // sweeper runs for fast recovery.
+    if purge_due() {
+        report.purged =
+            ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000)
+                .await?;
+    }
     // Brevo's answer about an import must not hold up the rest of the sweep.
     match imports::check_imports(daemon).await {
         Ok(ended) => report.imports_ended = ended,
@@ -96,6 +105,21 @@ pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
     }
     Ok(report)
 }
+
+/// Whether a minute has passed since this process last purged the ledger.
+fn purge_due() -> bool {
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    // A poisoned lock only means a panic elsewhere mid-update: take the value.
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let due = last.is_none_or(|t| t.elapsed() >= PURGE_EVERY);
+    if due {
+        *last = Some(std::time::Instant::now());
+    }
+    due
+}
+
+/// How often the sweeper purges the ledger.
+const PURGE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 async fn put_back(
     daemon: &Daemon,

@@ -4,6 +4,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::FutureExt;
 use sqlx::PgPool;
@@ -57,8 +58,10 @@ impl Daemon {
     }
 }
 
-/// Starts the listener and the workers under `shutdown`'s tracker.
-pub fn start_workers(daemon: &Daemon, shutdown: &Shutdown) {
+/// Starts the listener and the workers under `shutdown`'s tracker. Returns how
+/// many workers are busy with a run, kept up to date (the daemon's status line).
+pub fn start_workers(daemon: &Daemon, shutdown: &Shutdown) -> Arc<AtomicUsize> {
+    let busy = Arc::new(AtomicUsize::new(0));
     let wake = Arc::new(Notify::new());
     shutdown.spawn(listen_for_runs(
         daemon.store.clone(),
@@ -75,9 +78,17 @@ pub fn start_workers(daemon: &Daemon, shutdown: &Shutdown) {
         };
         let span = info_span!("worker", worker = %executor.worker_id);
         shutdown.spawn(
-            worker_loop(daemon.clone(), executor, wake.clone(), shutdown.clone()).instrument(span),
+            worker_loop(
+                daemon.clone(),
+                executor,
+                wake.clone(),
+                busy.clone(),
+                shutdown.clone(),
+            )
+            .instrument(span),
         );
     }
+    busy
 }
 
 /// LISTEN on `syncward_runs` and wake every idle worker on each NOTIFY.
@@ -108,7 +119,13 @@ async fn listen_for_runs(store: PgPool, wake: Arc<Notify>, shutdown: Shutdown) {
     }
 }
 
-async fn worker_loop(daemon: Daemon, executor: Executor, wake: Arc<Notify>, shutdown: Shutdown) {
+async fn worker_loop(
+    daemon: Daemon,
+    executor: Executor,
+    wake: Arc<Notify>,
+    busy: Arc<AtomicUsize>,
+    shutdown: Shutdown,
+) {
     loop {
         if shutdown.is_stopping() {
             return;
@@ -116,7 +133,11 @@ async fn worker_loop(daemon: Daemon, executor: Executor, wake: Arc<Notify>, shut
         // Registered before the query, so a NOTIFY that lands in between is not lost.
         let notified = wake.notified();
         match daemon.statements.claim(&executor).await {
-            Ok(Some(claimed)) => process(&daemon, claimed, &shutdown).await,
+            Ok(Some(claimed)) => {
+                busy.fetch_add(1, Ordering::Relaxed);
+                process(&daemon, claimed, &shutdown).await;
+                busy.fetch_sub(1, Ordering::Relaxed);
+            }
             Ok(None) => {
                 tokio::select! {
                     _ = notified => {}

@@ -20,6 +20,7 @@ mod http_source;
 mod import_outcomes;
 mod lease_fence;
 mod ledger;
+mod liveness;
 mod outages;
 mod pages;
 mod postgres_source;
