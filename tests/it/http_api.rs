@@ -208,3 +208,50 @@ async fn readiness_is_503_when_redis_stops() -> anyhow::Result<()> {
     daemon.wait(Duration::from_secs(10)).await?;
     Ok(())
 }
+
+/// Paused means paused through the API too, and rejected records are put
+/// back from it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_refuses_to_run_a_paused_sync_without_force_and_puts_rejected_records_back()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        mode: "single",
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.fake.reject_emails(|e| e.starts_with("user7@"));
+    s.run_foreground().await?.ok()?;
+    let cli = s.cli.clone().with_env("SYNCWARD__HTTP__ADMIN_TOKEN", TOKEN);
+    let mut daemon = DaemonProcess::spawn(&cli).await?;
+    let base = format!("http://{}", daemon.http_address().await?);
+
+    let (status, sync) = get(&format!("{base}/api/syncs/{SYNC_ID}"), Some(TOKEN)).await?;
+    assert_eq!(status, 200);
+    assert_eq!(sync["rejections"]["rejected"], 1, "{sync}");
+
+    s.cli.run(&["sync", "pause", SYNC_ID]).await?.ok()?;
+    let (status, refused) = post(&format!("{base}/api/syncs/{SYNC_ID}/run"), Some(TOKEN)).await?;
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["error"].as_str().is_some_and(|e| e.contains("paused")),
+        "{refused}"
+    );
+    let (status, forced) = post(
+        &format!("{base}/api/syncs/{SYNC_ID}/run?force=true"),
+        Some(TOKEN),
+    )
+    .await?;
+    assert_eq!(status, 202, "{forced}");
+
+    s.fake.reject_emails(|_| false);
+    let (status, put_back) = post(
+        &format!("{base}/api/syncs/{SYNC_ID}/retry-rejected?code=invalid_parameter"),
+        Some(TOKEN),
+    )
+    .await?;
+    assert_eq!(status, 200, "{put_back}");
+    assert_eq!(put_back["put_back"], 1, "{put_back}");
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
