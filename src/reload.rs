@@ -52,7 +52,8 @@ impl Reload {
         let fresh = match Settings::load(&self.source) {
             Ok(fresh) => fresh,
             Err(bad) => {
-                error!(config = %path, error = %bad, "Config reload refused; the running settings stay");
+                // The reason names the file (or variable), the key and the problem.
+                error!(error = %bad, "Config reload refused; the running settings stay");
                 return false;
             }
         };
@@ -69,7 +70,8 @@ impl Reload {
         }
         info!(
             config = %path,
-            log.level = %fresh.log.level,
+            // Not `log.level`: fmt hides fields named `log.*` (the log crate's).
+            log_level = %fresh.log.level,
             alerts = %channels.join(","),
             restart_needed = restart.len(),
             "Config reloaded"

@@ -133,12 +133,17 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
             // RELOADING=1 needs the clock reading beside it on systemd 253+.
             match NotifyState::monotonic_usec_now() {
                 Ok(now) => {
+                    // Best effort, like every notification: the reload happens
+                    // whether or not systemd heard of it.
                     let _ = sd_notify::notify(&[NotifyState::Reloading, now]);
                 }
-                Err(e) => warn!(error = %e, "Reading the monotonic clock failed; systemd is not told of the reload"),
+                Err(e) => {
+                    warn!(error = %e, "Reading the monotonic clock failed; systemd is not told of the reload")
+                }
             }
             reload.apply(&settings, &daemon.alerter);
-            // Back to running whether or not the new config was taken.
+            // Back to running whether or not the new config was taken (best
+            // effort: a lost READY leaves systemd showing "reloading").
             let line = status.render(&shutdown).await;
             let _ = sd_notify::notify(&[NotifyState::Ready, NotifyState::Status(&line)]);
         }
@@ -147,6 +152,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         shutdown.stopping().await;
         info!("Shutting down: no new claims; runs stop at their next clean batch");
         let line = status.render(&shutdown).await;
+        // Best effort: systemd learns of the stop from the exit anyway.
         let _ = sd_notify::notify(&[NotifyState::Stopping, NotifyState::Status(&line)]);
         shutdown.wait().await;
     };

@@ -29,6 +29,7 @@ mod quickstart;
 mod run_queue;
 mod schema;
 mod shopify_source;
+mod signals;
 mod sync_commands;
 mod sync_files;
 mod sync_run;
