@@ -13,6 +13,7 @@ mod conformance;
 mod daemon;
 mod deadman;
 mod debian_package;
+mod edges;
 mod fault_drills;
 mod harness;
 mod http_api;

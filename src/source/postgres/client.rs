@@ -1,8 +1,11 @@
 //! `PostgresSource`: keyset pages over the operator's query, each one statement
 //! on a connection whose transactions are all READ ONLY, with a statement
-//! timeout (see `pools`). A query cannot write by mistake: an INSERT, or a
-//! function that writes, fails. (Its author could still switch read-only off
-//! on purpose with `set_config` inside the query; use a read-only role.)
+//! timeout (see `pools`). A query cannot write: an INSERT, or a function that
+//! writes, fails. Connections are shared by every sync of a source URL, so
+//! each statement is preceded by a reset of the session (`pools::SESSION_RESET`):
+//! a query that switched read-only or the timeout off with `set_config` has
+//! switched them off for no later statement, its own sync's or another's.
+//! (A read-only role is still the operator's best defence.)
 //!
 //! Paging: rows are ordered by the cursor column in SQL (so an index on it
 //! serves the page), and rows sharing a cursor value are then ordered by their
@@ -23,7 +26,7 @@ use sqlx::{Connection, Executor, PgPool, Postgres, SqlSafeStr, Statement};
 
 use super::columns::{ColumnPlan, PostgresRows};
 use super::config::PostgresSourceConfig;
-use super::pools::PostgresSourcePools;
+use super::pools::{PostgresSourcePools, SESSION_RESET};
 use crate::canonical_json::canonical_json;
 use crate::source::page::{Page, Source, SourceError};
 
@@ -211,6 +214,7 @@ impl PostgresSource {
             false,
         );
         let conn = self.connection().await?;
+        reset_session(conn).await?;
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some((_, value)) = &cursor {
             query = query.bind(value.clone());
@@ -243,6 +247,8 @@ impl PostgresSource {
             if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
                 return Err(unsupported_type(&config.cursor_column, &cursor_type));
             }
+            // The page's own statement ran the operator's query: reset again.
+            reset_session(conn).await?;
             let group = sqlx::query(sqlx::AssertSqlSafe(page_sql(
                 &config,
                 &plan,
@@ -295,6 +301,18 @@ impl Source for PostgresSource {
         }
         result
     }
+}
+
+/// Puts the session back as the pool opened it (read-only, the statement
+/// timeout, UTC, no role) before a statement runs the operator's query: one
+/// round trip. A failure leaves the session in an unknown state, so it is
+/// `Unreachable`: the connection is closed and the page retried on another.
+async fn reset_session(conn: &mut PoolConnection<Postgres>) -> Result<(), SourceError> {
+    sqlx::raw_sql(SESSION_RESET)
+        .execute(&mut **conn)
+        .await
+        .map(|_| ())
+        .map_err(|e| SourceError::Unreachable(format!("resetting the source session failed: {e}")))
 }
 
 /// A row of a page, with its text where it ties with a neighbour.

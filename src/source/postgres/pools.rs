@@ -4,8 +4,11 @@
 //! customer's server each time.
 //!
 //! Every connection starts read-only, in UTC and with the statement timeout,
-//! as startup parameters: a page is then one statement, one round trip, with no
-//! BEGIN/COMMIT around it.
+//! as startup parameters. Those are the session's defaults, which `RESET ALL`
+//! goes back to, and any query may change them for the rest of the session
+//! (`set_config('default_transaction_read_only', 'off', false)`): so a page
+//! is its statement preceded by `SESSION_RESET`, two round trips, and still no
+//! BEGIN/COMMIT around it (which would make three).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +25,13 @@ const MAX_PER_SOURCE: u32 = 4;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a run waits for a connection (or to open one).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Sent (one simple-query round trip) before every statement that runs an
+/// operator's query: back to the startup parameters above, whatever an earlier
+/// query on this connection set. `RESET ALL` leaves the role alone, hence
+/// `RESET ROLE`. Not `DISCARD ALL`: it would also drop the prepared page
+/// statements every page reuses.
+pub(super) const SESSION_RESET: &str = "RESET ALL; RESET ROLE";
 
 #[derive(Debug, Clone, Default)]
 pub struct PostgresSourcePools {
