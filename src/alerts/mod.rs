@@ -69,7 +69,13 @@ impl std::fmt::Debug for Alerter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let channels = self.channels();
         f.debug_struct("Alerter")
-            .field("webhook", &channels.webhook.as_ref().map(|w| w.0.as_str()))
+            .field(
+                "webhook",
+                &channels
+                    .webhook
+                    .as_ref()
+                    .map(|w| crate::config::redact_url_text(w.0.as_str())),
+            )
             .field("sentry", &channels.sentry.is_some())
             .field("email", &channels.email.is_some())
             .finish()
@@ -250,7 +256,9 @@ impl Alerter {
             match sent {
                 Ok(r) if r.status().is_success() => return "sent".into(),
                 Ok(r) => last = format!("HTTP {}", r.status()),
-                Err(e) => last = e.to_string(),
+                // Without the URL: its query may hold a token, and this
+                // outcome is stored and shown with the alert.
+                Err(e) => last = e.without_url().to_string(),
             }
         }
         warn!(alert.kind = alert.kind, error = %last, "Alert webhook failed");

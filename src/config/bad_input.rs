@@ -33,6 +33,30 @@ impl BadInput {
     pub fn argument(key: impl Into<String>, problem: impl Into<String>) -> Self {
         Self::new("arguments", key, problem)
     }
+
+    /// A TOML syntax error in `text`, named by line and column with the
+    /// parser's reason. Never the text of the line: the parser's own display
+    /// quotes it, and that line may hold a password.
+    pub fn toml_syntax(origin: impl Into<String>, text: &str, error: &toml::de::Error) -> Self {
+        let key = error
+            .span()
+            .map(|span| {
+                let before = &text.as_bytes()[..span.start.min(text.len())];
+                let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+                let line_start = before
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .map_or(0, |i| i + 1);
+                // Characters, not bytes; a span inside a character counts it whole.
+                let column = String::from_utf8_lossy(&before[line_start..])
+                    .chars()
+                    .count()
+                    + 1;
+                format!("line {line}, column {column}")
+            })
+            .unwrap_or_default();
+        Self::new(origin, key, format!("not valid TOML: {}", error.message()))
+    }
 }
 
 impl fmt::Display for BadInput {
@@ -69,5 +93,16 @@ mod tests {
             e.to_string(),
             "syncs/a.toml: id \"a:b\": only a-z, 0-9, '-' and '_' are allowed second"
         );
+    }
+
+    #[test]
+    fn a_toml_syntax_error_names_line_and_column_but_never_the_line() {
+        let text = "[database]\nurl = \"postgres://x\"\npassword = \"SECRET\n";
+        let error = toml::from_str::<toml::Table>(text).expect_err("unterminated string");
+        let bad = BadInput::toml_syntax("a.toml", text, &error);
+        assert!(bad.key.starts_with("line 3, column "), "{bad}");
+        assert!(bad.problem.starts_with("not valid TOML: "), "{bad}");
+        assert!(!bad.to_string().contains("SECRET"), "{bad}");
+        assert!(!bad.to_string().contains("password"), "{bad}");
     }
 }

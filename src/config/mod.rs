@@ -6,6 +6,7 @@ mod ids;
 mod schedule;
 mod settings;
 mod sync_file;
+mod url_secrets;
 
 pub use bad_input::BadInput;
 pub use ids::{EnvVarName, SyncId, WorkspaceId};
@@ -13,3 +14,4 @@ pub use schedule::Schedule;
 pub use settings::*;
 pub(crate) use sync_file::field_error;
 pub use sync_file::{MappingConfig, SyncDefinition, load_for_apply};
+pub use url_secrets::{REDACTED, redact_url, redact_url_text};

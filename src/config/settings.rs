@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::bad_input::BadInput;
 use super::schedule::Schedule;
+use super::url_secrets::{REDACTED, hide_urls_in_message, redact_url, redact_url_text};
 
 /// Where the daemon looks for its config when neither `--config` nor
 /// `SYNCWARD_CONFIG` names a file.
@@ -385,10 +386,10 @@ impl Settings {
                     .with_list_parse_key("alerts.email.to"),
             )
             .build()
-            .map_err(|e| config_error(&origin, e))?;
+            .map_err(|e| config_error(&origin, &source.path, e))?;
         let settings: Settings = serde_path_to_error::deserialize(config).map_err(|e| {
             let key = e.path().to_string();
-            let problem = strip_config_suffix(&e.inner().to_string());
+            let problem = hide_urls_in_message(&strip_config_suffix(&e.inner().to_string()));
             BadInput::new(origin_of(&origin, &key), key, problem)
         })?;
         settings.validate(&origin)?;
@@ -538,7 +539,7 @@ impl Settings {
     }
 
     /// The effective settings as TOML with every secret shown as `[redacted]`
-    /// (URLs keep everything but their password).
+    /// (URLs keep everything but their password and secret-looking query values).
     pub fn to_redacted_toml(&self) -> String {
         let d = |v: Duration| humantime::format_duration(v).to_string();
         let secret = |s: &Option<SecretString>| s.as_ref().map(|_| REDACTED.to_string());
@@ -555,7 +556,7 @@ impl Settings {
             "deadman": { "schedule": self.deadman.schedule.as_str(), "silence_window": d(self.deadman.silence_window), "per_sync": self.deadman.per_sync },
             "alerts": {
                 "sentry_dsn": secret(&self.alerts.sentry_dsn),
-                "webhook_url": self.alerts.webhook_url.as_ref().map(|u| u.to_string()),
+                "webhook_url": self.alerts.webhook_url.as_ref().map(|u| redact_url_text(u.as_str())),
                 "webhook_secret": secret(&self.alerts.webhook_secret),
                 "workspace_email": self.alerts.workspace_email,
                 "email": self.alerts.email.as_ref().map(|e| serde_json::json!({
@@ -569,25 +570,6 @@ impl Settings {
         // TOML can hold (nulls are dropped by toml's serializer for absent keys).
         toml::to_string(&strip_nulls(value))
             .unwrap_or_else(|e| format!("# cannot render settings: {e}\n"))
-    }
-}
-
-/// Shown in place of any secret.
-pub const REDACTED: &str = "[redacted]";
-
-/// A URL with its password (if any) replaced by `[redacted]`, for messages and
-/// `check-config`. A value that is not a URL is redacted whole.
-pub fn redact_url(url: &SecretString) -> String {
-    match url::Url::parse(url.expose_secret()) {
-        Ok(mut parsed) => {
-            if parsed.password().is_some() {
-                // set_password fails only for URLs that cannot have one, and this one has
-                // one. A placeholder, because the URL would percent-encode the brackets.
-                let _ = parsed.set_password(Some("REDACTEDPASSWORD"));
-            }
-            parsed.to_string().replace("REDACTEDPASSWORD", REDACTED)
-        }
-        Err(_) => REDACTED.to_string(),
     }
 }
 
@@ -638,13 +620,17 @@ fn strip_config_suffix(message: &str) -> String {
     message[..cut].to_string()
 }
 
-fn config_error(origin: &str, error: config::ConfigError) -> BadInput {
+fn config_error(origin: &str, path: &std::path::Path, error: config::ConfigError) -> BadInput {
     match error {
-        config::ConfigError::FileParse { cause, .. } => BadInput::new(
-            origin,
-            "",
-            format!("not valid TOML: {}", cause.to_string().replace('\n', " ")),
-        ),
+        // The parser's own message quotes the offending line, which may hold a
+        // password: name the line and column and give only its reason.
+        config::ConfigError::FileParse { cause, .. } => {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            match cause.downcast_ref::<toml::de::Error>() {
+                Some(error) => BadInput::toml_syntax(origin, &text, error),
+                None => BadInput::new(origin, "", "not valid TOML"),
+            }
+        }
         config::ConfigError::NotFound(key) => BadInput::new(origin, key, "is required"),
         other => BadInput::new(origin, "", other.to_string()),
     }
@@ -689,13 +675,5 @@ mod tests {
         assert_eq!(s.shutdown.drain_deadline, Duration::from_secs(15));
         assert_eq!(s.shutdown.hard_exit_after, Duration::from_secs(25));
         s.validate("test").unwrap();
-    }
-
-    #[test]
-    fn redacted_url_keeps_host_and_hides_password() {
-        let url = SecretString::from("postgres://app:hunter2@db.internal:5432/sync");
-        let shown = redact_url(&url);
-        assert_eq!(shown, "postgres://app:[redacted]@db.internal:5432/sync");
-        assert!(!shown.contains("hunter2"));
     }
 }

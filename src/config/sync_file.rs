@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::bad_input::BadInput;
 use super::ids::{SyncId, WorkspaceId};
 use super::schedule::Schedule;
+use super::url_secrets::hide_urls_in_message;
 use crate::destination::DestinationConfig;
 use crate::source::SourceConfig;
 
@@ -53,7 +54,7 @@ impl SyncDefinition {
     /// Parses one file's text. `origin` names the file in errors.
     pub fn parse(origin: &str, text: &str) -> Result<Self, BadInput> {
         let deserializer =
-            toml::Deserializer::parse(text).map_err(|e| toml_error(origin, text, &e))?;
+            toml::Deserializer::parse(text).map_err(|e| BadInput::toml_syntax(origin, text, &e))?;
         let definition: SyncDefinition =
             serde_path_to_error::deserialize(deserializer).map_err(|e| {
                 let mut key = e.path().to_string();
@@ -76,7 +77,7 @@ impl SyncDefinition {
                 if key == "." {
                     key.clear();
                 }
-                BadInput::new(origin, key, message)
+                BadInput::new(origin, key, hide_urls_in_message(&message))
             })?;
         definition
             .validate()
@@ -105,6 +106,7 @@ impl SyncDefinition {
         }
         self.source.validate()?;
         self.destination.validate()?;
+        check_no_credentials_in_urls(self)?;
         if self.mapping.email.trim().is_empty() {
             return Err((
                 "mapping.email".into(),
@@ -174,6 +176,52 @@ pub fn load_for_apply(paths: &[impl AsRef<Path>]) -> Result<Vec<SyncDefinition>,
     Ok(definitions)
 }
 
+/// Refuses a definition any of whose URLs (`destination.base_url`, a
+/// webhook's `url`, an http source's `url`, …) carries a credential: a sync
+/// file is stored and shown (`sync show`, the pages), so its secrets come
+/// from `*_env` settings only. Every string field that is a URL with a host is
+/// checked, so a URL field added later is covered too.
+fn check_no_credentials_in_urls(definition: &SyncDefinition) -> Result<(), (String, String)> {
+    fn walk(value: &serde_json::Value, key: &str) -> Result<(), (String, String)> {
+        match value {
+            serde_json::Value::String(text) => {
+                if let Ok(url) = url::Url::parse(text)
+                    && url.has_host()
+                    && let Some(problem) = super::url_secrets::credential_in_url(&url)
+                {
+                    return Err((
+                        key.to_string(),
+                        format!(
+                            "the URL {problem}; give secrets by environment variable \
+                             (the connector's *_env settings), never inside a URL"
+                        ),
+                    ));
+                }
+                Ok(())
+            }
+            serde_json::Value::Object(map) => map.iter().try_for_each(|(name, inner)| {
+                let key = if key.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{key}.{name}")
+                };
+                walk(inner, &key)
+            }),
+            serde_json::Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, inner)| walk(inner, &format!("{key}[{i}]"))),
+            _ => Ok(()),
+        }
+    }
+    // A definition always serializes (plain data, string keys); if it did not,
+    // there would be no URL to check.
+    match serde_json::to_value(definition) {
+        Ok(value) => walk(&value, ""),
+        Err(_) => Ok(()),
+    }
+}
+
 /// Re-reads the `[source]` or `[destination]` table on its own to find which
 /// field an error came from.
 fn diagnose_section(text: &str, section: &str) -> Option<(String, String)> {
@@ -197,14 +245,6 @@ pub(crate) fn field_error<T: serde::de::DeserializeOwned>(
         Ok(_) => None,
         Err(e) => Some((e.path().to_string(), e.inner().message().to_string())),
     }
-}
-
-fn toml_error(origin: &str, text: &str, error: &toml::de::Error) -> BadInput {
-    let line = error
-        .span()
-        .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
-    let key = line.map(|l| format!("line {l}")).unwrap_or_default();
-    BadInput::new(origin, key, format!("not valid TOML: {}", error.message()))
 }
 
 #[cfg(test)]
@@ -265,9 +305,23 @@ attributes = { FIRSTNAME = "first_name" }
     }
 
     #[test]
+    fn a_credential_inside_any_url_is_refused_naming_the_key() {
+        for (url, problem) in [
+            ("https://user:pw@api.brevo.com/v3", "password"),
+            ("https://api.brevo.com/v3?api_key=X", "\"api_key\""),
+        ] {
+            let text = GOOD.replace("https://api.brevo.com/v3", url);
+            let err = SyncDefinition::parse("s.toml", &text).unwrap_err();
+            assert_eq!(err.key, "destination.base_url", "{err}");
+            assert!(err.problem.contains(problem), "{err}");
+            assert!(!err.to_string().contains("pw@"), "{err}");
+        }
+    }
+
+    #[test]
     fn a_toml_syntax_error_names_the_line() {
         let err = SyncDefinition::parse("s.toml", "id = \"a\"\nworkspace = \n").unwrap_err();
-        assert_eq!(err.key, "line 2");
+        assert_eq!(err.key, "line 2, column 13");
     }
 
     proptest::proptest! {

@@ -80,6 +80,35 @@ async fn a_webhook_that_keeps_failing_is_recorded_and_does_not_stop_the_alert() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_stored_webhook_failure_never_holds_the_urls_token() -> anyhow::Result<()> {
+    let mut s = Scenario::new(SyncOptions::default()).await?;
+    s.cli = s
+        .cli
+        .clone()
+        .with_env(
+            "SYNCWARD__ALERTS__WEBHOOK_URL",
+            "http://127.0.0.1:1/hook?token=SECRET",
+        )
+        .with_env("SYNCWARD__ALERTS__WEBHOOK_SECRET", "alert-secret");
+    sqlx::query("UPDATE syncs SET activated_at = now() - interval '25 hours'")
+        .execute(&s.db.pool)
+        .await?;
+    let out = s.cli.run(&["deadman", "check"]).await?.ok()?;
+    assert!(!out.stdout.contains("SECRET") && !out.stderr.contains("SECRET"));
+    let channels: Vec<serde_json::Value> =
+        sqlx::query_scalar("SELECT channels FROM alerts ORDER BY id")
+            .fetch_all(&s.db.pool)
+            .await?;
+    assert_eq!(channels.len(), 2);
+    for c in channels {
+        let webhook = c["webhook"].as_str().unwrap_or_default();
+        assert!(webhook.starts_with("failed after 3 tries"), "{c}");
+        assert!(!c.to_string().contains("SECRET"), "{c}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn sentry_receives_a_fatal_event_tagged_with_workspace_sync_and_kind() -> anyhow::Result<()> {
     let sentry = crate::fakes::sentry::SentryFake::start().await?;
     let mut s = Scenario::new(SyncOptions::default()).await?;

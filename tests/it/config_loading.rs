@@ -234,6 +234,98 @@ async fn unreachable_postgres_exits_1_naming_the_address_without_the_password() 
 }
 
 #[tokio::test]
+async fn check_config_hides_secret_looking_query_values() -> anyhow::Result<()> {
+    let file = config_file(
+        r#"
+[database]
+url = "postgres://u@h/db?sslmode=prefer&password=SECRET"
+[redis]
+url = "redis://127.0.0.1:6379/?token=SECRET"
+[alerts]
+webhook_url = "https://hooks.example.com/h?sig=SECRET&channel=ops"
+webhook_secret = "whsec_c2VjcmV0"
+"#,
+    )?;
+    let out = Syncward::bare()
+        .with_config(file.path())
+        .run(&["check-config"])
+        .await?
+        .ok()?;
+    assert!(!out.stdout.contains("SECRET"), "{}", out.stdout);
+    assert!(!out.stderr.contains("SECRET"), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("postgres://u@h/db?sslmode=prefer&password=[redacted]"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("https://hooks.example.com/h?sig=[redacted]&channel=ops"),
+        "{}",
+        out.stdout
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_connection_error_hides_a_password_in_the_query() -> anyhow::Result<()> {
+    let out = Syncward::bare()
+        .with_env(
+            "SYNCWARD__DATABASE__URL",
+            "postgres://app@127.0.0.1:1/syncward?password=SECRET",
+        )
+        .run(&["sync", "list"])
+        .await?;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(!out.stderr.contains("SECRET"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "cannot reach Postgres at postgres://app@127.0.0.1:1/syncward?password=[redacted]"
+        ),
+        "{}",
+        out.stderr
+    );
+    // Redis past a reachable store: `deadman check` opens both.
+    let db = crate::helpers::TestDb::new().await?;
+    let out = Syncward::new(&db, None)
+        .with_env("SYNCWARD__REDIS__URL", "redis://127.0.0.1:1/?password=SECRET")
+        .run(&["deadman", "check"])
+        .await?;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(!out.stderr.contains("SECRET"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("cannot reach Redis at redis://127.0.0.1:1/?password=[redacted]"),
+        "{}",
+        out.stderr
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_toml_syntax_error_names_the_line_but_never_echoes_it() -> anyhow::Result<()> {
+    let file = config_file("[database]\nmax_connections = 3\npassword = \"SECRET\n[redis]\n")?;
+    let out = Syncward::bare()
+        .with_config(file.path())
+        .run(&["check-config"])
+        .await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    let line = out.stderr.trim_end();
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(!line.contains("SECRET"), "{line}");
+    assert!(
+        line.starts_with(&format!(
+            "error: {}: line 3, column ",
+            file.path().display()
+        )),
+        "{line}"
+    );
+    assert!(line.contains("not valid TOML: "), "{line}");
+    Ok(())
+}
+
+#[tokio::test]
 async fn bad_arguments_exit_2_with_one_line() -> anyhow::Result<()> {
     let out = Syncward::bare().run(&["sync", "frobnicate"]).await?;
     assert_eq!(out.code, 2);

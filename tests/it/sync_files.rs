@@ -166,7 +166,19 @@ async fn each_bad_sync_file_exits_2_with_its_own_message_and_nothing_is_written(
                 "id = \"acme-contacts\"",
                 "id = \"acme-contacts\"\nid = \"again\"",
             ),
-            "line 3: not valid TOML: duplicate key",
+            "line 3, column 1: not valid TOML: duplicate key",
+        ),
+        (
+            good("http://127.0.0.1:9/v3", "https://user:pw@127.0.0.1:9/v3"),
+            "destination.base_url: the URL holds a password (user:password@); give secrets by environment variable",
+        ),
+        (
+            good("http://127.0.0.1:9/v3", "https://127.0.0.1:9/v3?api_key=X"),
+            "destination.base_url: the URL has the query parameter \"api_key\", whose name looks like a secret",
+        ),
+        (
+            good("http://127.0.0.1:9/v3", "https://user:pw@127.0.0.1:99999/v3"),
+            "destination.base_url: invalid port number: \"[redacted]\"",
         ),
     ];
     let mut messages = Vec::new();
@@ -185,6 +197,10 @@ async fn each_bad_sync_file_exits_2_with_its_own_message_and_nothing_is_written(
         assert!(
             line.contains(expected),
             "case {i}: expected {expected:?} in {line}"
+        );
+        assert!(
+            !line.contains("user:pw") && !line.contains("=X"),
+            "case {i}: a credential is echoed: {line}"
         );
         messages.push(
             line.split_once(".toml: ")
