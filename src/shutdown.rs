@@ -59,7 +59,12 @@ impl Shutdown {
     pub async fn drain_expired(&self) {
         self.stopping.cancelled().await;
         let began = self.began.get().copied().unwrap_or_else(Instant::now);
-        tokio::time::sleep_until(began + self.drain_deadline).await
+        // Settings bound the deadline to an hour; should a larger one ever get
+        // here, the drain waits for its runs rather than panic on the sum.
+        match began.checked_add(self.drain_deadline) {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
     }
 
     /// Counts a run that was still busy at the drain deadline.

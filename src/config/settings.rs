@@ -443,6 +443,23 @@ impl Settings {
                 return bad(key, "must be longer than zero".into());
             }
         }
+        for (key, value, limit) in self.duration_limits() {
+            if value > limit {
+                return bad(
+                    key,
+                    format!(
+                        "{} is longer than the limit of {}",
+                        humantime::format_duration(value),
+                        humantime::format_duration(limit)
+                    ),
+                );
+            }
+        }
+        for (key, value, limit) in self.count_limits() {
+            if value > limit {
+                return bad(key, format!("{value} is more than the limit of {limit}"));
+            }
+        }
         if self.workers.liveness_ttl < Duration::from_secs(1) {
             return bad("workers.liveness_ttl", "must be at least 1s".into());
         }
@@ -536,6 +553,43 @@ impl Settings {
             );
         }
         Ok(())
+    }
+
+    /// The longest value each duration may take: generous for any real
+    /// deployment, and far from where adding it to a clock could overflow
+    /// (a `500000000000y` drain deadline once panicked on SIGTERM).
+    fn duration_limits(&self) -> [(&'static str, Duration, Duration); 13] {
+        const HOUR: Duration = Duration::from_secs(3600);
+        const DAY: Duration = Duration::from_secs(24 * 3600);
+        // humantime's year (365.25 days), so the limit prints as `10years`.
+        const YEAR: Duration = Duration::from_secs(31_557_600);
+        [
+            ("workers.poll_interval", self.workers.poll_interval, HOUR),
+            ("workers.liveness_ttl", self.workers.liveness_ttl, HOUR),
+            ("shutdown.drain_deadline", self.shutdown.drain_deadline, HOUR),
+            ("shutdown.hard_exit_after", self.shutdown.hard_exit_after, HOUR),
+            ("lease.ttl", self.lease.ttl, DAY),
+            ("lease.renew_every", self.lease.renew_every, DAY),
+            ("retry.backoff_base", self.retry.backoff_base, DAY),
+            ("retry.backoff_max", self.retry.backoff_max, DAY),
+            ("sweeper.every", self.sweeper.every, HOUR),
+            ("sweeper.stuck_after", self.sweeper.stuck_after, 30 * DAY),
+            ("sweeper.import_check_after", self.sweeper.import_check_after, DAY),
+            ("ledger.retention", self.ledger.retention, 10 * YEAR),
+            ("deadman.silence_window", self.deadman.silence_window, YEAR),
+        ]
+    }
+
+    /// The largest value each count may take.
+    fn count_limits(&self) -> [(&'static str, u64, u64); 6] {
+        [
+            ("database.max_connections", self.database.max_connections.into(), 1000),
+            ("workers.count", u64::try_from(self.workers.count).unwrap_or(u64::MAX), 1024),
+            ("retry.max_attempts", self.retry.max_attempts.into(), 100),
+            ("ledger.record_attempts", self.ledger.record_attempts.into(), 100),
+            ("breaker.consecutive_failures", self.breaker.consecutive_failures.into(), 1000),
+            ("sweeper.import_checks_per_hour", self.sweeper.import_checks_per_hour.into(), 100_000),
+        ]
     }
 
     /// The effective settings as TOML with every secret shown as `[redacted]`
@@ -675,5 +729,22 @@ mod tests {
         assert_eq!(s.shutdown.drain_deadline, Duration::from_secs(15));
         assert_eq!(s.shutdown.hard_exit_after, Duration::from_secs(25));
         s.validate("test").unwrap();
+    }
+
+    #[test]
+    fn absurd_durations_and_counts_are_refused_with_the_limit() {
+        let mut s = Settings::default();
+        s.shutdown.drain_deadline = Duration::from_secs(500_000_000_000 * 365 * 86400 / 1000);
+        let err = s.validate("t.toml").unwrap_err();
+        assert_eq!(err.key, "shutdown.drain_deadline");
+        assert!(err.problem.ends_with("is longer than the limit of 1h"), "{err}");
+        let mut s = Settings::default();
+        s.workers.count = 5000;
+        let err = s.validate("t.toml").unwrap_err();
+        assert_eq!(err.to_string(), "t.toml: workers.count: 5000 is more than the limit of 1024");
+        let mut s = Settings::default();
+        s.ledger.retention = Duration::from_secs(10 * 365 * 86400);
+        s.retry.max_attempts = 100;
+        s.validate("t.toml").unwrap();
     }
 }

@@ -98,11 +98,30 @@ impl SyncDefinition {
         if self.breaker_failures == Some(0) {
             return Err(("breaker_failures".into(), "must be at least 1".into()));
         }
+        if let Some(failures) = self.breaker_failures.filter(|f| *f > 1000) {
+            return Err((
+                "breaker_failures".into(),
+                format!("{failures} is more than the limit of 1000"),
+            ));
+        }
         if self
             .silence_window
             .is_some_and(|w| w < Duration::from_secs(60))
         {
             return Err(("silence_window".into(), "must be at least 1m".into()));
+        }
+        // The same limit as `deadman.silence_window`.
+        if let Some(window) = self
+            .silence_window
+            .filter(|w| *w > Duration::from_secs(31_557_600))
+        {
+            return Err((
+                "silence_window".into(),
+                format!(
+                    "{} is longer than the limit of 1year",
+                    humantime::format_duration(window)
+                ),
+            ));
         }
         self.source.validate()?;
         self.destination.validate()?;

@@ -182,6 +182,48 @@ async fn bad_config_exits_2_with_one_line_naming_file_key_and_problem() -> anyho
     Ok(())
 }
 
+/// An absurd duration once passed check-config and then panicked the daemon
+/// on SIGTERM; every duration and count has an upper limit, named in the refusal.
+#[tokio::test]
+async fn absurd_durations_and_counts_are_refused_naming_key_and_limit() -> anyhow::Result<()> {
+    let cases: &[(&str, &str)] = &[
+        (
+            "[shutdown]\ndrain_deadline = \"500000000000y\"\n",
+            "shutdown.drain_deadline: 500000000000years is longer than the limit of 1h",
+        ),
+        (
+            "[ledger]\nretention = \"11y\"\n",
+            "ledger.retention: 11years is longer than the limit of 10years",
+        ),
+        (
+            "[lease]\nttl = \"2d\"\n",
+            "lease.ttl: 2days is longer than the limit of 1day",
+        ),
+        (
+            "[workers]\ncount = 100000\n",
+            "workers.count: 100000 is more than the limit of 1024",
+        ),
+        (
+            "[retry]\nmax_attempts = 1000\n",
+            "retry.max_attempts: 1000 is more than the limit of 100",
+        ),
+    ];
+    for (text, expected) in cases {
+        let file = config_file(text)?;
+        let out = Syncward::bare()
+            .with_config(file.path())
+            .run(&["check-config"])
+            .await?;
+        assert_eq!(out.code, 2, "{text}: {out:?}");
+        assert_eq!(
+            out.stderr.trim_end(),
+            format!("error: {}: {expected}", file.path().display()),
+            "{text}"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_bad_env_override_names_the_variable() -> anyhow::Result<()> {
     let out = Syncward::bare()
@@ -289,7 +331,10 @@ async fn a_connection_error_hides_a_password_in_the_query() -> anyhow::Result<()
     // Redis past a reachable store: `deadman check` opens both.
     let db = crate::helpers::TestDb::new().await?;
     let out = Syncward::new(&db, None)
-        .with_env("SYNCWARD__REDIS__URL", "redis://127.0.0.1:1/?password=SECRET")
+        .with_env(
+            "SYNCWARD__REDIS__URL",
+            "redis://127.0.0.1:1/?password=SECRET",
+        )
         .run(&["deadman", "check"])
         .await?;
     assert_eq!(out.code, 1, "{out:?}");
