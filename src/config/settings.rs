@@ -299,9 +299,37 @@ pub struct EmailSettings {
 pub struct HttpSettings {
     /// Address of the admin HTTP server. Default `127.0.0.1:8080`.
     pub listen: SocketAddr,
-    /// Bearer token required by everything but health, readiness and metrics.
-    /// Without it the server binds loopback only. Secret. Default: none.
+    /// The admin token: `Authorization: Bearer <token>` on `/api/…`, Basic
+    /// with the token as the password on the pages; needed by everything but
+    /// health, readiness and metrics, and by every write (pause, resume, run,
+    /// retry) even on loopback. At least 32 printable ASCII characters, no
+    /// spaces. Without it the server binds loopback only and answers reads
+    /// but refuses every write. Secret. Default: none (the Debian package
+    /// generates one into `/etc/syncward/syncward.env`).
     pub admin_token: Option<SecretString>,
+    /// Host names the admin server answers to, as a browser's address bar
+    /// shows them: `host` or `host:port` (`[::1]:8080` for IPv6), no scheme.
+    /// Every request's `Host` header (all routes but `/healthz`) and every
+    /// browser write's `Origin` (or `Referer`) must name one of them, which
+    /// defeats DNS rebinding and cross-site forms. These are added to the
+    /// defaults, which are always allowed: the listen address (unless it is
+    /// 0.0.0.0 or ::), `localhost:PORT`, `127.0.0.1:PORT` and `[::1]:PORT`,
+    /// with the port actually bound (so `listen = "127.0.0.1:0"` works). Name
+    /// the host of a TLS proxy in front of the server here (e.g.
+    /// `syncward.example.com`). Default: none beyond those.
+    pub allowed_hosts: Vec<String>,
+    /// Longest time a client may take to send a request's headers (also the
+    /// idle time allowed between requests on a kept-alive connection); the
+    /// connection is closed past it. Between 1s and 5m. Default 10s.
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// Longest time one request may take once its headers arrived; it is
+    /// answered 408 past it. Between 1s and 1h. Default 30s.
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Most connections open at once; further ones wait in the listen queue
+    /// until one closes. Between 1 and 100000. Default 256.
+    pub max_connections: usize,
 }
 
 impl Default for HttpSettings {
@@ -309,7 +337,105 @@ impl Default for HttpSettings {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             admin_token: None,
+            allowed_hosts: Vec::new(),
+            header_read_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 256,
         }
+    }
+}
+
+/// Shortest admin token accepted: 32 characters.
+pub const ADMIN_TOKEN_MIN_LEN: usize = 32;
+
+impl HttpSettings {
+    /// The `[http]` checks: the token's length and alphabet, the allowed
+    /// hosts' form and the limits' bounds. Returns the bad key and the problem.
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        if let Some(token) = &self.admin_token {
+            let token = token.expose_secret();
+            // The message gives the length, never the token.
+            let length = token.chars().count();
+            if length < ADMIN_TOKEN_MIN_LEN {
+                return Err((
+                    "http.admin_token",
+                    format!(
+                        "is {length} characters long; at least {ADMIN_TOKEN_MIN_LEN} are required \
+                         (e.g. `head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'`)"
+                    ),
+                ));
+            }
+            if !token.chars().all(|c| c.is_ascii_graphic()) {
+                return Err((
+                    "http.admin_token",
+                    "must be printable ASCII without spaces (it travels in an HTTP header)"
+                        .into(),
+                ));
+            }
+        }
+        for host in &self.allowed_hosts {
+            check_allowed_host(host).map_err(|problem| ("http.allowed_hosts", problem))?;
+        }
+        let bounded = [
+            (
+                "http.header_read_timeout",
+                self.header_read_timeout,
+                Duration::from_secs(1),
+                Duration::from_secs(300),
+            ),
+            (
+                "http.request_timeout",
+                self.request_timeout,
+                Duration::from_secs(1),
+                Duration::from_secs(3600),
+            ),
+        ];
+        for (key, value, min, max) in bounded {
+            if value < min || value > max {
+                return Err((
+                    key,
+                    format!(
+                        "{} is out of range; it must be between {} and {}",
+                        humantime::format_duration(value),
+                        humantime::format_duration(min),
+                        humantime::format_duration(max)
+                    ),
+                ));
+            }
+        }
+        if !(1..=100_000).contains(&self.max_connections) {
+            return Err((
+                "http.max_connections",
+                format!(
+                    "{} is out of range; it must be between 1 and 100000",
+                    self.max_connections
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An `http.allowed_hosts` entry is `host` or `host:port`, as in a `Host`
+/// header: no scheme, path, user or wildcard.
+fn check_allowed_host(entry: &str) -> Result<(), String> {
+    let shown = entry.escape_default();
+    if entry.contains("://") {
+        return Err(format!(
+            "\"{shown}\" has a scheme; give the host (and port) only, e.g. \"syncward.example.com\""
+        ));
+    }
+    if entry.is_empty() || entry.contains(|c: char| !c.is_ascii_graphic() || "/@*?#\\".contains(c))
+    {
+        return Err(format!(
+            "\"{shown}\" is not a host name: give `host` or `host:port`, no path, user or wildcard"
+        ));
+    }
+    match url::Url::parse(&format!("http://{entry}/")) {
+        Ok(url) if url.host_str().is_some() => Ok(()),
+        _ => Err(format!(
+            "\"{shown}\" is not a host name: give `host` or `host:port`"
+        )),
     }
 }
 
@@ -383,7 +509,8 @@ impl Settings {
                     .separator("__")
                     .try_parsing(true)
                     .list_separator(",")
-                    .with_list_parse_key("alerts.email.to"),
+                    .with_list_parse_key("alerts.email.to")
+                    .with_list_parse_key("http.allowed_hosts"),
             )
             .build()
             .map_err(|e| config_error(&origin, &source.path, e))?;
@@ -546,6 +673,9 @@ impl Settings {
                 format!("\"{to}\" is not an e-mail address"),
             );
         }
+        if let Err((key, problem)) = self.http.validate() {
+            return bad(key, problem);
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return bad(
                 "log.level",
@@ -617,7 +747,14 @@ impl Settings {
                     "smtp_url": redact_url(&e.smtp_url), "from": e.from, "to": e.to,
                 })),
             },
-            "http": { "listen": self.http.listen.to_string(), "admin_token": secret(&self.http.admin_token) },
+            "http": {
+                "listen": self.http.listen.to_string(),
+                "admin_token": secret(&self.http.admin_token),
+                "allowed_hosts": self.http.allowed_hosts,
+                "header_read_timeout": d(self.http.header_read_timeout),
+                "request_timeout": d(self.http.request_timeout),
+                "max_connections": self.http.max_connections,
+            },
             "log": { "level": self.log.level, "format": self.log.format },
         });
         // Every value above is a string, number, bool, array or table, all of which
@@ -746,5 +883,35 @@ mod tests {
         s.ledger.retention = Duration::from_secs(10 * 365 * 86400);
         s.retry.max_attempts = 100;
         s.validate("t.toml").unwrap();
+    }
+
+    #[test]
+    fn http_settings_refuse_short_tokens_and_hosts_that_are_urls() {
+        let check = |token: Option<&str>, hosts: &[&str]| {
+            let http = HttpSettings {
+                admin_token: token.map(|t| SecretString::from(t.to_owned())),
+                allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+                ..HttpSettings::default()
+            };
+            http.validate()
+                .map_err(|(key, problem)| format!("{key}: {problem}"))
+        };
+        assert!(check(None, &[]).is_ok());
+        assert!(check(Some(&"t".repeat(32)), &[]).is_ok());
+        let short = check(Some(&"secret-".repeat(4)), &[]).unwrap_err();
+        assert!(
+            short.starts_with("http.admin_token: is 28 characters long; at least 32"),
+            "{short}"
+        );
+        assert!(!short.contains("secret-"), "{short}");
+        let spaced = check(Some(&format!("{} x", "t".repeat(32))), &[]).unwrap_err();
+        assert!(spaced.contains("without spaces"), "{spaced}");
+        for good in ["syncward.example.com", "10.0.0.5:8080", "[::1]:9000"] {
+            assert!(check(None, &[good]).is_ok(), "{good}");
+        }
+        for bad in ["https://x.example", "x.example/admin", "*.example", "", "a b"] {
+            let problem = check(None, &[bad]).unwrap_err();
+            assert!(problem.starts_with("http.allowed_hosts: "), "{problem}");
+        }
     }
 }

@@ -1,18 +1,19 @@
 //! The JSON API (DESIGN §3).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::HttpState;
+use super::path_ids::{RunIdPath, SyncIdPath};
 use super::views::{RunView, SyncView};
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
 use crate::store::{runs, syncs};
 use crate::worker::FORCED_TRIGGER;
 
-fn not_found(what: &str) -> Response {
+pub(super) fn not_found(what: &str) -> Response {
     (
         StatusCode::NOT_FOUND,
         axum::Json(json!({"error": format!("no such {what}")})),
@@ -36,27 +37,28 @@ pub async fn list_syncs(State(state): State<HttpState>) -> Response {
     }
 }
 
-pub async fn show_sync(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
-    match SyncView::load(&state.store, &id).await {
+pub async fn show_sync(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -> Response {
+    match SyncView::load(&state.store, id.as_str()).await {
         Ok(Some(view)) => axum::Json(view).into_response(),
         Ok(None) => not_found("sync"),
         Err(e) => internal(e),
     }
 }
 
-pub async fn sync_runs(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
-    match syncs::get_sync(&state.store, &id).await {
+pub async fn sync_runs(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -> Response {
+    let id = id.as_str();
+    match syncs::get_sync(&state.store, id).await {
         Ok(None) => return not_found("sync"),
         Err(e) => return internal(e),
         Ok(Some(_)) => {}
     }
-    match runs::list_runs(&state.store, Some(&id), 100).await {
+    match runs::list_runs(&state.store, Some(id), 100).await {
         Ok(list) => axum::Json(list).into_response(),
         Err(e) => internal(e),
     }
 }
 
-pub async fn show_run(State(state): State<HttpState>, Path(id): Path<i64>) -> Response {
+pub async fn show_run(State(state): State<HttpState>, RunIdPath(id): RunIdPath) -> Response {
     match RunView::load(&state.store, id).await {
         Ok(Some(view)) => axum::Json(view).into_response(),
         Ok(None) => not_found("run"),
@@ -64,11 +66,12 @@ pub async fn show_run(State(state): State<HttpState>, Path(id): Path<i64>) -> Re
     }
 }
 
-pub async fn pause(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
-    match syncs::get_sync(&state.store, &id).await {
+pub async fn pause(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -> Response {
+    let id = id.as_str();
+    match syncs::get_sync(&state.store, id).await {
         Ok(None) => not_found("sync"),
         Err(e) => internal(e),
-        Ok(Some(_)) => match syncs::pause_sync(&state.store, &id, syncs::PAUSED_MANUAL, Actor::Api)
+        Ok(Some(_)) => match syncs::pause_sync(&state.store, id, syncs::PAUSED_MANUAL, Actor::Api)
             .await
         {
             Ok(changed) => axum::Json(json!({"sync": id, "status": "paused", "changed": changed}))
@@ -78,11 +81,12 @@ pub async fn pause(State(state): State<HttpState>, Path(id): Path<String>) -> Re
     }
 }
 
-pub async fn resume(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
-    match syncs::get_sync(&state.store, &id).await {
+pub async fn resume(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -> Response {
+    let id = id.as_str();
+    match syncs::get_sync(&state.store, id).await {
         Ok(None) => not_found("sync"),
         Err(e) => internal(e),
-        Ok(Some(_)) => match syncs::resume_sync(&state.store, &id, Actor::Api).await {
+        Ok(Some(_)) => match syncs::resume_sync(&state.store, id, Actor::Api).await {
             Ok(changed) => axum::Json(json!({"sync": id, "status": "active", "changed": changed}))
                 .into_response(),
             Err(e) => internal(e),
@@ -99,10 +103,11 @@ pub struct RunQuery {
 
 pub async fn run_now(
     State(state): State<HttpState>,
-    Path(id): Path<String>,
+    SyncIdPath(id): SyncIdPath,
     Query(query): Query<RunQuery>,
 ) -> Response {
-    match syncs::get_sync(&state.store, &id).await {
+    let id = id.as_str();
+    match syncs::get_sync(&state.store, id).await {
         Ok(None) => not_found("sync"),
         Err(e) => internal(e),
         Ok(Some(sync)) if sync.status == "paused" && !query.force => (
@@ -117,7 +122,7 @@ pub async fn run_now(
             .into_response(),
         Ok(Some(sync)) => {
             let trigger = if sync.status == "paused" { FORCED_TRIGGER } else { "manual" };
-            match runs::enqueue_run(&state.store, &id, trigger, state.max_attempts).await {
+            match runs::enqueue_run(&state.store, id, trigger, state.max_attempts).await {
                 Ok((run_id, new)) => (
                     StatusCode::ACCEPTED,
                     axum::Json(json!({"sync": id, "run_id": run_id, "new": new})),
@@ -141,10 +146,11 @@ pub struct RetryRejectedQuery {
 /// quarantined and rejected records back for the next run.
 pub async fn retry_rejected(
     State(state): State<HttpState>,
-    Path(id): Path<String>,
+    SyncIdPath(id): SyncIdPath,
     Query(query): Query<RetryRejectedQuery>,
 ) -> Response {
-    match syncs::get_sync(&state.store, &id).await {
+    let id = id.as_str();
+    match syncs::get_sync(&state.store, id).await {
         Ok(None) => return not_found("sync"),
         Err(e) => return internal(e),
         Ok(Some(_)) => {}
@@ -153,7 +159,7 @@ pub async fn retry_rejected(
         run_id: query.run,
         code: query.code,
     };
-    match rejected::put_back(&state.store, &id, &filter, Actor::Api).await {
+    match rejected::put_back(&state.store, id, &filter, Actor::Api).await {
         Ok(done) => axum::Json(json!({
             "sync": id,
             "put_back": done.records(),

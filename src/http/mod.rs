@@ -1,28 +1,45 @@
 //! Admin HTTP (axum, `http.listen`): health, readiness, Prometheus metrics, the
-//! JSON API and the HTML pages. With `http.admin_token` set, everything but health, readiness
-//! and metrics needs
-//! `Authorization: Bearer <token>`; without one, only loopback is served.
-//! Reads the store; the only writes are the operator actions (pause, resume,
-//! run now), which go through the same store functions as the CLI.
+//! JSON API and the HTML pages. Reads the store; the only writes are the
+//! operator actions (pause, resume, run now, retry rejected), which go through
+//! the same store functions as the CLI.
+//!
+//! The edges, outermost first: the connection loop (`server`: connection
+//! limit, header-read timeout), the security headers on every answer, the
+//! request timeout, the Host check (`hosts`: every route but `/healthz`), the
+//! ids in the path (`path_ids`), and on the API and pages the token and the
+//! write rules (`auth`). Health, readiness and metrics need no token.
 
 mod api;
 mod auth;
 mod health;
+mod hosts;
 mod pages;
+mod path_ids;
+mod server;
 pub mod views;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::http::header::{
+    CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::http::{HeaderValue, StatusCode};
 use axum::routing::{get, post};
 use deadpool_redis::Pool;
 use secrecy::SecretString;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::timeout::TimeoutLayer;
 
 use crate::config::Settings;
 use crate::shutdown::Shutdown;
+
+pub use hosts::AllowedHosts;
+pub use server::ConnectionLimits;
 
 /// What the handlers share.
 #[derive(Clone, Debug)]
@@ -38,20 +55,55 @@ pub struct HttpState {
 /// How long readiness waits for each service.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The bound admin socket with what the settings say about serving it: the
+/// allowed hosts (which need the port actually bound), the limits and the
+/// request timeout.
+#[derive(Debug)]
+pub struct AdminListener {
+    listener: TcpListener,
+    hosts: AllowedHosts,
+    limits: ConnectionLimits,
+    request_timeout: Duration,
+}
+
+impl AdminListener {
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
 /// Binds `http.listen`; refuses a non-loopback address without an admin token.
-pub async fn bind(settings: &Settings) -> anyhow::Result<TcpListener> {
+pub async fn bind(settings: &Settings) -> anyhow::Result<AdminListener> {
     let addr: SocketAddr = settings.http.listen;
     anyhow::ensure!(
         settings.http.admin_token.is_some() || addr.ip().is_loopback(),
         "http.listen {addr} is not a loopback address and http.admin_token is not set; set a token or listen on 127.0.0.1"
     );
-    TcpListener::bind(addr)
+    let listener = TcpListener::bind(addr)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (http.listen): {e}"))
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (http.listen): {e}"))?;
+    let bound = listener.local_addr()?;
+    Ok(AdminListener {
+        listener,
+        hosts: AllowedHosts::new(bound, &settings.http.allowed_hosts),
+        limits: ConnectionLimits {
+            max_connections: settings.http.max_connections,
+            header_read_timeout: settings.http.header_read_timeout,
+        },
+        request_timeout: settings.http.request_timeout,
+    })
 }
 
-pub fn router(state: HttpState) -> Router {
-    let protected = Router::new()
+/// `default-src 'none'`: the pages load nothing; their one inline `<style>`
+/// and plain forms posting to themselves are all they need.
+const CONTENT_SECURITY_POLICY_VALUE: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'";
+
+/// Every route, behind the Host check, the request timeout and the security
+/// headers.
+pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) -> Router {
+    let access = Arc::new(auth::AdminAccess::new(state.token.as_ref(), hosts.clone()));
+    let api = Router::new()
         .route("/api/syncs", get(api::list_syncs))
         .route("/api/syncs/{id}", get(api::show_sync))
         .route("/api/syncs/{id}/runs", get(api::sync_runs))
@@ -60,30 +112,52 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/syncs/{id}/run", post(api::run_now))
         .route("/api/syncs/{id}/retry-rejected", post(api::retry_rejected))
         .route("/api/runs/{id}", get(api::show_run))
+        .route_layer(axum::middleware::from_fn_with_state(
+            access.clone(),
+            auth::api_access,
+        ));
+    let pages = Router::new()
         .route("/", get(pages::overview))
         .route("/syncs/{id}", get(pages::sync_page))
         .route("/syncs/{id}/{verb}", post(pages::action))
         .route("/runs/{id}", get(pages::run_page))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_token,
+        .route_layer(axum::middleware::from_fn_with_state(
+            access,
+            auth::page_access,
         ));
+    let header = |name, value: &'static str| {
+        SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
+    };
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
-        .merge(protected)
+        .merge(api)
+        .merge(pages)
         .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            hosts,
+            hosts::require_allowed_host,
+        ))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            request_timeout,
+        ))
+        .layer(header(X_FRAME_OPTIONS, "DENY"))
+        .layer(header(
+            CONTENT_SECURITY_POLICY,
+            CONTENT_SECURITY_POLICY_VALUE,
+        ))
+        .layer(header(X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .layer(header(REFERRER_POLICY, "same-origin"))
 }
 
 /// Serves until the drain begins.
-pub async fn serve(listener: TcpListener, state: HttpState, shutdown: Shutdown) {
-    let app = router(state);
-    let stopping = shutdown.clone();
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stopping.stopping().await })
-        .await
-    {
-        tracing::error!(error = %e, "The admin HTTP server stopped");
-    }
+pub async fn serve(listener: AdminListener, state: HttpState, shutdown: Shutdown) {
+    tracing::info!(
+        hosts = listener.hosts.as_slice().join(" "),
+        "Admin HTTP answers to these Host names"
+    );
+    let app = router(state, listener.hosts, listener.request_timeout);
+    server::accept_loop(listener.listener, app, listener.limits, shutdown).await;
 }

@@ -2,12 +2,13 @@
 //! sync page's buttons. Content comes from `views`, shared with the CLI; this
 //! file only lays it out. No JavaScript: the buttons are plain form POSTs.
 
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::HttpState;
+use super::path_ids::{RunIdPath, SyncActionPath, SyncIdPath};
 use super::views::{Body, Cell, OverviewView, Page, RunView, SyncView};
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
@@ -69,7 +70,7 @@ fn body(b: &Body) -> Markup {
     }
 }
 
-fn not_found(what: &str) -> Response {
+pub(super) fn not_found(what: &str) -> Response {
     (
         StatusCode::NOT_FOUND,
         Html(format!(
@@ -95,8 +96,8 @@ pub async fn overview(State(state): State<HttpState>) -> Response {
     }
 }
 
-pub async fn sync_page(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
-    match SyncView::load(&state.store, &id).await {
+pub async fn sync_page(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -> Response {
+    match SyncView::load(&state.store, id.as_str()).await {
         Ok(Some(view)) => {
             let paused = view.sync.status == "paused";
             let actions = html! {
@@ -122,7 +123,7 @@ pub async fn sync_page(State(state): State<HttpState>, Path(id): Path<String>) -
     }
 }
 
-pub async fn run_page(State(state): State<HttpState>, Path(id): Path<i64>) -> Response {
+pub async fn run_page(State(state): State<HttpState>, RunIdPath(id): RunIdPath) -> Response {
     match RunView::load(&state.store, id).await {
         Ok(Some(view)) => Html(layout(&view.page(), None).into_string()).into_response(),
         Ok(None) => not_found("run"),
@@ -130,46 +131,27 @@ pub async fn run_page(State(state): State<HttpState>, Path(id): Path<i64>) -> Re
     }
 }
 
-/// A browser sends its saved credentials with any form POST, even one a
-/// foreign page made it submit; a button is only honoured from our own pages.
-fn same_origin(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get("origin").and_then(|v| v.to_str().ok()) else {
-        // Not a browser form submission (curl, scripts): nothing to forge.
-        return true;
-    };
-    let host = headers
-        .get("host")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-        == Some(host)
-}
-
-/// `POST /syncs/{id}/pause|resume|run`: the sync page's buttons, then back to it.
+/// `POST /syncs/{id}/pause|resume|run|retry-rejected`: the sync page's
+/// buttons, then back to it. The token and the form's origin were checked
+/// before this runs (`auth`).
 pub async fn action(
     State(state): State<HttpState>,
-    Path((id, verb)): Path<(String, String)>,
-    headers: HeaderMap,
+    SyncActionPath { id, verb }: SyncActionPath,
 ) -> Response {
-    if !same_origin(&headers) {
-        return (
-            StatusCode::FORBIDDEN,
-            "cross-origin form submissions are refused",
-        )
-            .into_response();
+    let id = id.as_str();
+    if !matches!(verb.as_str(), "pause" | "resume" | "run" | "retry-rejected") {
+        return not_found("action");
     }
-    let paused = match syncs::get_sync(&state.store, &id).await {
+    let paused = match syncs::get_sync(&state.store, id).await {
         Ok(None) => return not_found("sync"),
         Err(e) => return internal(e),
         Ok(Some(sync)) => sync.status == "paused",
     };
     let done = match verb.as_str() {
-        "pause" => syncs::pause_sync(&state.store, &id, syncs::PAUSED_MANUAL, Actor::Api)
+        "pause" => syncs::pause_sync(&state.store, id, syncs::PAUSED_MANUAL, Actor::Api)
             .await
             .map(drop),
-        "resume" => syncs::resume_sync(&state.store, &id, Actor::Api)
+        "resume" => syncs::resume_sync(&state.store, id, Actor::Api)
             .await
             .map(drop),
         "run" if paused => {
@@ -179,11 +161,11 @@ pub async fn action(
             )
                 .into_response();
         }
-        "run" => runs::enqueue_run(&state.store, &id, "manual", state.max_attempts)
+        "run" => runs::enqueue_run(&state.store, id, "manual", state.max_attempts)
             .await
             .map(drop),
         "retry-rejected" => {
-            rejected::put_back(&state.store, &id, &PutBackFilter::default(), Actor::Api)
+            rejected::put_back(&state.store, id, &PutBackFilter::default(), Actor::Api)
                 .await
                 .map(drop)
         }

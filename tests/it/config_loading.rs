@@ -81,7 +81,7 @@ webhook_url = "https://hooks.example.com/syncward"
 webhook_secret = "hmac-secret-value"
 email = { smtp_url = "smtps://mailer:smtp-secret-pw@smtp.example.com:465", from = "syncward@example.com", to = ["ops@example.com"] }
 [http]
-admin_token = "admin-token-value"
+admin_token = "admin-token-value-0123456789abcdef"
 "#,
     )?;
     let out = Syncward::bare()
@@ -95,7 +95,7 @@ admin_token = "admin-token-value"
         "sentrykey123",
         "hmac-secret-value",
         "smtp-secret-pw",
-        "admin-token-value",
+        "admin-token-value-0123456789abcdef",
     ] {
         assert!(
             !out.stdout.contains(secret),

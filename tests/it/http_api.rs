@@ -7,7 +7,8 @@ use crate::helpers::daemon::DaemonProcess;
 use crate::helpers::install_crypto;
 use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
 
-const TOKEN: &str = "admin-token-for-tests";
+/// Admin tokens are at least 32 characters.
+const TOKEN: &str = "admin-token-for-tests-0123456789abcdef";
 
 async fn get(url: &str, token: Option<&str>) -> anyhow::Result<(u16, serde_json::Value)> {
     install_crypto();
@@ -233,7 +234,9 @@ async fn the_api_refuses_to_run_a_paused_sync_without_force_and_puts_rejected_re
     let (status, refused) = post(&format!("{base}/api/syncs/{SYNC_ID}/run"), Some(TOKEN)).await?;
     assert_eq!(status, 409, "{refused}");
     assert!(
-        refused["error"].as_str().is_some_and(|e| e.contains("paused")),
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("paused")),
         "{refused}"
     );
     let (status, forced) = post(

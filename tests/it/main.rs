@@ -4,6 +4,7 @@
 mod fakes;
 mod helpers;
 
+mod admin_security;
 mod alerts;
 mod breaker;
 mod brevo_fake;
