@@ -368,8 +368,7 @@ impl HttpSettings {
             if !token.chars().all(|c| c.is_ascii_graphic()) {
                 return Err((
                     "http.admin_token",
-                    "must be printable ASCII without spaces (it travels in an HTTP header)"
-                        .into(),
+                    "must be printable ASCII without spaces (it travels in an HTTP header)".into(),
                 ));
             }
         }
@@ -696,15 +695,27 @@ impl Settings {
         [
             ("workers.poll_interval", self.workers.poll_interval, HOUR),
             ("workers.liveness_ttl", self.workers.liveness_ttl, HOUR),
-            ("shutdown.drain_deadline", self.shutdown.drain_deadline, HOUR),
-            ("shutdown.hard_exit_after", self.shutdown.hard_exit_after, HOUR),
+            (
+                "shutdown.drain_deadline",
+                self.shutdown.drain_deadline,
+                HOUR,
+            ),
+            (
+                "shutdown.hard_exit_after",
+                self.shutdown.hard_exit_after,
+                HOUR,
+            ),
             ("lease.ttl", self.lease.ttl, DAY),
             ("lease.renew_every", self.lease.renew_every, DAY),
             ("retry.backoff_base", self.retry.backoff_base, DAY),
             ("retry.backoff_max", self.retry.backoff_max, DAY),
             ("sweeper.every", self.sweeper.every, HOUR),
             ("sweeper.stuck_after", self.sweeper.stuck_after, 30 * DAY),
-            ("sweeper.import_check_after", self.sweeper.import_check_after, DAY),
+            (
+                "sweeper.import_check_after",
+                self.sweeper.import_check_after,
+                DAY,
+            ),
             ("ledger.retention", self.ledger.retention, 10 * YEAR),
             ("deadman.silence_window", self.deadman.silence_window, YEAR),
         ]
@@ -713,12 +724,32 @@ impl Settings {
     /// The largest value each count may take.
     fn count_limits(&self) -> [(&'static str, u64, u64); 6] {
         [
-            ("database.max_connections", self.database.max_connections.into(), 1000),
-            ("workers.count", u64::try_from(self.workers.count).unwrap_or(u64::MAX), 1024),
+            (
+                "database.max_connections",
+                self.database.max_connections.into(),
+                1000,
+            ),
+            (
+                "workers.count",
+                u64::try_from(self.workers.count).unwrap_or(u64::MAX),
+                1024,
+            ),
             ("retry.max_attempts", self.retry.max_attempts.into(), 100),
-            ("ledger.record_attempts", self.ledger.record_attempts.into(), 100),
-            ("breaker.consecutive_failures", self.breaker.consecutive_failures.into(), 1000),
-            ("sweeper.import_checks_per_hour", self.sweeper.import_checks_per_hour.into(), 100_000),
+            (
+                "ledger.record_attempts",
+                self.ledger.record_attempts.into(),
+                100,
+            ),
+            (
+                "breaker.consecutive_failures",
+                self.breaker.consecutive_failures.into(),
+                1000,
+            ),
+            (
+                "sweeper.import_checks_per_hour",
+                self.sweeper.import_checks_per_hour.into(),
+                100_000,
+            ),
         ]
     }
 
@@ -874,11 +905,17 @@ mod tests {
         s.shutdown.drain_deadline = Duration::from_secs(500_000_000_000 * 365 * 86400 / 1000);
         let err = s.validate("t.toml").unwrap_err();
         assert_eq!(err.key, "shutdown.drain_deadline");
-        assert!(err.problem.ends_with("is longer than the limit of 1h"), "{err}");
+        assert!(
+            err.problem.ends_with("is longer than the limit of 1h"),
+            "{err}"
+        );
         let mut s = Settings::default();
         s.workers.count = 5000;
         let err = s.validate("t.toml").unwrap_err();
-        assert_eq!(err.to_string(), "t.toml: workers.count: 5000 is more than the limit of 1024");
+        assert_eq!(
+            err.to_string(),
+            "t.toml: workers.count: 5000 is more than the limit of 1024"
+        );
         let mut s = Settings::default();
         s.ledger.retention = Duration::from_secs(10 * 365 * 86400);
         s.retry.max_attempts = 100;
@@ -909,7 +946,13 @@ mod tests {
         for good in ["syncward.example.com", "10.0.0.5:8080", "[::1]:9000"] {
             assert!(check(None, &[good]).is_ok(), "{good}");
         }
-        for bad in ["https://x.example", "x.example/admin", "*.example", "", "a b"] {
+        for bad in [
+            "https://x.example",
+            "x.example/admin",
+            "*.example",
+            "",
+            "a b",
+        ] {
             let problem = check(None, &[bad]).unwrap_err();
             assert!(problem.starts_with("http.allowed_hosts: "), "{problem}");
         }
