@@ -5,9 +5,10 @@
 //!
 //! The edges, outermost first: the connection loop (`server`: connection
 //! limit, header-read timeout), the security headers on every answer, the
-//! request timeout, the Host check (`hosts`: every route but `/healthz`), the
-//! ids in the path (`path_ids`), and on the API and pages the token and the
-//! write rules (`auth`). Health, readiness and metrics need no token.
+//! request timeout, the Host check (`hosts`: every route but `/healthz`),
+//! then on the API and pages the token and the write rules (`auth`), and
+//! last the ids in the path (`path_ids`), before any handler reads the store.
+//! Health, readiness and metrics need no token.
 
 mod api;
 mod auth;

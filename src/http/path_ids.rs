@@ -53,6 +53,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RunIdPath {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
         match Path::<String>::from_request_parts(parts, state).await {
+            // Why it does not parse makes no difference: no such run.
             Ok(Path(raw)) => raw
                 .parse::<i64>()
                 .ok()
