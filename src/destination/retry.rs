@@ -6,24 +6,10 @@ use std::time::Duration;
 
 use reqwest::{RequestBuilder, StatusCode};
 
+use super::http_client::{
+    BodyError, DESTINATION_ANSWER_CAP, cap_text, describe_error, read_capped, redirect_target,
+};
 use super::record::DestinationError;
-
-/// The HTTP client every destination shares (a User-Agent naming syncward;
-/// timeouts are set per request). Built once per process: building one loads
-/// the TLS roots, which costs more than a whole no-op run.
-pub fn http_client() -> Result<reqwest::Client, DestinationError> {
-    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    if let Some(client) = CLIENT.get() {
-        return Ok(client.clone());
-    }
-    let client = reqwest::Client::builder()
-        .user_agent(concat!("syncward/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| {
-            DestinationError::InvalidConfig(format!("cannot build the HTTP client: {e}"))
-        })?;
-    Ok(CLIENT.get_or_init(|| client).clone())
-}
 
 /// How hard a destination call tries before giving up for this run.
 #[derive(Debug, Clone)]
@@ -72,11 +58,15 @@ impl<T> Verdict<T> {
 
 /// Sends the request built by `build` until `judge` accepts an answer or the
 /// policy runs out. `reset_header` names the header holding seconds until a
-/// rate limit resets (`Retry-After` is honoured too).
+/// rate limit resets (`Retry-After` is honoured too); `url_setting` names the
+/// setting that holds the destination's address (for a redirect's message).
+/// Redirects are not followed (`http_client`) and answers are read up to
+/// `DESTINATION_ANSWER_CAP`; both end the call at once.
 pub async fn send_with_retry<T>(
     build: impl Fn() -> RequestBuilder,
     policy: &RetryPolicy,
     reset_header: &str,
+    url_setting: &str,
     judge: impl Fn(StatusCode, &[u8]) -> Verdict<T>,
 ) -> Result<T, DestinationError> {
     let mut server_failures = 0;
@@ -99,7 +89,7 @@ pub async fn send_with_retry<T>(
             Err(e) => {
                 // A refused connection never reached the destination.
                 maybe_written |= !e.is_connect();
-                describe_transport_error(&e)
+                describe_transport_error(e)
             }
             Ok(response) => {
                 let status = response.status();
@@ -120,10 +110,28 @@ pub async fn send_with_retry<T>(
                     tokio::time::sleep(jitter(wait, 0.0, 0.2)).await;
                     continue;
                 }
-                match response.bytes().await {
-                    Err(e) => {
+                if status.is_redirection() {
+                    return Err(redirect_refused(&response, url_setting));
+                }
+                match read_capped(response, DESTINATION_ANSWER_CAP).await {
+                    Err(BodyError::CutOff(e)) => {
                         maybe_written = true;
-                        describe_transport_error(&e)
+                        format!("the answer was cut off: {e}")
+                    }
+                    Err(BodyError::TooLarge) => {
+                        // Asking again would only read as much again. An
+                        // accepted write may have happened: its keys stay
+                        // pending, and the next run sends them again.
+                        let detail = format!(
+                            "the destination's answer (HTTP {}) exceeded {}; not read further",
+                            status.as_u16(),
+                            cap_text(DESTINATION_ANSWER_CAP)
+                        );
+                        return Err(if maybe_written || status.is_success() {
+                            DestinationError::Unanswered(detail)
+                        } else {
+                            DestinationError::Unavailable(detail)
+                        });
                     }
                     Ok(_) if status.is_server_error() => format!("HTTP {status}"),
                     Ok(body) => match judge(status, &body) {
@@ -159,14 +167,27 @@ pub async fn send_with_retry<T>(
     }
 }
 
-fn describe_transport_error(e: &reqwest::Error) -> String {
+/// A transport error for a failure detail (and the log): without the URL,
+/// which may carry a secret.
+fn describe_transport_error(e: reqwest::Error) -> String {
     if e.is_timeout() {
         "the request timed out".to_string()
     } else if e.is_connect() {
-        format!("cannot connect: {e}")
+        format!("cannot connect: {}", describe_error(e))
     } else {
-        format!("the request failed: {e}")
+        format!("the request failed: {}", describe_error(e))
     }
+}
+
+/// A 3xx answer: the request carried a credential, so it is not followed.
+/// The settings are wrong (or the server hostile): final, the owner's to fix.
+pub fn redirect_refused(response: &reqwest::Response, url_setting: &str) -> DestinationError {
+    DestinationError::InvalidConfig(format!(
+        "the destination answered a redirect (HTTP {}) to {}; syncward does not follow \
+         redirects with credentials: set {url_setting} to the final address",
+        response.status().as_u16(),
+        redirect_target(response)
+    ))
 }
 
 /// Seconds from the reset header (or `Retry-After`); 1 s when neither parses.

@@ -5,6 +5,8 @@
 //! addresses, and source rows that are not UTF-8. Each test performs the
 //! attack against the real binary and sees it refused.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -232,5 +234,372 @@ async fn every_page_reads_with_read_only_and_its_timeout_whatever_the_last_query
         }
     }
     assert!(shared, "no page was read on the poisoned connection");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Small servers for the edges below.
+
+/// A server on an ephemeral port; aborted when dropped.
+struct EdgeServer {
+    url: String,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for EdgeServer {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl EdgeServer {
+    async fn start(app: axum::Router) -> anyhow::Result<Self> {
+        let (addr, server) = crate::fakes::serve(app).await?;
+        Ok(Self {
+            url: format!("http://{addr}"),
+            server,
+        })
+    }
+
+    /// Answers every request with `200 {}` and counts them in `hits`.
+    async fn catcher(hits: Arc<AtomicUsize>) -> anyhow::Result<Self> {
+        Self::start(axum::Router::new().fallback(move || {
+            let hits = hits.clone();
+            async move {
+                hits.fetch_add(1, Ordering::SeqCst);
+                "{}"
+            }
+        }))
+        .await
+    }
+
+    /// Answers every request with `307` to the same path at `target`.
+    async fn redirector(target: String) -> anyhow::Result<Self> {
+        Self::start(axum::Router::new().fallback(move |uri: axum::http::Uri| {
+            let location = format!("{target}{}", uri.path());
+            async move {
+                (
+                    axum::http::StatusCode::TEMPORARY_REDIRECT,
+                    [(axum::http::header::LOCATION, location)],
+                )
+            }
+        }))
+        .await
+    }
+
+    /// Answers every request with `status` and a body of `total` bytes,
+    /// streamed (never held whole), counting in `pulled` what the client
+    /// took (plus what the sockets buffer) before it hung up.
+    async fn streamer(
+        status: axum::http::StatusCode,
+        total: usize,
+        pulled: Arc<AtomicUsize>,
+    ) -> anyhow::Result<Self> {
+        static CHUNK: [u8; 64 * 1024] = [b' '; 64 * 1024];
+        Self::start(axum::Router::new().fallback(move || {
+            let pulled = pulled.clone();
+            async move {
+                let body = futures::stream::unfold(0usize, move |sent| {
+                    let pulled = pulled.clone();
+                    async move {
+                        (sent < total).then(|| {
+                            pulled.fetch_add(CHUNK.len(), Ordering::SeqCst);
+                            (Ok::<_, std::io::Error>(&CHUNK[..]), sent + CHUNK.len())
+                        })
+                    }
+                });
+                (
+                    status,
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    axum::body::Body::from_stream(body),
+                )
+            }
+        }))
+        .await
+    }
+}
+
+/// An `http` `[source]` body at `url`, its token from `TEST_API_AUTH`.
+fn http_source(url: &str) -> String {
+    format!(
+        r#"kind = "http"
+url = "{url}"
+cursor_param = "after"
+items_pointer = "/data"
+next_cursor_pointer = "/meta/next"
+auth_env = "TEST_API_AUTH"
+timeout = "5s""#
+    )
+}
+
+/// A Shopify `[source]` body at `base_url`, its token from `TEST_SHOPIFY_TOKEN`.
+fn shopify_source(base_url: &str) -> String {
+    format!(
+        r#"kind = "shopify"
+shop = "acme"
+api_version = "2025-07"
+access_token_env = "TEST_SHOPIFY_TOKEN"
+base_url = "{base_url}"
+timeout = "5s""#
+    )
+}
+
+/// A test's services, the Brevo fake, a `contacts` table of 12 rows and the
+/// environment every sync file above names.
+struct Edges {
+    _db: TestDb,
+    _redis: TestRedis,
+    brevo: BrevoFake,
+    cli: Syncward,
+    dir: tempfile::TempDir,
+}
+
+const API_TOKEN: &str = "Bearer api-edges-token";
+const SHOPIFY_TOKEN: &str = "shpat_edges_token";
+
+impl Edges {
+    async fn new() -> anyhow::Result<Self> {
+        let db = TestDb::new().await?;
+        let redis = TestRedis::new().await?;
+        let brevo = BrevoFake::start(BREVO_KEY).await?;
+        contacts_table(&db, 12).await?;
+        let cli = Syncward::new(&db, Some(&redis))
+            .with_env("TEST_SOURCE_URL", &db.url)
+            .with_env("TEST_BREVO_KEY", BREVO_KEY)
+            .with_env("TEST_API_AUTH", API_TOKEN)
+            .with_env("TEST_SHOPIFY_TOKEN", SHOPIFY_TOKEN)
+            .with_env("SYNCWARD__WORKERS__COUNT", "1")
+            .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
+        Ok(Self {
+            _db: db,
+            _redis: redis,
+            brevo,
+            cli,
+            dir: tempfile::tempdir()?,
+        })
+    }
+
+    async fn publish(&self, id: &str, source: &str, destination: &str) -> anyhow::Result<()> {
+        publish(&self.cli, &self.dir, id, source, destination).await
+    }
+}
+
+fn detail(run: &Value) -> &str {
+    run["run"]["failure_detail"].as_str().unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------
+// (b) Credentials do not follow redirects.
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redirect_is_not_followed_with_credentials_and_fails_the_run_naming_the_setting()
+-> anyhow::Result<()> {
+    let e = Edges::new().await?;
+    let hits = Arc::new(AtomicUsize::new(0));
+    let catcher = EdgeServer::catcher(hits.clone()).await?;
+    let redirector = EdgeServer::redirector(catcher.url.clone()).await?;
+    e.publish(
+        "to-redirect",
+        &postgres_source("SELECT id, email, first_name FROM contacts"),
+        &brevo_destination(&format!("{}/v3", redirector.url)),
+    )
+    .await?;
+    e.publish(
+        "from-redirect",
+        &http_source(&format!("{}/contacts", redirector.url)),
+        &brevo_destination(&e.brevo.base_url),
+    )
+    .await?;
+    e.publish(
+        "shop-redirect",
+        &shopify_source(&redirector.url),
+        &brevo_destination(&e.brevo.base_url),
+    )
+    .await?;
+    for (sync, setting) in [
+        (
+            "to-redirect",
+            "set destination.base_url to the final address",
+        ),
+        ("from-redirect", "set source.url to the final address"),
+        (
+            "shop-redirect",
+            "set source.shop (or source.base_url) to the final address",
+        ),
+    ] {
+        let (run, output) = run_foreground(&e.cli, sync).await?;
+        assert_eq!(run["run"]["status"], "failed", "{sync}: {output}");
+        assert_eq!(
+            run["run"]["failure_code"], "config_invalid",
+            "{sync}: {run}"
+        );
+        let detail = detail(&run);
+        assert!(
+            detail.contains("redirect (HTTP 307) to http://127.0.0.1:")
+                && detail.contains("syncward does not follow redirects with credentials")
+                && detail.contains(setting),
+            "{sync}: {detail}"
+        );
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "the redirect's target received a request"
+    );
+    assert!(
+        e.brevo.requests().is_empty(),
+        "nothing was read, nothing sent"
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// (c) Answers are read up to a cap.
+
+/// Bytes the streaming fakes offer: far past both caps.
+const HUGE: usize = 512 * 1024 * 1024;
+/// What loopback sockets and the client's buffers may take beyond the cap
+/// before the client hangs up.
+const BUFFERED: usize = 32 * 1024 * 1024;
+
+/// The daemon's peak resident memory (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no VmHWM in /proc/{pid}/status"))?;
+    Ok(kib * 1024)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_past_the_cap_are_not_read_further_and_fail_the_run_with_the_cap_named()
+-> anyhow::Result<()> {
+    let e = Edges::new().await?;
+    let to_destination = Arc::new(AtomicUsize::new(0));
+    let to_source = Arc::new(AtomicUsize::new(0));
+    let big_answers = EdgeServer::streamer(
+        axum::http::StatusCode::ACCEPTED,
+        HUGE,
+        to_destination.clone(),
+    )
+    .await?;
+    let big_pages =
+        EdgeServer::streamer(axum::http::StatusCode::OK, HUGE, to_source.clone()).await?;
+    e.publish(
+        "big-answer",
+        &postgres_source("SELECT id, email, first_name FROM contacts"),
+        &brevo_destination(&format!("{}/v3", big_answers.url)),
+    )
+    .await?;
+    e.publish(
+        "big-page",
+        &http_source(&format!("{}/contacts", big_pages.url)),
+        &brevo_destination(&e.brevo.base_url),
+    )
+    .await?;
+
+    let mut daemon = DaemonProcess::spawn(&e.cli).await?;
+    e.cli.run(&["sync", "run", "big-answer"]).await?.ok()?;
+    e.cli.run(&["sync", "run", "big-page"]).await?.ok()?;
+    // The destination's failure is retryable: the run goes back to the queue
+    // (after a minute) with the reason in its timeline.
+    let shown = |sync: &'static str| {
+        let cli = e.cli.clone();
+        async move {
+            let run = last_run(&cli, sync).await?;
+            let id = run["id"].as_i64().unwrap_or_default().to_string();
+            cli.run(&["runs", "show", &id, "--json"])
+                .await?
+                .ok()?
+                .json()
+        }
+    };
+    daemon
+        .eventually(Duration::from_secs(60), "both runs ending", || async {
+            let answer = shown("big-answer").await?;
+            let page = shown("big-page").await?;
+            Ok(answer["run"]["trigger"] == "retry" && page["run"]["status"] == "failed")
+        })
+        .await?;
+    let peak = peak_rss(daemon.pid)?;
+    eprintln!("the daemon peaked at {} MB", peak / (1024 * 1024));
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+
+    let answer = shown("big-answer").await?;
+    assert!(
+        answer["events"].to_string().contains(
+            "destination_unavailable: the destination's answer (HTTP 202) exceeded 16 MiB; not read further"
+        ),
+        "{answer}"
+    );
+    let page = shown("big-page").await?;
+    assert_eq!(page["run"]["failure_code"], "source_query_failed");
+    assert!(
+        detail(&page).contains("the API's answer exceeded 64 MiB; not read further"),
+        "{page}"
+    );
+    let taken = to_destination.load(Ordering::SeqCst);
+    assert!(
+        taken < 16 * 1024 * 1024 + BUFFERED,
+        "the destination's answer was read past its cap: {taken} bytes"
+    );
+    let taken = to_source.load(Ordering::SeqCst);
+    assert!(
+        taken < 64 * 1024 * 1024 + BUFFERED,
+        "the source's page was read past its cap: {taken} bytes"
+    );
+    // Both answers held at once would still be under this; 512 MB read whole
+    // would not.
+    assert!(
+        peak < 300 * 1024 * 1024,
+        "the daemon peaked at {} MB",
+        peak / (1024 * 1024)
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// (d) Transport errors do not echo URLs.
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transport_error_keeps_the_url_and_its_secrets_out_of_the_failure_and_the_log()
+-> anyhow::Result<()> {
+    let e = Edges::new().await?;
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    // Secrets a sync file may not hold in a query parameter named like one
+    // (`?api_key=` is refused at `sync apply`): in the path, and in a
+    // parameter whose name does not give it away.
+    let url = format!("http://{closed}/SECRETPATH/v3?account=SECRETQUERY");
+    e.publish(
+        "to-closed",
+        &postgres_source("SELECT id, email, first_name FROM contacts"),
+        &brevo_destination(&url),
+    )
+    .await?;
+    e.publish(
+        "from-closed",
+        &http_source(&url),
+        &brevo_destination(&e.brevo.base_url),
+    )
+    .await?;
+    for (sync, code) in [
+        ("to-closed", "destination_unavailable"),
+        ("from-closed", "source_unreachable"),
+    ] {
+        let (run, output) = run_foreground(&e.cli, sync).await?;
+        assert_eq!(run["run"]["failure_code"], code, "{sync}: {run}");
+        let detail = detail(&run);
+        assert!(detail.contains("Connection refused"), "{sync}: {detail}");
+        for shown in [run.to_string(), output] {
+            assert!(
+                !shown.contains("SECRET"),
+                "{sync}: a secret of the URL was shown: {shown}"
+            );
+        }
+    }
     Ok(())
 }

@@ -12,14 +12,19 @@ use serde_json::{Value, json};
 
 use super::config::{BrevoDestinationConfig, BrevoMode};
 use crate::destination::delivery::Destination;
+use crate::destination::http_client::{
+    BodyError, DESTINATION_ANSWER_CAP, cap_text, describe_error, http_client, read_capped,
+};
 use crate::destination::record::{DestinationError, Outbound, RecordOutcome};
-use crate::destination::retry::{RetryPolicy, Verdict, http_client, send_with_retry};
+use crate::destination::retry::{RetryPolicy, Verdict, redirect_refused, send_with_retry};
 
 /// Largest import body sent; Brevo takes 10 MB and recommends about 8 MB.
 pub const IMPORT_BODY_LIMIT: usize = 8_000_000;
 
 /// Brevo's rate-limit reset header: seconds until the window resets.
 const RESET_HEADER: &str = "x-sib-ratelimit-reset";
+/// The setting that holds Brevo's address (named when it answers a redirect).
+const URL_SETTING: &str = "destination.base_url";
 
 pub struct BrevoDestination {
     client: reqwest::Client,
@@ -92,12 +97,27 @@ impl BrevoDestination {
             .send()
             .await
             .map_err(|e| {
-                DestinationError::Unavailable(format!("asking about import {process_id}: {e}"))
+                DestinationError::Unavailable(format!(
+                    "asking about import {process_id}: {}",
+                    describe_error(e)
+                ))
             })?;
         let status = response.status();
-        let body = response.bytes().await.map_err(|e| {
-            DestinationError::Unavailable(format!("asking about import {process_id}: {e}"))
-        })?;
+        if status.is_redirection() {
+            return Err(redirect_refused(&response, URL_SETTING));
+        }
+        let body = read_capped(response, DESTINATION_ANSWER_CAP)
+            .await
+            .map_err(|e| {
+                DestinationError::Unavailable(match e {
+                    BodyError::CutOff(e) => format!("asking about import {process_id}: {e}"),
+                    BodyError::TooLarge => format!(
+                        "asking about import {process_id}: the destination's answer exceeded {}; \
+                         not read further",
+                        cap_text(DESTINATION_ANSWER_CAP)
+                    ),
+                })
+            })?;
         if !status.is_success() {
             return match classify_error(status, &body, 1) {
                 Verdict::Fail(e) => Err(e),
@@ -140,7 +160,7 @@ impl BrevoDestination {
         }
         let url = self.url("/contacts");
         let build = || self.post(&url, &body);
-        send_with_retry(build, &self.policy, RESET_HEADER, judge_create).await
+        send_with_retry(build, &self.policy, RESET_HEADER, URL_SETTING, judge_create).await
     }
 
     async fn import(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
@@ -168,9 +188,13 @@ impl BrevoDestination {
             );
             let url = self.url("/contacts/import");
             let build = || self.post_bytes(&url, body.clone());
-            let answer = send_with_retry(build, &self.policy, RESET_HEADER, |status, bytes| {
-                judge_import(status, bytes, rows.len())
-            })
+            let answer = send_with_retry(
+                build,
+                &self.policy,
+                RESET_HEADER,
+                URL_SETTING,
+                |status, bytes| judge_import(status, bytes, rows.len()),
+            )
             .await;
             match answer {
                 Ok(answer) => outcomes.extend(answer),

@@ -12,8 +12,9 @@ use sha2::{Digest, Sha256};
 
 use super::config::WebhookDestinationConfig;
 use crate::destination::delivery::Destination;
+use crate::destination::http_client::http_client;
 use crate::destination::record::{DestinationError, Outbound, RecordOutcome};
-use crate::destination::retry::{RetryPolicy, Verdict, http_client, send_with_retry};
+use crate::destination::retry::{RetryPolicy, Verdict, send_with_retry};
 
 /// Header carrying `sha256=<hex HMAC of the body>`.
 pub const SIGNATURE_HEADER: &str = "X-Syncward-Signature";
@@ -81,31 +82,37 @@ impl WebhookDestination {
             }
             request
         };
-        send_with_retry(build, &self.policy, "retry-after", |status, bytes| {
-            if status.is_success() {
-                return Verdict::Done(vec![
-                    RecordOutcome::Delivered(
-                        json!({"status": status.as_u16()})
-                    );
-                    records
-                ]);
-            }
-            let message = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-            match status {
-                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                    Verdict::Fail(DestinationError::Unauthorized(format!(
-                        "the webhook answered HTTP {status}: {message}"
-                    )))
+        send_with_retry(
+            build,
+            &self.policy,
+            "retry-after",
+            "destination.url",
+            |status, bytes| {
+                if status.is_success() {
+                    return Verdict::Done(vec![
+                        RecordOutcome::Delivered(
+                            json!({"status": status.as_u16()})
+                        );
+                        records
+                    ]);
                 }
-                _ => Verdict::Done(vec![
-                    RecordOutcome::Rejected {
-                        code: format!("http_{}", status.as_u16()),
-                        message
-                    };
-                    records
-                ]),
-            }
-        })
+                let message = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+                match status {
+                    StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                        Verdict::Fail(DestinationError::Unauthorized(format!(
+                            "the webhook answered HTTP {status}: {message}"
+                        )))
+                    }
+                    _ => Verdict::Done(vec![
+                        RecordOutcome::Rejected {
+                            code: format!("http_{}", status.as_u16()),
+                            message
+                        };
+                        records
+                    ]),
+                }
+            },
+        )
         .await
     }
 }

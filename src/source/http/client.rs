@@ -10,6 +10,9 @@ use tokio::time::Instant;
 
 use super::config::HttpSourceConfig;
 use crate::canonical_json::canonical_json;
+use crate::destination::http_client::{
+    BodyError, SOURCE_PAGE_CAP, cap_text, describe_error, read_capped, redirect_target,
+};
 use crate::source::page::{Page, Source, SourceError};
 use crate::source::retry::{Answer, MAX_WAIT, fetch_with_retries, retry_after};
 
@@ -66,13 +69,28 @@ impl HttpSource {
             Err(e) if e.is_timeout() => {
                 return Answer::Retry("the API did not answer in time".into());
             }
-            Err(e) => return Answer::Retry(format!("cannot reach the API: {e}")),
+            Err(e) => return Answer::Retry(format!("cannot reach the API: {}", describe_error(e))),
         };
         let status = response.status();
+        if status.is_redirection() {
+            // The request may carry `auth_header`: a redirect is not followed.
+            return Answer::Fail(SourceError::InvalidConfig(format!(
+                "the API answered a redirect (HTTP {}) to {}; syncward does not follow \
+                 redirects with credentials: set source.url to the final address",
+                status.as_u16(),
+                redirect_target(&response)
+            )));
+        }
         let wait = retry_after(response.headers());
-        match response.bytes().await {
+        match read_capped(response, SOURCE_PAGE_CAP).await {
             Ok(bytes) => judge(&self.config, status, &bytes, wait),
-            Err(e) => Answer::Retry(format!("the API's answer was cut off: {e}")),
+            Err(BodyError::CutOff(e)) => {
+                Answer::Retry(format!("the API's answer was cut off: {e}"))
+            }
+            Err(BodyError::TooLarge) => Answer::Fail(SourceError::Query(format!(
+                "the API's answer exceeded {}; not read further (ask it for smaller pages)",
+                cap_text(SOURCE_PAGE_CAP)
+            ))),
         }
     }
 }

@@ -17,6 +17,9 @@ use tokio::time::Instant;
 
 use super::config::ShopifySourceConfig;
 use crate::canonical_json::canonical_json;
+use crate::destination::http_client::{
+    BodyError, SOURCE_PAGE_CAP, cap_text, describe_error, read_capped, redirect_target,
+};
 use crate::source::page::{Page, Source, SourceError};
 use crate::source::retry::{Answer, MAX_WAIT, fetch_with_retries, retry_after};
 
@@ -81,13 +84,31 @@ impl ShopifySource {
             Err(e) if e.is_timeout() => {
                 return Answer::Retry("Shopify did not answer in time".into());
             }
-            Err(e) => return Answer::Retry(format!("cannot reach Shopify: {e}")),
+            Err(e) => return Answer::Retry(format!("cannot reach Shopify: {}", describe_error(e))),
         };
         let status = response.status();
+        if status.is_redirection() {
+            // The request carries the access token: a redirect is not followed.
+            return Answer::Fail(SourceError::InvalidConfig(format!(
+                "Shopify answered a redirect (HTTP {}) to {}; syncward does not follow \
+                 redirects with credentials: set source.shop (or source.base_url) to the \
+                 final address",
+                status.as_u16(),
+                redirect_target(&response)
+            )));
+        }
         let retry_after = retry_after(response.headers());
-        let bytes = match response.bytes().await {
+        let bytes = match read_capped(response, SOURCE_PAGE_CAP).await {
             Ok(b) => b,
-            Err(e) => return Answer::Retry(format!("Shopify's answer was cut off: {e}")),
+            Err(BodyError::CutOff(e)) => {
+                return Answer::Retry(format!("Shopify's answer was cut off: {e}"));
+            }
+            Err(BodyError::TooLarge) => {
+                return Answer::Fail(SourceError::Query(format!(
+                    "Shopify's answer exceeded {}; not read further (lower source.page_size)",
+                    cap_text(SOURCE_PAGE_CAP)
+                )));
+            }
         };
         judge(status, &bytes, retry_after)
     }

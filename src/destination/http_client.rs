@@ -1,0 +1,137 @@
+//! The HTTP client every connector shares (destinations and the HTTP
+//! sources), and how it reads answers. Every request carries a credential or
+//! a signed body (Brevo's `api-key`, an `http` source's `auth_header`,
+//! Shopify's access token, a webhook's signature), so the client follows no
+//! redirect: a 3xx is a failure that names where it pointed. Answers are read
+//! up to a cap, and a transport error is described without its URL, which
+//! can carry a secret.
+
+use std::error::Error as _;
+
+use super::record::DestinationError;
+
+/// Largest destination answer read. Brevo answers a write with a few hundred
+/// bytes and the webhook's answer is only kept as a short message, so 16 MiB
+/// is far beyond any real answer and bounds what a broken or hostile server
+/// can make a run hold (400 MB once took a run to 906 MB RSS).
+pub const DESTINATION_ANSWER_CAP: usize = 16 * 1024 * 1024;
+
+/// Largest source page read: a page is parsed whole (its JSON held about twice
+/// over while parsed), and a page of the largest size an API serves is far
+/// below this. Past it the page size, not the run, has to give.
+pub const SOURCE_PAGE_CAP: usize = 64 * 1024 * 1024;
+
+/// The HTTP client every connector shares (a User-Agent naming syncward; no
+/// redirects; timeouts are set per request). Built once per process: building
+/// one loads the TLS roots, which costs more than a whole no-op run.
+pub fn http_client() -> Result<reqwest::Client, DestinationError> {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    if let Some(client) = CLIENT.get() {
+        return Ok(client.clone());
+    }
+    let client = reqwest::Client::builder()
+        .user_agent(concat!("syncward/", env!("CARGO_PKG_VERSION")))
+        // A redirect would hand the request's credential (and body) to
+        // whoever the Location names.
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| {
+            DestinationError::InvalidConfig(format!(
+                "cannot build the HTTP client: {}",
+                describe_error(e)
+            ))
+        })?;
+    Ok(CLIENT.get_or_init(|| client).clone())
+}
+
+/// Why an answer's body was not read whole.
+#[derive(Debug)]
+pub enum BodyError {
+    /// Longer than the cap: not read further.
+    TooLarge,
+    /// The transport failed part-way (described without the URL).
+    CutOff(String),
+}
+
+/// Reads the body of `response`, at most `cap` bytes: a longer body (as its
+/// `Content-Length` announces, or as it arrives) is not read further.
+pub async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+) -> Result<Vec<u8>, BodyError> {
+    let announced = response.content_length().unwrap_or(0);
+    if announced > cap as u64 {
+        return Err(BodyError::TooLarge);
+    }
+    let mut body = Vec::with_capacity(announced as usize);
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > cap {
+                    return Err(BodyError::TooLarge);
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) => return Err(BodyError::CutOff(describe_error(e))),
+        }
+    }
+}
+
+/// A cap as people read it: `16 MiB`.
+pub fn cap_text(cap: usize) -> String {
+    format!("{} MiB", cap / (1024 * 1024))
+}
+
+/// Where a 3xx answer pointed, for the failure message: its `Location`
+/// against the request's URL, without user-info, query or fragment (the
+/// server chose it, and it may carry a secret of the server's).
+pub fn redirect_target(response: &reqwest::Response) -> String {
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|l| l.to_str().ok());
+    let Some(location) = location else {
+        return "nowhere (no Location header)".to_string();
+    };
+    match response.url().join(location) {
+        Ok(mut target) => {
+            target.set_query(None);
+            target.set_fragment(None);
+            // Fails only for URLs that cannot have user-info: then they have none.
+            let _ = target.set_username("");
+            let _ = target.set_password(None);
+            target.to_string()
+        }
+        Err(_) => "an address that is not a URL".to_string(),
+    }
+}
+
+/// A transport error as text, without the request's URL (which may carry a
+/// secret in its path or query) and with its causes, which say what failed
+/// (`tcp connect error: Connection refused`).
+pub fn describe_error(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let part = c.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_read_in_mebibytes() {
+        assert_eq!(cap_text(DESTINATION_ANSWER_CAP), "16 MiB");
+        assert_eq!(cap_text(SOURCE_PAGE_CAP), "64 MiB");
+    }
+}
