@@ -1,6 +1,7 @@
 //! Alerts: every critical alert is always a log line at ERROR; it goes to
 //! Sentry (level fatal, tagged with workspace, sync and kind) and to the alert
-//! webhook (HMAC-signed JSON) when those are configured, and is stored with
+//! webhook (JSON signed per the Standard Webhooks specification) when those
+//! are configured, and is stored with
 //! the outcome of each channel, and by e-mail over SMTP to the operators (plus,
 //! for failures that are the customer's, to the workspace's own address from
 //! `alerts.workspace_email`). One channel failing never stops another. The
@@ -9,12 +10,13 @@
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use tracing::{error, warn};
 
 use crate::config::AlertSettings;
+use crate::destination::webhook::WebhookSigner;
 
 use crate::failure::FailureCode;
 use crate::store::alerts::{NewAlert, record_alert};
@@ -29,9 +31,6 @@ pub struct Alert {
     pub message: String,
     pub failure: Option<FailureCode>,
 }
-
-/// Header carrying `sha256=<hex HMAC-SHA256 of the body>` on alert webhooks.
-pub const SIGNATURE_HEADER: &str = "X-Syncward-Signature";
 
 /// Tries per alert webhook delivery, and the timeout of each.
 const WEBHOOK_TRIES: u32 = 3;
@@ -50,7 +49,7 @@ pub struct Alerter {
 
 /// The configured channels besides the log.
 struct Channels {
-    webhook: Option<(url::Url, SecretString)>,
+    webhook: Option<(url::Url, WebhookSigner)>,
     sentry: Option<Arc<sentry::Client>>,
     email: Option<EmailChannel>,
 }
@@ -84,10 +83,22 @@ impl std::fmt::Debug for Alerter {
 
 impl Channels {
     fn new(settings: &AlertSettings) -> Self {
+        // The secret was checked when the settings were loaded; one that
+        // still cannot be used is reported once here and the channel left out.
         let webhook = settings
             .webhook_url
             .clone()
-            .zip(settings.webhook_secret.clone());
+            .zip(settings.webhook_secret.as_ref())
+            .and_then(|(url, secret)| match WebhookSigner::from_secret(secret) {
+                Ok(signer) => Some((url, signer)),
+                Err(problem) => {
+                    error!(
+                        problem,
+                        "alerts.webhook_secret cannot be used; webhook alerts are off"
+                    );
+                    None
+                }
+            });
         // A client of our own rather than the global hub: alerts are the only
         // events syncward sends, and tests run several alerters in one process.
         // The DSN was checked when the settings were loaded.
@@ -209,8 +220,8 @@ impl Alerter {
         if let Some(email) = &current.email {
             channels.insert("email".into(), json!(email.send(alert, severity).await));
         }
-        if let Some((url, secret)) = &current.webhook {
-            let outcome = self.post_webhook(url, secret, alert, severity).await;
+        if let Some((url, signer)) = &current.webhook {
+            let outcome = self.post_webhook(url, signer, alert, severity).await;
             channels.insert("webhook".into(), json!(outcome));
         }
         store_alert(&self.store, alert, severity, Value::Object(channels)).await
@@ -221,7 +232,7 @@ impl Alerter {
     async fn post_webhook(
         &self,
         url: &url::Url,
-        secret: &SecretString,
+        signer: &WebhookSigner,
         alert: &Alert,
         severity: &str,
     ) -> String {
@@ -234,8 +245,8 @@ impl Alerter {
             "at": chrono::Utc::now().to_rfc3339(),
         })
         .to_string();
-        let signature =
-            crate::destination::webhook::sign(secret.expose_secret().as_bytes(), body.as_bytes());
+        // One id for every try of this alert, so a receiver can drop repeats.
+        let id = format!("alert_{}", uuid::Uuid::new_v4().simple());
         let client = match crate::destination::http_client() {
             Ok(c) => c,
             Err(e) => return format!("failed: {e}"),
@@ -245,14 +256,15 @@ impl Alerter {
             if attempt > 0 {
                 tokio::time::sleep(self.retry_base * 2u32.pow(attempt - 1)).await;
             }
-            let sent = client
+            // Signed per try: the timestamp is the try's.
+            let mut request = client
                 .post(url.as_str())
                 .timeout(WEBHOOK_TIMEOUT)
-                .header("content-type", "application/json")
-                .header(SIGNATURE_HEADER, &signature)
-                .body(body.clone())
-                .send()
-                .await;
+                .header("content-type", "application/json");
+            for (name, value) in signer.headers(&id, body.as_bytes()) {
+                request = request.header(name, value);
+            }
+            let sent = request.body(body.clone()).send().await;
             match sent {
                 Ok(r) if r.status().is_success() => return "sent".into(),
                 Ok(r) => last = format!("HTTP {}", r.status()),

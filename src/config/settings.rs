@@ -271,8 +271,10 @@ pub struct AlertSettings {
     pub sentry_dsn: Option<SecretString>,
     /// URL that receives each alert as signed JSON. Default: none.
     pub webhook_url: Option<url::Url>,
-    /// HMAC-SHA256 key for the `X-Syncward-Signature` header; required with
-    /// `webhook_url`. Secret. Default: none.
+    /// Key of the alert webhook's signature (Standard Webhooks: `webhook-id`,
+    /// `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`):
+    /// `whsec_<base64>` is the decoded bytes, any other value its raw bytes.
+    /// Required with `webhook_url`. Secret. Default: none.
     pub webhook_secret: Option<SecretString>,
     /// E-mail over SMTP. Default: none.
     pub email: Option<EmailSettings>,
@@ -631,6 +633,11 @@ impl Settings {
                 "alerts.webhook_secret",
                 "is required when alerts.webhook_url is set".into(),
             );
+        }
+        if let Some(secret) = &self.alerts.webhook_secret
+            && let Err(problem) = crate::destination::webhook::WebhookSigner::from_secret(secret)
+        {
+            return bad("alerts.webhook_secret", problem);
         }
         if let Some(email) = &self.alerts.email {
             check_url(

@@ -169,7 +169,10 @@ mod tests {
         let shown = hide_urls_in_message("invalid port number: \"https://u:hunter2@h:99999/v3\"");
         assert_eq!(shown, "invalid port number: \"[redacted]\"");
         let shown = hide_urls_in_message("bad: \"https://u:hunter2@h/v3?x=1\" and \"plain\"");
-        assert_eq!(shown, "bad: \"https://u:[redacted]@h/v3?x=1\" and \"plain\"");
+        assert_eq!(
+            shown,
+            "bad: \"https://u:[redacted]@h/v3?x=1\" and \"plain\""
+        );
         let plain = "invalid type: string \"lots\", expected u32";
         assert_eq!(hide_urls_in_message(plain), plain);
     }

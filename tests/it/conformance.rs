@@ -123,7 +123,8 @@ timeout = "300ms""#,
                 }
             ),
             DestinationKind::Webhook => {
-                let fake = WebhookReceiver::start().await?;
+                // Verifies every POST: the signature must hold on each path.
+                let fake = WebhookReceiver::start_verifying("webhook-signing-secret").await?;
                 let table = format!(
                     r#"kind = "webhook"
 url = "{}"

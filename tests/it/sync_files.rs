@@ -177,7 +177,10 @@ async fn each_bad_sync_file_exits_2_with_its_own_message_and_nothing_is_written(
             "destination.base_url: the URL has the query parameter \"api_key\", whose name looks like a secret",
         ),
         (
-            good("http://127.0.0.1:9/v3", "https://user:pw@127.0.0.1:99999/v3"),
+            good(
+                "http://127.0.0.1:9/v3",
+                "https://user:pw@127.0.0.1:99999/v3",
+            ),
             "destination.base_url: invalid port number: \"[redacted]\"",
         ),
     ];

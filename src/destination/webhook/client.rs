@@ -1,23 +1,22 @@
 //! `WebhookDestination`: POSTs `{"email", "attributes"}` per record (or an array
 //! per page with `batch = true`) with the delivery key as `Idempotency-Key`,
-//! and signs the body with HMAC-SHA256 when a secret is configured. 2xx is
-//! delivered, 401/403 end the run, other 4xx reject, 429 and 5xx are retried.
+//! and, when a secret is configured, signs each attempt per the Standard
+//! Webhooks specification with the delivery key as `webhook-id` (see
+//! `signature.rs`). 2xx is delivered, 401/403 end the run, other 4xx reject,
+//! 429 and 5xx are retried.
 
 use futures::future::join_all;
-use hmac::{Hmac, KeyInit, Mac};
 use reqwest::StatusCode;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::config::WebhookDestinationConfig;
+use super::signature::WebhookSigner;
 use crate::destination::delivery::Destination;
 use crate::destination::http_client::http_client;
 use crate::destination::record::{DestinationError, Outbound, RecordOutcome};
 use crate::destination::retry::{RetryPolicy, Verdict, send_with_retry};
-
-/// Header carrying `sha256=<hex HMAC of the body>`.
-pub const SIGNATURE_HEADER: &str = "X-Syncward-Signature";
 
 /// Requests in flight at once without `batch`.
 const CONCURRENCY: usize = 4;
@@ -25,7 +24,7 @@ const CONCURRENCY: usize = 4;
 pub struct WebhookDestination {
     client: reqwest::Client,
     config: WebhookDestinationConfig,
-    secret: Option<SecretString>,
+    signer: Option<WebhookSigner>,
     policy: RetryPolicy,
 }
 
@@ -42,19 +41,26 @@ impl WebhookDestination {
         config: &WebhookDestinationConfig,
         policy: RetryPolicy,
     ) -> Result<Self, DestinationError> {
-        let secret = match &config.secret_env {
-            Some(var) => Some(SecretString::from(var.read().ok_or_else(|| {
-                DestinationError::InvalidConfig(format!(
-                    "environment variable {var} (destination.secret_env) is not set"
-                ))
-            })?)),
+        let signer = match &config.secret_env {
+            Some(var) => {
+                let secret = SecretString::from(var.read().ok_or_else(|| {
+                    DestinationError::InvalidConfig(format!(
+                        "environment variable {var} (destination.secret_env) is not set"
+                    ))
+                })?);
+                Some(WebhookSigner::from_secret(&secret).map_err(|problem| {
+                    DestinationError::InvalidConfig(format!(
+                        "environment variable {var} (destination.secret_env) {problem}"
+                    ))
+                })?)
+            }
             None => None,
         };
         let client = http_client()?;
         Ok(Self {
             client,
             config: config.clone(),
-            secret,
+            signer,
             policy,
         })
     }
@@ -65,10 +71,6 @@ impl WebhookDestination {
         idempotency_key: &str,
         records: usize,
     ) -> Result<Vec<RecordOutcome>, DestinationError> {
-        let signature = self
-            .secret
-            .as_ref()
-            .map(|s| sign(s.expose_secret().as_bytes(), &body));
         let build = || {
             let mut request = self
                 .client
@@ -77,8 +79,13 @@ impl WebhookDestination {
                 .header("content-type", "application/json")
                 .header("Idempotency-Key", idempotency_key)
                 .body(body.clone());
-            if let Some(sig) = &signature {
-                request = request.header(SIGNATURE_HEADER, sig);
+            // Signed on every attempt: the timestamp is the attempt's, so a
+            // retry after a long backoff is not stale at the receiver; the id
+            // (the delivery key) stays the same.
+            if let Some(signer) = &self.signer {
+                for (name, value) in signer.headers(idempotency_key, &body) {
+                    request = request.header(name, value);
+                }
             }
             request
         };
@@ -115,15 +122,6 @@ impl WebhookDestination {
         )
         .await
     }
-}
-
-/// `sha256=<hex HMAC-SHA256(key, body)>`.
-pub fn sign(key: &[u8], body: &[u8]) -> String {
-    // HMAC takes keys of any length, so this cannot fail.
-    let mut mac =
-        <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC accepts any key length");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 impl Destination for WebhookDestination {
@@ -165,18 +163,5 @@ impl Destination for WebhookDestination {
             .into_iter()
             .map(|answer| answer.unwrap_or_else(RecordOutcome::Failed))
             .collect())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn signature_matches_rfc_4231_case_2() {
-        assert_eq!(
-            sign(b"Jefe", b"what do ya want for nothing?"),
-            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
     }
 }

@@ -2,6 +2,8 @@
 
 mod client;
 mod config;
+mod signature;
 
-pub use client::{SIGNATURE_HEADER, WebhookDestination, sign};
+pub use client::WebhookDestination;
 pub use config::WebhookDestinationConfig;
+pub use signature::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookSigner};
