@@ -1,7 +1,10 @@
 //! Mapping: turns a source record into a `Contact` by the sync's `[mapping]`.
 //! Field names may be dotted paths into nested objects
-//! (`defaultEmailAddress.emailAddress`); values keep their JSON types.
+//! (`defaultEmailAddress.emailAddress`); values keep their JSON types. The
+//! e-mail address is trimmed, then must be one a mailbox can have: a record
+//! whose address is not is rejected on its own, before any call.
 
+use email_address::{EmailAddress, Options};
 use serde_json::{Map, Value};
 
 use crate::config::MappingConfig;
@@ -12,6 +15,10 @@ use crate::destination::Contact;
 pub enum MappingError {
     #[error("the record has no e-mail address in field \"{0}\"")]
     MissingEmail(String),
+    /// The message names the field and the problem, never the address (which
+    /// is the record's data, and may be anything at all).
+    #[error("the e-mail address in field \"{field}\" is not valid: {problem}")]
+    InvalidEmail { field: String, problem: String },
 }
 
 impl MappingError {
@@ -19,6 +26,7 @@ impl MappingError {
     pub fn code(&self) -> &'static str {
         match self {
             MappingError::MissingEmail(_) => "missing_email",
+            MappingError::InvalidEmail { .. } => "invalid_email",
         }
     }
 }
@@ -29,6 +37,12 @@ pub fn map_record(mapping: &MappingConfig, record: &Value) -> Result<Contact, Ma
         .map(str::trim)
         .filter(|e| !e.is_empty())
         .ok_or_else(|| MappingError::MissingEmail(mapping.email.clone()))?;
+    email_problem(email).map_or(Ok(()), |problem| {
+        Err(MappingError::InvalidEmail {
+            field: mapping.email.clone(),
+            problem,
+        })
+    })?;
     let mut attributes = Map::new();
     for (name, field) in &mapping.attributes {
         // Absent fields are left out rather than sent as null: an upsert must not
@@ -41,6 +55,41 @@ pub fn map_record(mapping: &MappingConfig, record: &Value) -> Result<Contact, Ma
         email: email.to_string(),
         attributes,
     })
+}
+
+/// What is wrong with a (trimmed) address, if anything. The syntax is the
+/// `email_address` crate's (RFC 5321 local part, a domain name of at least
+/// two labels), narrowed to what a mailing service takes: no display name
+/// (`Ann <ann@example.com>`), no `[IP]` domain, no quoted local part (which
+/// RFC 5321 allows, and which is how `"<script>"@x.example` gets through).
+/// Spaces and control characters are named first, as they are the common
+/// cases.
+fn email_problem(address: &str) -> Option<String> {
+    if address.chars().any(char::is_control) {
+        return Some("it contains a control character".into());
+    }
+    if address.chars().any(char::is_whitespace) {
+        return Some("it contains a space".into());
+    }
+    if address.starts_with('"') {
+        return Some("a quoted local part is not accepted".into());
+    }
+    let options = Options::default()
+        .with_required_tld()
+        .without_domain_literal()
+        .without_display_text();
+    EmailAddress::parse_with_options(address, options)
+        .err()
+        .map(|e| {
+            // The crate's sentences end with a period and start upper case.
+            let text = e.to_string();
+            let text = text.trim_end_matches('.');
+            let mut chars = text.chars();
+            match chars.next() {
+                Some(first) => first.to_lowercase().chain(chars).collect(),
+                None => "it is not an e-mail address".into(),
+            }
+        })
 }
 
 /// A field by name; a name with dots is tried whole first, then as a path.
@@ -93,6 +142,56 @@ mod tests {
             json!({"email": 5}),
         ] {
             assert_eq!(map_record(&m, &r).unwrap_err().code(), "missing_email");
+        }
+    }
+
+    #[test]
+    fn addresses_that_are_not_mailboxes_are_invalid_email_naming_the_problem_not_the_address() {
+        let m = mapping("email", &[]);
+        for (address, problem) in [
+            ("ann smith@example.com", "contains a space"),
+            ("ann@exam ple.com", "contains a space"),
+            ("ann\u{a0}@example.com", "contains a space"),
+            ("ann\u{7}@example.com", "control character"),
+            ("ann@example.com\u{0}", "control character"),
+            ("ann\r\nBcc: eve@example.com", "control character"),
+            ("\"<script>\"@x", "quoted local part"),
+            ("\"<script>\"@x.example", "quoted local part"),
+            ("<script>@x.example", "invalid character"),
+            ("Ann <ann@example.com>", "contains a space"),
+            ("<ann@example.com>", "invalid character"),
+            ("ann@localhost", "too few parts in the domain"),
+            ("ann@[127.0.0.1]", "domain literals are not supported"),
+            ("ann@@example.com", "invalid character"),
+            ("ann.example.com", "missing separator"),
+            ("@example.com", "local part is empty"),
+            ("ann@", "domain is empty"),
+            ("ann@example..com", "sub-domain is empty"),
+        ] {
+            let err = map_record(&m, &json!({ "email": address })).unwrap_err();
+            assert_eq!(err.code(), "invalid_email", "{address:?}");
+            let message = err.to_string();
+            assert!(message.contains(problem), "{address:?}: {message}");
+            assert!(message.contains("field \"email\""), "{message}");
+            assert!(!message.contains(address), "{message}");
+        }
+    }
+
+    #[test]
+    fn real_addresses_are_kept_trimmed() {
+        let m = mapping("email", &[]);
+        for (address, kept) in [
+            ("ann@example.com", "ann@example.com"),
+            ("  ann@example.com\t", "ann@example.com"),
+            (
+                "o'neil+tag@mail.example.co.uk",
+                "o'neil+tag@mail.example.co.uk",
+            ),
+            ("user_1.x@sub-domain.example", "user_1.x@sub-domain.example"),
+            ("jörg@bücher.example", "jörg@bücher.example"),
+        ] {
+            let contact = map_record(&m, &json!({ "email": address })).unwrap();
+            assert_eq!(contact.email, kept);
         }
     }
 

@@ -347,7 +347,7 @@ timeout = "5s""#
 /// A test's services, the Brevo fake, a `contacts` table of 12 rows and the
 /// environment every sync file above names.
 struct Edges {
-    _db: TestDb,
+    db: TestDb,
     _redis: TestRedis,
     brevo: BrevoFake,
     cli: Syncward,
@@ -371,7 +371,7 @@ impl Edges {
             .with_env("SYNCWARD__WORKERS__COUNT", "1")
             .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
         Ok(Self {
-            _db: db,
+            db,
             _redis: redis,
             brevo,
             cli,
@@ -601,5 +601,58 @@ async fn a_transport_error_keeps_the_url_and_its_secrets_out_of_the_failure_and_
             );
         }
     }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// (e) An e-mail address must be one.
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_row_whose_address_is_not_one_is_rejected_as_invalid_email_and_the_page_goes_on()
+-> anyhow::Result<()> {
+    let e = Edges::new().await?;
+    let bad = [
+        (3, "ann smith@example.com"),
+        (5, "\"<script>\"@x"),
+        (7, "bell\u{7}@example.com"),
+    ];
+    for (id, address) in bad {
+        sqlx::query("UPDATE contacts SET email = $2 WHERE id = $1")
+            .bind(id as i64)
+            .bind(address)
+            .execute(&e.db.pool)
+            .await?;
+    }
+    e.publish(
+        "checked",
+        &postgres_source("SELECT id, email, first_name FROM contacts"),
+        &brevo_destination(&e.brevo.base_url),
+    )
+    .await?;
+    let (run, output) = run_foreground(&e.cli, "checked").await?;
+    assert_eq!(run["run"]["status"], "succeeded", "{output}");
+    assert_eq!(run["run"]["records_written"], 9, "{run}");
+    assert_eq!(run["run"]["records_rejected"], 3, "{run}");
+    let rejected: Vec<(Option<String>, String, String)> =
+        sqlx::query_as("SELECT email, code, message FROM rejected_records ORDER BY id")
+            .fetch_all(&e.db.pool)
+            .await?;
+    assert_eq!(rejected.len(), 3, "{rejected:?}");
+    for ((email, code, message), problem) in
+        rejected
+            .iter()
+            .zip(["contains a space", "quoted local part", "control character"])
+    {
+        assert_eq!(code, "invalid_email");
+        assert_eq!(email, &None, "the address is not kept");
+        assert!(message.contains(problem), "{message}");
+        assert!(
+            !message.contains('@'),
+            "the message quotes the address: {message}"
+        );
+    }
+    let delivered = e.brevo.contacts();
+    assert_eq!(delivered.len(), 9, "{:?}", delivered.keys());
+    assert!(delivered.keys().all(|k| !bad.iter().any(|(_, b)| b == k)));
     Ok(())
 }
