@@ -56,8 +56,19 @@ fn main() -> ExitCode {
     // Dropping a runtime waits for its blocking tasks without limit; the work is
     // done, so give them a moment and no more.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    // A reader that closed stdout (`syncward runs list | head -3`) only ended
+    // the output early: exit as if it had all been read. Any other failure to
+    // write it is an error.
+    let output_failed = syncward::commands::output::take_failure()
+        .filter(|e| e.kind() != std::io::ErrorKind::BrokenPipe);
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => match output_failed {
+            None => ExitCode::SUCCESS,
+            Some(e) => {
+                eprintln!("error: cannot write to standard output: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Err(error) => {
             if let Some(bad) = error.chain().find_map(|e| e.downcast_ref::<BadInput>()) {
                 eprintln!("error: {bad}");

@@ -2,6 +2,7 @@
 //! person (or JSON with `--json`).
 
 pub mod daemon;
+pub mod output;
 mod run_once;
 
 pub use run_once::SyncBusy;
@@ -13,6 +14,7 @@ use anyhow::Context;
 use crate::cli::{Cli, Command, DeadmanCommand, LedgerCommand};
 use crate::config::{ConfigSource, Settings};
 use crate::store;
+use output::{out, outln};
 
 /// Runs one command. Bad input comes back as a `BadInput` in the error chain
 /// (exit 2); anything else is exit 1.
@@ -28,9 +30,9 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             } else {
                 format!("{} (not found: defaults)", source.path.display())
             };
-            println!("# Effective syncward config from {from} and SYNCWARD__* variables.");
-            println!("# Secrets are shown as [redacted].");
-            print!("{}", settings.to_redacted_toml());
+            outln!("# Effective syncward config from {from} and SYNCWARD__* variables.");
+            outln!("# Secrets are shown as [redacted].");
+            out!("{}", settings.to_redacted_toml());
             Ok(())
         }
         Command::Migrate => {
@@ -42,9 +44,9 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
                 .max()
                 .unwrap_or_default();
             if applied == 0 {
-                println!("Schema is current (migration {latest}); nothing to apply.");
+                outln!("Schema is current (migration {latest}); nothing to apply.");
             } else {
-                println!("Applied {applied} migration(s); schema is now at migration {latest}.");
+                outln!("Applied {applied} migration(s); schema is now at migration {latest}.");
             }
             Ok(())
         }
@@ -53,7 +55,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             let pool = store::connect(&settings.database).await?;
             let deleted =
                 store::ledger::purge_completed(&pool, settings.ledger.retention, 10_000).await?;
-            println!(
+            outln!(
                 "Deleted {deleted} completed delivery key(s) older than {}.",
                 humantime::format_duration(settings.ledger.retention)
             );
@@ -70,13 +72,13 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             )
             .await?;
             for target in &report.alerted {
-                println!("{target}: silent; alert raised");
+                outln!("{target}: silent; alert raised");
             }
             for target in &report.still_silent {
-                println!("{target}: still silent; already alerted");
+                outln!("{target}: still silent; already alerted");
             }
             if report.alerted.is_empty() && report.still_silent.is_empty() {
-                println!(
+                outln!(
                     "No silence: every workspace and sync old enough to judge had a successful run."
                 );
             }
@@ -95,6 +97,6 @@ pub(crate) use crate::http::views::when;
 
 /// Prints a value as pretty JSON.
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }

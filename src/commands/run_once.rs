@@ -11,6 +11,7 @@ use crate::destination::RetryPolicy;
 use crate::failure::FailureCode;
 use std::time::{Duration, Instant};
 
+use super::output::outln;
 use crate::lease::{LeaseManager, clear_liveness, connect_redis, is_alive, refresh_liveness};
 use crate::store::processes::{self, ProcessKind};
 use crate::store::runs::{self, Executor, RunCounts};
@@ -31,9 +32,9 @@ pub async fn enqueue(
     let trigger = if forced { FORCED_TRIGGER } else { "manual" };
     let (run_id, new) = runs::enqueue_run(pool, id, trigger, max_attempts).await?;
     if new {
-        println!("{id}: run {run_id} queued; a running daemon picks it up.");
+        outln!("{id}: run {run_id} queued; a running daemon picks it up.");
     } else {
-        println!("{id}: run {run_id} was already queued.");
+        outln!("{id}: run {run_id} was already queued.");
     }
     Ok(())
 }
@@ -135,7 +136,7 @@ pub async fn foreground(
             .into());
         };
         if !told {
-            println!(
+            outln!(
                 "Sync {}: {holder}; waiting up to {}.",
                 sync.id,
                 humantime::format_duration(wait)
@@ -162,9 +163,10 @@ pub async fn foreground(
         serde_json::json!({"attempt": 1, "worker": executor.worker_id}),
     )
     .await?;
-    println!(
+    outln!(
         "Run {} of sync {}: started in the foreground.",
-        run.id, sync.id
+        run.id,
+        sync.id
     );
 
     let statements = crate::store::grouped::RunStatements::new(pool.clone());
@@ -183,7 +185,7 @@ pub async fn foreground(
                 bench_without_ledger: false,
             };
             let mut progress = |p: &PageProgress| {
-                println!(
+                outln!(
                     "  page {}: {} records; so far {} written, {} replayed, {} rejected, {} re-sent",
                     p.page,
                     p.records,
@@ -271,7 +273,7 @@ pub async fn foreground(
     );
     match outcome {
         RunOutcome::Succeeded => {
-            println!("Run {} succeeded: {summary}.", run.id);
+            outln!("Run {} succeeded: {summary}.", run.id);
             Ok(())
         }
         RunOutcome::Skipped(FailureCode::LeaseBusy) => {
@@ -279,7 +281,7 @@ pub async fn foreground(
                 live_holder_words(pool, &redis, &prefix, &leases, &run.sync_id, Some(run.id))
                     .await?
                     .unwrap_or_else(|| "another run held its lease a moment ago".into());
-            println!(
+            outln!(
                 "Run {} skipped: {}",
                 run.id,
                 FailureCode::LeaseBusy.what_happened()
@@ -291,16 +293,16 @@ pub async fn foreground(
             .into())
         }
         RunOutcome::Skipped(code) => {
-            println!("Run {} skipped: {}", run.id, code.what_happened());
+            outln!("Run {} skipped: {}", run.id, code.what_happened());
             Ok(())
         }
         RunOutcome::Stopped => anyhow::bail!("run {} stopped before the end of the source", run.id),
         RunOutcome::Failed { code, detail } => {
-            println!("Run {} failed ({code}): {summary}.", run.id);
-            println!("  What happened: {}", code.what_happened());
-            println!("  Detail:        {detail}");
-            println!("  What next:     {}", code.what_next());
-            println!("  Whose job:     {}", owner_words(code));
+            outln!("Run {} failed ({code}): {summary}.", run.id);
+            outln!("  What happened: {}", code.what_happened());
+            outln!("  Detail:        {detail}");
+            outln!("  What next:     {}", code.what_next());
+            outln!("  Whose job:     {}", owner_words(code));
             anyhow::bail!("run {} failed: {code}", run.id)
         }
     }

@@ -7,6 +7,7 @@ use crate::config::BadInput;
 use crate::http::views::RunView;
 use crate::store::runs;
 
+use super::output::{out, outln};
 use super::{print_json, when};
 
 pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> {
@@ -17,10 +18,10 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
                 return print_json(&list);
             }
             if list.is_empty() {
-                println!("No runs yet.");
+                outln!("No runs yet.");
                 return Ok(());
             }
-            println!(
+            outln!(
                 "{:<8} {:<24} {:<10} {:<10} {:>7} {:<20} {:>8} {:>8} {:>8} {:>8}  FAILURE",
                 "RUN",
                 "SYNC",
@@ -34,7 +35,7 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
                 "REJECTED"
             );
             for r in list {
-                println!(
+                outln!(
                     "{:<8} {:<24} {:<10} {:<10} {:>7} {:<20} {:>8} {:>8} {:>8} {:>8}  {}",
                     r.id,
                     r.sync_id,
@@ -61,7 +62,7 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
             if json.json {
                 return print_json(&view);
             }
-            print!("{}", view.page().to_text());
+            out!("{}", view.page().to_text());
             Ok(())
         }
     }

@@ -11,6 +11,7 @@ use crate::store::rejected::{self, PutBackFilter};
 use crate::store::syncs::{PAUSED_MANUAL, PublishOutcome};
 use crate::store::{self, cursors, syncs};
 
+use super::output::{out, outln};
 use super::run_once::{self, require_sync};
 use super::{print_json, when};
 
@@ -29,7 +30,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 PublishOutcome::Updated => "updated",
                 PublishOutcome::Unchanged => "unchanged (republished: active, breaker re-armed)",
             };
-            println!("{id}: {what}, version {version}");
+            outln!("{id}: {what}, version {version}");
         }
         return Ok(());
     }
@@ -42,12 +43,18 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 return print_json(&list);
             }
             if list.is_empty() {
-                println!("No syncs yet: publish one with `syncward sync apply FILE`.");
+                outln!("No syncs yet: publish one with `syncward sync apply FILE`.");
                 return Ok(());
             }
-            println!(
+            outln!(
                 "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20}",
-                "SYNC", "WORKSPACE", "STATUS", "VER", "SCHEDULE", "LAST RUN", "LAST SUCCESS"
+                "SYNC",
+                "WORKSPACE",
+                "STATUS",
+                "VER",
+                "SCHEDULE",
+                "LAST RUN",
+                "LAST SUCCESS"
             );
             for s in list {
                 let status = match &s.paused_reason {
@@ -58,7 +65,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                     (Some(id), Some(status)) => format!("#{id} {status}"),
                     _ => "-".into(),
                 };
-                println!(
+                outln!(
                     "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20}",
                     s.id,
                     s.workspace_id,
@@ -75,18 +82,18 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         SyncCommand::Pause { id } => {
             require_sync(&pool, &id).await?;
             if syncs::pause_sync(&pool, &id, PAUSED_MANUAL, Actor::Cli).await? {
-                println!("{id}: paused; no new runs start until `syncward sync resume {id}`.");
+                outln!("{id}: paused; no new runs start until `syncward sync resume {id}`.");
             } else {
-                println!("{id}: already paused.");
+                outln!("{id}: already paused.");
             }
             Ok(())
         }
         SyncCommand::Resume { id } => {
             require_sync(&pool, &id).await?;
             if syncs::resume_sync(&pool, &id, Actor::Cli).await? {
-                println!("{id}: resumed; the breaker counts failures from now on.");
+                outln!("{id}: resumed; the breaker counts failures from now on.");
             } else {
-                println!("{id}: not paused; nothing to do.");
+                outln!("{id}: not paused; nothing to do.");
             }
             Ok(())
         }
@@ -127,7 +134,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 .as_ref()
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "the start".into());
-            println!(
+            outln!(
                 "{id}: next page from {from}: {} record(s); showing {}",
                 preview.page_records,
                 preview.records.len()
@@ -141,14 +148,14 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                     ),
                     (None, None) => String::new(),
                 };
-                println!(
+                outln!(
                     "  #{:<4} {}  {:<22} {what}",
                     r.position,
                     &r.key[..16],
                     r.ledger
                 );
             }
-            println!("Nothing was written.");
+            outln!("Nothing was written.");
             Ok(())
         }
         SyncCommand::RetryRejected {
@@ -164,7 +171,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 return print_json(&done);
             }
             if done.records() == 0 {
-                println!("{id}: no quarantined or rejected records to put back.");
+                outln!("{id}: no quarantined or rejected records to put back.");
                 return Ok(());
             }
             let codes: Vec<String> = done
@@ -172,7 +179,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 .iter()
                 .map(|(code, n)| format!("{n} {code}"))
                 .collect();
-            println!(
+            outln!(
                 "{id}: put back {} record(s) ({}); the next run sends them again.",
                 done.records(),
                 codes.join(", ")
@@ -183,7 +190,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 } else {
                     cursor.to_string()
                 };
-                println!(
+                outln!(
                     "  The cursor went back to {at}; the pages since are replayed from the ledger, not sent again."
                 );
             }
@@ -192,7 +199,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         SyncCommand::ResetCursor { id } => {
             require_sync(&pool, &id).await?;
             cursors::reset_cursor(&pool, &id, Actor::Cli).await?;
-            println!(
+            outln!(
                 "{id}: cursor reset; the next run reads the source from the start (delivered records are not sent again)."
             );
             Ok(())
@@ -208,6 +215,6 @@ async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(&view);
     }
-    print!("{}", view.page().to_text());
+    out!("{}", view.page().to_text());
     Ok(())
 }

@@ -260,6 +260,51 @@ async fn the_ledger_keeps_one_32_byte_key_per_sync() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `syncward runs list | head -3`: the reader closes the pipe after a line;
+/// the command stops writing and exits quietly instead of panicking.
+#[tokio::test]
+async fn runs_list_into_a_pipe_closed_early_exits_quietly() -> anyhow::Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let db = TestDb::new().await?;
+    seed_sync(&db).await?;
+    // Far more than a pipe buffers (64 KiB), so writes go on after the close.
+    sqlx::query(
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, status,
+                           attempt, started_at, finished_at)
+         SELECT 's1', 'acme', 1, 'manual', 5, 'succeeded', 1, now(), now()
+         FROM generate_series(1, 3000)",
+    )
+    .execute(&db.pool)
+    .await?;
+    let mut child = Syncward::new(&db, None)
+        .command(&["runs", "list", "--limit", "3000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let mut reader = tokio::io::BufReader::new(stdout);
+    let mut first = String::new();
+    reader.read_line(&mut first).await?;
+    assert!(first.starts_with("RUN"), "{first}");
+    drop(reader); // the read end closes here, as `head` does
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        pipe.read_to_string(&mut stderr).await?;
+    }
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait()).await??;
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.trim().is_empty(), "nothing to report: {stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        status.code() == Some(0) || status.signal() == Some(13),
+        "{status:?}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn runs_list_and_show_print_a_stored_run() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
