@@ -11,4 +11,4 @@ pub mod shopify;
 
 pub use any::AnySource;
 pub use config::SourceConfig;
-pub use page::{Page, Records, Source, SourceError};
+pub use page::{Page, Records, Source, SourceError, UNDECODABLE_RECORD};

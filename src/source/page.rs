@@ -108,7 +108,16 @@ pub enum SourceError {
     /// The sync's source settings cannot work (a missing secret, say).
     #[error("{0}")]
     InvalidConfig(String),
+    /// One record cannot be read (bytes that are not UTF-8, from a
+    /// `SQL_ASCII` database): that record is rejected with
+    /// `UNDECODABLE_RECORD`, and the rest of its page goes on. Where the
+    /// whole page is at stake (the cursor's value), it is a query failure.
+    #[error("{0}")]
+    Undecodable(String),
 }
+
+/// The code a record the source cannot decode is rejected with.
+pub const UNDECODABLE_RECORD: &str = "invalid_encoding";
 
 /// A source of records, read page by page from a cursor.
 pub trait Source: Send {

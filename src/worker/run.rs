@@ -35,7 +35,7 @@ use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
 use crate::mapping::map_record;
 use crate::source::postgres::PostgresSourcePools;
-use crate::source::{AnySource, Page, Source, SourceError};
+use crate::source::{AnySource, Page, Source, SourceError, UNDECODABLE_RECORD};
 use crate::store::cursors;
 use crate::store::grouped::RunStatements;
 use crate::store::imports;
@@ -119,6 +119,8 @@ impl From<SourceError> for Stop {
             SourceError::Unauthorized(_) => FailureCode::SourceAuthFailed,
             SourceError::Query(_) => FailureCode::SourceQueryFailed,
             SourceError::InvalidConfig(_) => FailureCode::ConfigInvalid,
+            // Only where a record could not be rejected alone.
+            SourceError::Undecodable(_) => FailureCode::SourceQueryFailed,
         };
         Stop(code, e.to_string())
     }
@@ -696,28 +698,42 @@ async fn prepare_page(
     let records = page_records.len();
     let mut page_keys = PageKeys::new(sync_id, fingerprint, page_cursor);
     let page_id = page_keys.page_id();
-    let keys = (0..records)
-        .map(|position| page_keys.key_of(&page_records, position))
-        .collect::<Result<Vec<DeliveryKey>, SourceError>>()?;
+    let mut rejections = Vec::new();
+    // A row the source cannot decode has no canonical bytes, so no key: it
+    // is rejected alone (without one), and the rest of the page goes on.
+    let mut keys = Vec::with_capacity(records);
+    for position in 0..records {
+        match page_keys.key_of(&page_records, position) {
+            Ok(key) => keys.push((position, key)),
+            Err(SourceError::Undecodable(why)) => rejections.push(undecodable(None, why)),
+            Err(e) => return Err(e.into()),
+        }
+    }
     let known = if env.bench_without_ledger {
         ledger::PageLedger::default()
     } else {
-        let packed: Vec<[u8; 32]> = keys.iter().map(|k| k.0).collect();
+        let packed: Vec<[u8; 32]> = keys.iter().map(|(_, k)| k.0).collect();
         ledger::lookup_page(&env.store, sync_id, &page_id, &packed).await?
     };
-    let mut rejections = Vec::new();
     let mut fresh = Vec::new();
     let mut suspects = Vec::new();
     let mut replayed = 0;
     let mut exhausted = 0;
-    for (position, key) in keys.into_iter().enumerate() {
+    for (position, key) in keys {
         let state = known.state(&key.0);
         // A replayed record is not even built, let alone mapped.
         if state == KeyState::Completed {
             replayed += 1;
             continue;
         }
-        let record = page_records.take(position)?;
+        let record = match page_records.take(position) {
+            Ok(record) => record,
+            Err(SourceError::Undecodable(why)) => {
+                rejections.push(undecodable(Some(key.0.to_vec()), why));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let contact = match map_record(&definition.mapping, &record) {
             Ok(contact) => contact,
             Err(e) => {
@@ -776,6 +792,16 @@ async fn prepare_page(
         suspects,
         fresh,
     })
+}
+
+/// The rejection of a record the source could not decode.
+fn undecodable(key: Option<Vec<u8>>, why: String) -> Rejection {
+    Rejection {
+        key,
+        email: None,
+        code: UNDECODABLE_RECORD.into(),
+        message: why,
+    }
 }
 
 /// Sends a prepared page; returns the failure when no record of it can be

@@ -93,7 +93,10 @@ async fn run_foreground(cli: &Syncward, sync: &str) -> anyhow::Result<(Value, St
     let run = last_run(cli, sync).await?;
     let id = run["id"].as_i64().unwrap_or_default().to_string();
     let shown = cli.run(&["runs", "show", &id, "--json"]).await?.ok()?;
-    Ok((shown.json()?, format!("{}\n{}", out.stdout, out.stderr)))
+    let json = shown
+        .json()
+        .map_err(|e| e.context(format!("runs show {id} --json: {}", shown.stdout)))?;
+    Ok((json, format!("{}\n{}", out.stdout, out.stderr)))
 }
 
 async fn contacts_table(db: &TestDb, rows: i64) -> anyhow::Result<()> {
@@ -654,5 +657,113 @@ async fn a_row_whose_address_is_not_one_is_rejected_as_invalid_email_and_the_pag
     let delivered = e.brevo.contacts();
     assert_eq!(delivered.len(), 9, "{:?}", delivered.keys());
     assert!(delivered.keys().all(|k| !bad.iter().any(|(_, b)| b == k)));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// (f) A row that is not UTF-8 is rejected alone.
+
+/// A database in `SQL_ASCII` (which stores any bytes) beside the test's,
+/// dropped when this is.
+struct AsciiDb {
+    url: String,
+    name: String,
+    admin: sqlx::PgPool,
+}
+
+impl AsciiDb {
+    async fn beside(db: &TestDb) -> anyhow::Result<Self> {
+        // Named like the test databases, so `scripts/test` sweeps a stray one.
+        let name = format!("{}_ascii", db.name);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+        )))
+        .execute(&db.pool)
+        .await?;
+        let mut url = url::Url::parse(&db.url)?;
+        url.set_path(&format!("/{name}"));
+        Ok(Self {
+            url: url.to_string(),
+            name,
+            admin: db.pool.clone(),
+        })
+    }
+
+    async fn drop_now(self) -> anyhow::Result<()> {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&self.admin)
+        .await?;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_row_with_bytes_that_are_not_utf8_is_rejected_and_the_others_are_delivered()
+-> anyhow::Result<()> {
+    let e = Edges::new().await?;
+    let ascii = AsciiDb::beside(&e.db).await?;
+    let source = sqlx::PgPool::connect(&ascii.url).await?;
+    // Row 3's name (read in binary) and row 8's tags (read through to_json)
+    // hold a byte that is not UTF-8; rows 5 and 6 tie on the cursor with row
+    // 3, so the bad row is also ordered among its ties.
+    sqlx::raw_sql(
+        "CREATE TABLE contacts (id bigint PRIMARY KEY, grp int NOT NULL, email text,
+                                first_name text, tags text[]);
+         INSERT INTO contacts SELECT i, CASE WHEN i IN (3, 5, 6) THEN 3 ELSE i END,
+                                     'user' || i || '@example.com', 'First' || i, ARRAY['t' || i]
+         FROM generate_series(1, 10) i;
+         UPDATE contacts SET first_name = E'Bj\\xf6rn' WHERE id = 3;
+         UPDATE contacts SET tags = ARRAY[E'caf\\xe9'] WHERE id = 8;",
+    )
+    .execute(&source)
+    .await?;
+    source.close().await;
+    let cli = e.cli.clone().with_env("TEST_ASCII_URL", &ascii.url);
+    publish(
+        &cli,
+        &e.dir,
+        "latin1",
+        r#"kind = "postgres"
+url_env = "TEST_ASCII_URL"
+query = "SELECT id, grp, email, first_name, tags FROM contacts"
+cursor_column = "grp"
+page_size = 4"#,
+        &brevo_destination(&e.brevo.base_url),
+    )
+    .await?;
+    let (run, output) = run_foreground(&cli, "latin1").await?;
+    ascii.drop_now().await?;
+    assert_eq!(run["run"]["status"], "succeeded", "{output}");
+    assert_eq!(run["run"]["records_read"], 10, "{run}");
+    assert_eq!(run["run"]["records_written"], 8, "{run}");
+    assert_eq!(run["run"]["records_rejected"], 2, "{run}");
+    let rejected: Vec<(String, String)> =
+        sqlx::query_as("SELECT code, message FROM rejected_records ORDER BY message")
+            .fetch_all(&e.db.pool)
+            .await?;
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    for ((code, message), column) in rejected.iter().zip(["first_name", "tags"]) {
+        assert_eq!(code, "invalid_encoding");
+        assert!(
+            message.contains(&format!(
+                "column \"{column}\" holds bytes that are not UTF-8"
+            )),
+            "{message}"
+        );
+    }
+    let delivered: Vec<String> = e.brevo.contacts().into_keys().collect();
+    let expected: std::collections::BTreeSet<String> = [1, 2, 4, 5, 6, 7, 9, 10]
+        .iter()
+        .map(|i| format!("user{i}@example.com"))
+        .collect();
+    assert_eq!(
+        delivered
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>(),
+        expected
+    );
     Ok(())
 }

@@ -12,6 +12,10 @@
 //! A page keeps its rows (`PostgresRows`): a record's canonical JSON, which its
 //! delivery key hashes, is written straight from the row, and the record is
 //! built as a JSON value only when the run needs it (to map and send it).
+//!
+//! Text is checked as UTF-8 where it is read. A database in `SQL_ASCII`
+//! stores any bytes and sends them as they are: a row holding bytes that are
+//! not UTF-8 is `SourceError::Undecodable`, which rejects that record alone.
 
 use std::sync::Arc;
 
@@ -217,13 +221,13 @@ impl ColumnPlan {
     /// The record of one row.
     pub fn record(&self, row: &PgRow) -> Result<Value, SourceError> {
         if self.columns.is_empty() {
-            let text: String = row.try_get(0).map_err(decode_error)?;
-            return serde_json::from_str(&text)
+            let text = text_at(row, 0, WHOLE_ROW)?.unwrap_or("null");
+            return serde_json::from_str(text)
                 .map_err(|e| SourceError::Query(format!("row is not JSON: {e}")));
         }
         let mut record = Map::new();
         for (i, (name, read)) in self.columns.iter().enumerate() {
-            record.insert(name.clone(), value(row, i, *read)?);
+            record.insert(name.clone(), value(row, i, name, *read)?);
         }
         Ok(Value::Object(record))
     }
@@ -241,17 +245,19 @@ impl ColumnPlan {
                 out.push(b',');
             }
             out.extend_from_slice(name);
-            write_column(row, *i, self.columns[*i].1, out)?;
+            let (column, read) = &self.columns[*i];
+            write_column(row, *i, column, *read, out)?;
         }
         out.push(b'}');
         Ok(())
     }
 
     /// The row as `row_to_json` writes it: the order of rows that share a
-    /// cursor value.
+    /// cursor value. Bytes that are not UTF-8 are read as U+FFFD here, so such
+    /// a row still has its place in the order (and is rejected when keyed).
     pub fn row_text(&self, row: &PgRow) -> Result<String, SourceError> {
         if self.columns.is_empty() {
-            return row.try_get(0).map_err(decode_error);
+            return Ok(lossy_text_at(row, 0)?.unwrap_or_else(|| "null".into()));
         }
         let mut out = String::from("{");
         for (i, (name, read)) in self.columns.iter().enumerate() {
@@ -262,10 +268,14 @@ impl ColumnPlan {
             out.push(':');
             match read {
                 Read::Json => {
-                    let text: Option<String> = row.try_get(i).map_err(decode_error)?;
+                    let text = lossy_text_at(row, i)?;
                     out.push_str(text.as_deref().unwrap_or("null"));
                 }
-                read => out.push_str(&value(row, i, *read)?.to_string()),
+                Read::Text => {
+                    let text = lossy_text_at(row, i)?.map(Value::String);
+                    out.push_str(&text.unwrap_or(Value::Null).to_string());
+                }
+                read => out.push_str(&value(row, i, name, *read)?.to_string()),
             }
         }
         out.push('}');
@@ -312,7 +322,7 @@ impl PostgresRows {
 // Reads below skip sqlx's per-value type check: `ColumnPlan::matches` checked
 // the statement's columns once for all its rows.
 
-fn value(row: &PgRow, i: usize, read: Read) -> Result<Value, SourceError> {
+fn value(row: &PgRow, i: usize, name: &str, read: Read) -> Result<Value, SourceError> {
     let value = match read {
         Read::Bool => row
             .try_get_unchecked::<Option<bool>, _>(i)
@@ -326,11 +336,9 @@ fn value(row: &PgRow, i: usize, read: Read) -> Result<Value, SourceError> {
         Read::Int8 => row
             .try_get_unchecked::<Option<i64>, _>(i)
             .map(|v| v.map(Value::from)),
-        Read::Text => row
-            .try_get_unchecked::<Option<String>, _>(i)
-            .map(|v| v.map(Value::from)),
+        Read::Text => return Ok(text_at(row, i, name)?.map_or(Value::Null, Value::from)),
         Read::Json => {
-            return match json_text(row, i)? {
+            return match text_at(row, i, name)? {
                 Some(text) => parse_json(i, text),
                 None => Ok(Value::Null),
             };
@@ -341,7 +349,13 @@ fn value(row: &PgRow, i: usize, read: Read) -> Result<Value, SourceError> {
 
 /// Appends one column's canonical JSON: what `write_value(&value(row, i, read)?)`
 /// writes, read from the row without building the value.
-fn write_column(row: &PgRow, i: usize, read: Read, out: &mut Vec<u8>) -> Result<(), SourceError> {
+fn write_column(
+    row: &PgRow,
+    i: usize,
+    name: &str,
+    read: Read,
+    out: &mut Vec<u8>,
+) -> Result<(), SourceError> {
     fn number(n: Option<impl itoa::Integer>, out: &mut Vec<u8>) {
         match n {
             Some(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
@@ -374,14 +388,11 @@ fn write_column(row: &PgRow, i: usize, read: Read, out: &mut Vec<u8>) -> Result<
                 .map_err(decode_error)?,
             out,
         ),
-        Read::Text => match row
-            .try_get_unchecked::<Option<&str>, _>(i)
-            .map_err(decode_error)?
-        {
+        Read::Text => match text_at(row, i, name)? {
             Some(text) => write_str(text, out),
             None => out.extend_from_slice(b"null"),
         },
-        Read::Json => match json_text(row, i)? {
+        Read::Json => match text_at(row, i, name)? {
             // A JSON string with nothing escaped is already as serde_json
             // writes it (it escapes only quotes, backslashes and control
             // characters, which valid JSON text holds only escaped).
@@ -393,9 +404,39 @@ fn write_column(row: &PgRow, i: usize, read: Read, out: &mut Vec<u8>) -> Result<
     Ok(())
 }
 
-fn json_text(row: &PgRow, i: usize) -> Result<Option<&str>, SourceError> {
-    row.try_get_unchecked::<Option<&str>, _>(i)
-        .map_err(decode_error)
+/// What `text_at` names when the whole row is read through `row_to_json`.
+const WHOLE_ROW: &str = "row_to_json";
+
+/// Column `i` (text in either format: its bytes are the text's) as UTF-8.
+/// Bytes that are not UTF-8 make the record undecodable; the message names
+/// the column, never the bytes.
+fn text_at<'r>(row: &'r PgRow, i: usize, name: &str) -> Result<Option<&'r str>, SourceError> {
+    let Some(bytes) = raw_text(row, i)? else {
+        return Ok(None);
+    };
+    std::str::from_utf8(bytes).map(Some).map_err(|e| {
+        SourceError::Undecodable(format!(
+            "column \"{}\" holds bytes that are not UTF-8 (at byte {}; a SQL_ASCII \
+             database stores any bytes): the record cannot be read",
+            name.escape_default(),
+            e.valid_up_to()
+        ))
+    })
+}
+
+/// Column `i` as text, bytes that are not UTF-8 read as U+FFFD.
+fn lossy_text_at(row: &PgRow, i: usize) -> Result<Option<String>, SourceError> {
+    Ok(raw_text(row, i)?.map(|bytes| String::from_utf8_lossy(bytes).into_owned()))
+}
+
+fn raw_text(row: &PgRow, i: usize) -> Result<Option<&[u8]>, SourceError> {
+    let raw = row.try_get_raw(i).map_err(decode_error)?;
+    if raw.is_null() {
+        return Ok(None);
+    }
+    raw.as_bytes()
+        .map(Some)
+        .map_err(|e| SourceError::Query(format!("reading the source rows failed: {e}")))
 }
 
 fn parse_json(i: usize, text: &str) -> Result<Value, SourceError> {

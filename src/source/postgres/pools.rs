@@ -31,7 +31,16 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(15);
 /// query on this connection set. `RESET ALL` leaves the role alone, hence
 /// `RESET ROLE`. Not `DISCARD ALL`: it would also drop the prepared page
 /// statements every page reuses.
-pub(super) const SESSION_RESET: &str = "RESET ALL; RESET ROLE";
+///
+/// A `SQL_ASCII` database stores any bytes, and the server refuses to send a
+/// value that is not valid in the client's encoding (UTF-8), failing the
+/// whole statement for one bad row. From such a database the bytes are taken
+/// as they are stored instead (client encoding `SQL_ASCII`: no conversion, no
+/// check), and the reader checks each value as UTF-8, rejecting only the
+/// records that are not (`columns`). Other databases keep converting to UTF-8.
+pub(super) const SESSION_RESET: &str = "RESET ALL; RESET ROLE; \
+    SELECT set_config('client_encoding', 'SQL_ASCII', false) \
+    WHERE current_setting('server_encoding') = 'SQL_ASCII'";
 
 #[derive(Debug, Clone, Default)]
 pub struct PostgresSourcePools {
