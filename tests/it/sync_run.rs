@@ -167,23 +167,81 @@ async fn deleting_the_lease_mid_run_stops_it_with_lease_lost_before_the_next_che
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_second_run_while_the_lease_is_held_is_skipped_with_the_exact_sentence()
+async fn a_foreground_run_while_a_live_holder_has_the_lease_exits_3_and_sends_nothing()
 -> anyhow::Result<()> {
     let s = Scenario::new(SyncOptions::default()).await?;
+    let holder = uuid::Uuid::new_v4().simple().to_string();
     let mut conn = s.redis.pool.get().await?;
-    let _: () = deadpool_redis::redis::cmd("SET")
-        .arg(s.lease_key())
-        .arg("other/holder")
-        .arg("PX")
-        .arg(60_000)
+    // A live holder: its lease, and its liveness key.
+    for (key, value) in [
+        (s.lease_key(), format!("{holder}/token")),
+        (
+            format!("{}:daemon:{holder}", s.redis.prefix),
+            "alive".into(),
+        ),
+    ] {
+        let _: () = deadpool_redis::redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .arg("PX")
+            .arg(60_000)
+            .query_async(&mut conn)
+            .await?;
+    }
+    let out = s.run_foreground().await?;
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(
+        out.stderr.contains("is busy") && out.stderr.contains(&holder),
+        "{}",
+        out.stderr
+    );
+    assert!(s.fake.requests().is_empty());
+
+    // A holder whose liveness key is gone is dead: its lease is taken over.
+    let _: () = deadpool_redis::redis::cmd("DEL")
+        .arg(format!("{}:daemon:{holder}", s.redis.prefix))
         .query_async(&mut conn)
         .await?;
     let out = s.run_foreground().await?.ok()?;
-    assert!(out.stdout.contains(LEASE_BUSY), "{}", out.stdout);
+    assert!(out.stdout.contains("succeeded"), "{}", out.stdout);
+    Ok(())
+}
+
+/// A run that a worker claims while another run holds the lease ends
+/// `skipped` with the exact sentence (the daemon's path).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claimed_run_whose_sync_is_held_is_skipped_with_the_exact_sentence() -> anyhow::Result<()>
+{
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let holder = uuid::Uuid::new_v4().simple().to_string();
+    let mut conn = s.redis.pool.get().await?;
+    for (key, value) in [
+        (s.lease_key(), format!("{holder}/token")),
+        (
+            format!("{}:daemon:{holder}", s.redis.prefix),
+            "alive".into(),
+        ),
+    ] {
+        let _: () = deadpool_redis::redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .arg("PX")
+            .arg(60_000)
+            .query_async(&mut conn)
+            .await?;
+    }
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let mut daemon = crate::helpers::daemon::DaemonProcess::spawn(&s.cli).await?;
+    daemon
+        .eventually(Duration::from_secs(30), "the run ending", || async {
+            Ok(s.last_run().await?["status"] == "skipped")
+        })
+        .await?;
     let run = s.last_run().await?;
-    assert_eq!(run["status"], "skipped");
     assert_eq!(run["failure_detail"], LEASE_BUSY);
     assert!(s.fake.requests().is_empty());
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
     Ok(())
 }
 

@@ -69,9 +69,11 @@ impl Scenario {
         let cli = Syncward::new(&db, Some(&redis))
             .with_env("TEST_SOURCE_URL", &db.url)
             .with_env("TEST_BREVO_KEY", BREVO_KEY)
-            // Short leases, so a killed runner's lease frees itself within seconds.
+            // Short leases and liveness, so a killed runner's hold on the
+            // sync ends within seconds.
             .with_env("SYNCWARD__LEASE__TTL", "3s")
-            .with_env("SYNCWARD__LEASE__RENEW_EVERY", "1s");
+            .with_env("SYNCWARD__LEASE__RENEW_EVERY", "1s")
+            .with_env("SYNCWARD__WORKERS__LIVENESS_TTL", "2s");
         let dir = tempfile::tempdir()?;
         let scenario = Self {
             db,
@@ -177,20 +179,38 @@ attributes = {{ FIRSTNAME = "first_name" }}
         format!("{}:lease:{SYNC_ID}", self.redis.prefix)
     }
 
-    /// Waits (up to 10 s) until a dead runner's lease has expired.
+    /// Waits (up to 15 s) until a dead runner no longer holds the sync: its
+    /// lease expired or its liveness key did (so the lease is taken over),
+    /// and no run of the sync is alive by its process' heartbeat.
     pub async fn wait_for_lease_free(&self) -> anyhow::Result<()> {
-        for _ in 0..100 {
+        for _ in 0..150 {
             let mut conn = self.redis.pool.get().await?;
-            let exists: bool = deadpool_redis::redis::cmd("EXISTS")
+            let held: Option<String> = deadpool_redis::redis::cmd("GET")
                 .arg(self.lease_key())
                 .query_async(&mut conn)
                 .await?;
-            if !exists {
+            let holder_alive = match held.as_deref().and_then(|v| v.split_once('/')) {
+                Some((boot, _)) => {
+                    deadpool_redis::redis::cmd("EXISTS")
+                        .arg(format!("{}:daemon:{boot}", self.redis.prefix))
+                        .query_async(&mut conn)
+                        .await?
+                }
+                None => false,
+            };
+            let live_runs: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM runs r JOIN processes p ON p.boot_id = r.boot_id
+                 WHERE r.status = 'running'
+                   AND p.heartbeat_at > now() - make_interval(secs => p.liveness_ttl_ms / 1000.0)",
+            )
+            .fetch_one(&self.db.pool)
+            .await?;
+            if !holder_alive && live_runs == 0 {
                 return Ok(());
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        anyhow::bail!("the lease {} never expired", self.lease_key())
+        anyhow::bail!("the sync {SYNC_ID} stayed held by a dead runner")
     }
 
     /// The saved cursor's value, as text (`None` at the start).
