@@ -40,6 +40,14 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         Duration::from_secs(60),
     );
 
+    // The first holder is alive: its liveness key is there.
+    syncward::lease::refresh_liveness(
+        &redis.pool,
+        &redis.prefix,
+        old_daemon.boot_id(),
+        Duration::from_secs(60),
+    )
+    .await?;
     let first = old_daemon
         .acquire(&db.pool, "s1")
         .await?
@@ -124,5 +132,44 @@ async fn fences_only_grow_even_when_redis_forgets_everything() -> anyhow::Result
         "the lease value names the holder's boot id"
     );
     assert!(leases.break_lease("s1", &holder.value).await?);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_lease_whose_holder_is_dead_is_taken_over_at_once_with_a_newer_fence()
+-> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    let redis = TestRedis::new().await?;
+    seed(&db).await?;
+    let manager = |boot| {
+        LeaseManager::new(
+            redis.pool.clone(),
+            &redis.prefix,
+            boot,
+            Duration::from_secs(600),
+        )
+    };
+    let (dead, next) = (manager(Uuid::new_v4()), manager(Uuid::new_v4()));
+    syncward::lease::refresh_liveness(
+        &redis.pool,
+        &redis.prefix,
+        dead.boot_id(),
+        Duration::from_secs(60),
+    )
+    .await?;
+    let held = dead.acquire(&db.pool, "s1").await?.expect("free");
+    assert!(
+        next.acquire(&db.pool, "s1").await?.is_none(),
+        "alive: not free"
+    );
+    // The holder dies: its liveness key goes; its lease (10 min) stays.
+    syncward::lease::clear_liveness(&redis.pool, &redis.prefix, dead.boot_id()).await?;
+    let taken = next
+        .acquire(&db.pool, "s1")
+        .await?
+        .expect("a dead holder's lease is free");
+    assert!(taken.fence > held.fence);
+    assert!(!dead.prove(&held).await?, "the old holder can tell it lost");
+    assert!(next.prove(&taken).await?);
     Ok(())
 }

@@ -170,24 +170,8 @@ async fn deleting_the_lease_mid_run_stops_it_with_lease_lost_before_the_next_che
 async fn a_foreground_run_while_a_live_holder_has_the_lease_exits_3_and_sends_nothing()
 -> anyhow::Result<()> {
     let s = Scenario::new(SyncOptions::default()).await?;
-    let holder = uuid::Uuid::new_v4().simple().to_string();
+    let holder = s.hold_lease_as_live_process().await?;
     let mut conn = s.redis.pool.get().await?;
-    // A live holder: its lease, and its liveness key.
-    for (key, value) in [
-        (s.lease_key(), format!("{holder}/token")),
-        (
-            format!("{}:daemon:{holder}", s.redis.prefix),
-            "alive".into(),
-        ),
-    ] {
-        let _: () = deadpool_redis::redis::cmd("SET")
-            .arg(key)
-            .arg(value)
-            .arg("PX")
-            .arg(60_000)
-            .query_async(&mut conn)
-            .await?;
-    }
     let out = s.run_foreground().await?;
     assert_eq!(out.code, 3, "{out:?}");
     assert!(
@@ -213,23 +197,7 @@ async fn a_foreground_run_while_a_live_holder_has_the_lease_exits_3_and_sends_no
 async fn a_claimed_run_whose_sync_is_held_is_skipped_with_the_exact_sentence() -> anyhow::Result<()>
 {
     let s = Scenario::new(SyncOptions::default()).await?;
-    let holder = uuid::Uuid::new_v4().simple().to_string();
-    let mut conn = s.redis.pool.get().await?;
-    for (key, value) in [
-        (s.lease_key(), format!("{holder}/token")),
-        (
-            format!("{}:daemon:{holder}", s.redis.prefix),
-            "alive".into(),
-        ),
-    ] {
-        let _: () = deadpool_redis::redis::cmd("SET")
-            .arg(key)
-            .arg(value)
-            .arg("PX")
-            .arg(60_000)
-            .query_async(&mut conn)
-            .await?;
-    }
+    s.hold_lease_as_live_process().await?;
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
     let mut daemon = crate::helpers::daemon::DaemonProcess::spawn(&s.cli).await?;
     daemon

@@ -179,6 +179,29 @@ attributes = {{ FIRSTNAME = "first_name" }}
         format!("{}:lease:{SYNC_ID}", self.redis.prefix)
     }
 
+    /// Makes the sync's lease held by another live process (its lease and
+    /// its liveness key, for a minute); returns that process' boot id.
+    pub async fn hold_lease_as_live_process(&self) -> anyhow::Result<String> {
+        let holder = uuid::Uuid::new_v4().simple().to_string();
+        let mut conn = self.redis.pool.get().await?;
+        for (key, value) in [
+            (self.lease_key(), format!("{holder}/token")),
+            (
+                format!("{}:daemon:{holder}", self.redis.prefix),
+                "alive".into(),
+            ),
+        ] {
+            let _: () = deadpool_redis::redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .arg("PX")
+                .arg(60_000)
+                .query_async(&mut conn)
+                .await?;
+        }
+        Ok(holder)
+    }
+
     /// Waits (up to 15 s) until a dead runner no longer holds the sync: its
     /// lease expired or its liveness key did (so the lease is taken over),
     /// and no run of the sync is alive by its process' heartbeat.
