@@ -40,6 +40,9 @@ pub enum Command {
     /// The dead-man check.
     #[command(subcommand)]
     Deadman(DeadmanCommand),
+    /// Live daemons and their busy workers, the queue, running runs, paused
+    /// syncs and open dead-man incidents. Exit 3 when no daemon is alive.
+    Status(JsonFlag),
 }
 
 #[derive(Debug, Subcommand)]

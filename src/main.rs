@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use clap::error::ErrorKind;
 use syncward::cli::{Cli, Command};
-use syncward::commands::SyncBusy;
+use syncward::commands::{NoLiveDaemon, SyncBusy};
 use syncward::config::BadInput;
 
 fn main() -> ExitCode {
@@ -75,6 +75,10 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             } else if let Some(busy) = error.chain().find_map(|e| e.downcast_ref::<SyncBusy>()) {
                 eprintln!("error: {busy}");
+                ExitCode::from(3)
+            } else if let Some(none) = error.chain().find_map(|e| e.downcast_ref::<NoLiveDaemon>())
+            {
+                eprintln!("error: {none}");
                 ExitCode::from(3)
             } else {
                 eprintln!("error: {}", one_line(&error));

@@ -71,6 +71,12 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
     };
     shutdown.spawn(crate::http::serve(listener, http_state, shutdown.clone()));
     let busy = start_workers(&daemon, &shutdown);
+    // The worker count shows in `syncward status` from the start.
+    if let Err(e) =
+        store::processes::beat_with_workers(&daemon.store, boot_id, 0, settings.workers.count).await
+    {
+        warn!(error = %e, "Writing the heartbeat failed");
+    }
     shutdown.spawn(sweeper::run(daemon.clone(), shutdown.clone()));
     let scheduled = daemon.clone();
     let scheduler_shutdown = shutdown.clone();
@@ -103,7 +109,12 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
             // Both judges of liveness: Redis' key and Postgres' heartbeat.
             let (key, beat) = tokio::join!(
                 refresh_liveness(&redis, &prefix, boot_id, ttl),
-                store::processes::beat(&daemon.store, boot_id)
+                store::processes::beat_with_workers(
+                    &daemon.store,
+                    boot_id,
+                    status.busy.load(Ordering::Relaxed),
+                    settings.workers.count
+                )
             );
             if let Err(e) = key {
                 warn!(error = %e, "Refreshing the liveness key failed");

@@ -7,7 +7,10 @@ mod run_once;
 
 pub use run_once::SyncBusy;
 mod runs;
+mod status;
 mod sync;
+
+pub use status::NoLiveDaemon;
 
 use anyhow::Context;
 
@@ -51,6 +54,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Sync(command) => sync::execute(&settings, command).await,
+        Command::Status(json) => status::execute(&settings, json.json).await,
         Command::Ledger(LedgerCommand::Purge) => {
             let pool = store::connect(&settings.database).await?;
             let deleted =

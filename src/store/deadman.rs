@@ -98,3 +98,12 @@ pub async fn open_incident_count(pool: &PgPool) -> sqlx::Result<i64> {
         .fetch_one(pool)
         .await
 }
+
+/// Every open incident, oldest first (for `syncward status`).
+pub async fn open_incidents(pool: &PgPool) -> sqlx::Result<Vec<IncidentRow>> {
+    sqlx::query_as::<_, IncidentRow>(
+        "SELECT * FROM deadman_incidents WHERE closed_at IS NULL ORDER BY opened_at, id",
+    )
+    .fetch_all(pool)
+    .await
+}

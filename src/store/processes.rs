@@ -36,6 +36,8 @@ pub struct ProcessRow {
     pub started_at: DateTime<Utc>,
     pub heartbeat_at: DateTime<Utc>,
     pub liveness_ttl_ms: i64,
+    pub workers_total: i32,
+    pub workers_busy: i32,
 }
 
 /// Registers this process (its first heartbeat).
@@ -72,6 +74,25 @@ pub async fn beat(pool: &PgPool, boot_id: Uuid) -> sqlx::Result<()> {
         .bind(boot_id)
         .execute(pool)
         .await?;
+    Ok(())
+}
+
+/// A daemon is still alive, with `busy` of its `total` workers running a run.
+pub async fn beat_with_workers(
+    pool: &PgPool,
+    boot_id: Uuid,
+    busy: usize,
+    total: usize,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE processes SET heartbeat_at = now(), workers_busy = $2, workers_total = $3
+         WHERE boot_id = $1",
+    )
+    .bind(boot_id)
+    .bind(i32::try_from(busy).unwrap_or(i32::MAX))
+    .bind(i32::try_from(total).unwrap_or(i32::MAX))
+    .execute(pool)
+    .await?;
     Ok(())
 }
 

@@ -31,6 +31,7 @@ mod quickstart;
 mod run_queue;
 mod schema;
 mod shopify_source;
+mod status;
 mod signals;
 mod sync_commands;
 mod sync_files;
