@@ -8,7 +8,7 @@ use email_address::{EmailAddress, Options};
 use serde_json::{Map, Value};
 
 use crate::config::MappingConfig;
-use crate::destination::Contact;
+use crate::destination::{Consent, Contact};
 
 /// Why a record cannot be mapped: it is rejected, not a crash.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,9 +51,19 @@ pub fn map_record(mapping: &MappingConfig, record: &Value) -> Result<Contact, Ma
             attributes.insert(name.clone(), value.clone());
         }
     }
+    // Consent is proven by a listed value only: another value, null or a
+    // missing field withholds it (a record is never put on a list by default).
+    let consent = match &mapping.consent {
+        None => Consent::NotAsked,
+        Some(rule) => match lookup(record, &rule.field).and_then(Value::as_str) {
+            Some(state) if rule.subscribed.iter().any(|s| s == state) => Consent::Given,
+            _ => Consent::Withheld,
+        },
+    };
     Ok(Contact {
         email: email.to_string(),
         attributes,
+        consent,
     })
 }
 
@@ -115,7 +125,42 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<BTreeMap<_, _>>(),
+            consent: None,
         }
+    }
+
+    #[test]
+    fn consent_is_given_only_by_a_listed_value_and_withheld_otherwise() {
+        let mut m = mapping("defaultEmailAddress.emailAddress", &[]);
+        assert_eq!(
+            map_record(
+                &m,
+                &json!({"defaultEmailAddress": {"emailAddress": "a@example.com"}})
+            )
+            .unwrap()
+            .consent,
+            Consent::NotAsked
+        );
+        m.consent = Some(crate::config::ConsentRule {
+            field: "defaultEmailAddress.marketingState".into(),
+            subscribed: vec!["SUBSCRIBED".into()],
+        });
+        // Shopify's CustomerEmailMarketingState values, plus null and absent.
+        for (state, consent) in [
+            (json!("SUBSCRIBED"), Consent::Given),
+            (json!("UNSUBSCRIBED"), Consent::Withheld),
+            (json!("NOT_SUBSCRIBED"), Consent::Withheld),
+            (json!("PENDING"), Consent::Withheld),
+            (json!("INVALID"), Consent::Withheld),
+            (json!("REDACTED"), Consent::Withheld),
+            (json!("subscribed"), Consent::Withheld),
+            (Value::Null, Consent::Withheld),
+        ] {
+            let r = json!({"defaultEmailAddress": {"emailAddress": "a@example.com", "marketingState": state}});
+            assert_eq!(map_record(&m, &r).unwrap().consent, consent, "{state}");
+        }
+        let absent = json!({"defaultEmailAddress": {"emailAddress": "a@example.com"}});
+        assert_eq!(map_record(&m, &absent).unwrap().consent, Consent::Withheld);
     }
 
     #[test]
@@ -204,7 +249,7 @@ mod tests {
             email in "[a-z.]{0,12}",
             fields in proptest::collection::btree_map("[A-Z]{1,6}", "[a-z.]{0,12}", 0..5),
         ) {
-            let mapping = MappingConfig { email, attributes: fields.into_iter().collect() };
+            let mapping = MappingConfig { email, attributes: fields.into_iter().collect(), consent: None };
             if let Ok(contact) = map_record(&mapping, &record) {
                 proptest::prop_assert!(!contact.email.is_empty());
             }

@@ -48,6 +48,27 @@ pub struct MappingConfig {
     /// Destination attribute name → source field.
     #[serde(default)]
     pub attributes: BTreeMap<String, String>,
+    /// Marketing consent: which source field says whether the person agreed
+    /// to marketing e-mail, and which of its values mean yes. Default none:
+    /// every record is treated alike (added to the destination's lists).
+    /// With a rule, a record whose field holds another value (or is null or
+    /// absent) is never added to a list, and where the destination can it is
+    /// blacklisted for e-mail (Brevo: `emailBlacklisted`). For Shopify:
+    /// `consent = { field = "defaultEmailAddress.marketingState", subscribed = ["SUBSCRIBED"] }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consent: Option<ConsentRule>,
+}
+
+/// `[mapping] consent = { field, subscribed }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsentRule {
+    /// Source field (a dotted path may reach into nested objects) holding the
+    /// consent state, e.g. Shopify's `defaultEmailAddress.marketingState`.
+    pub field: String,
+    /// The field's values (strings, compared exactly) that mean the person
+    /// agreed, e.g. `["SUBSCRIBED"]`. At least one.
+    pub subscribed: Vec<String>,
 }
 
 impl SyncDefinition {
@@ -131,6 +152,21 @@ impl SyncDefinition {
                 "mapping.email".into(),
                 "must name the source field that holds the e-mail address".into(),
             ));
+        }
+        if let Some(rule) = &self.mapping.consent {
+            if rule.field.trim().is_empty() {
+                return Err((
+                    "mapping.consent.field".into(),
+                    "must name the source field that holds the consent state".into(),
+                ));
+            }
+            if rule.subscribed.is_empty() || rule.subscribed.iter().any(|v| v.trim().is_empty()) {
+                return Err((
+                    "mapping.consent.subscribed".into(),
+                    "must list the values that mean consent, e.g. [\"SUBSCRIBED\"], none empty"
+                        .into(),
+                ));
+            }
         }
         if let Some((name, _)) = self
             .mapping
@@ -334,6 +370,45 @@ attributes = { FIRSTNAME = "first_name" }
             assert_eq!(err.key, "destination.base_url", "{err}");
             assert!(err.problem.contains(problem), "{err}");
             assert!(!err.to_string().contains("pw@"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_consent_rule_parses_and_an_empty_one_is_refused_naming_the_key() {
+        let with = |rule: &str| {
+            GOOD.replace(
+                "attributes = { FIRSTNAME = \"first_name\" }",
+                &format!("attributes = {{ FIRSTNAME = \"first_name\" }}\nconsent = {rule}"),
+            )
+        };
+        let d = SyncDefinition::parse(
+            "s.toml",
+            &with(r#"{ field = "marketing.state", subscribed = ["SUBSCRIBED"] }"#),
+        )
+        .unwrap();
+        assert_eq!(
+            d.mapping.consent,
+            Some(ConsentRule {
+                field: "marketing.state".into(),
+                subscribed: vec!["SUBSCRIBED".into()]
+            })
+        );
+        for (rule, key) in [
+            (
+                r#"{ field = "", subscribed = ["SUBSCRIBED"] }"#,
+                "mapping.consent.field",
+            ),
+            (
+                r#"{ field = "state", subscribed = [] }"#,
+                "mapping.consent.subscribed",
+            ),
+            (
+                r#"{ field = "state", subscribed = [" "] }"#,
+                "mapping.consent.subscribed",
+            ),
+        ] {
+            let err = SyncDefinition::parse("s.toml", &with(rule)).unwrap_err();
+            assert_eq!(err.key, key, "{err}");
         }
     }
 

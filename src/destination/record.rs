@@ -8,6 +8,34 @@ use serde_json::{Map, Value};
 pub struct Contact {
     pub email: String,
     pub attributes: Map<String, Value>,
+    /// Marketing consent, when the mapping has a `consent` rule.
+    #[serde(skip_serializing_if = "Consent::is_not_asked")]
+    pub consent: Consent,
+}
+
+/// Whether the person agreed to marketing e-mail, by the mapping's `consent`
+/// rule. Destinations that add contacts to marketing lists must honour it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Consent {
+    /// The mapping has no `consent` rule: the sync's lists apply to everyone.
+    #[default]
+    NotAsked,
+    /// The consent field holds one of the rule's `subscribed` values.
+    Given,
+    /// Anything else (another value, null, absent): never added to a list.
+    Withheld,
+}
+
+impl Consent {
+    pub fn is_not_asked(&self) -> bool {
+        *self == Consent::NotAsked
+    }
+
+    /// Whether the contact may be put on marketing lists.
+    pub fn allows_lists(&self) -> bool {
+        *self != Consent::Withheld
+    }
 }
 
 /// One record to deliver, with its delivery key (hex) for idempotency headers.

@@ -30,6 +30,7 @@ mod preview;
 mod quickstart;
 mod run_queue;
 mod schema;
+mod shopify_answers;
 mod shopify_source;
 mod status;
 mod signals;

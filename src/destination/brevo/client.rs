@@ -155,8 +155,16 @@ impl BrevoDestination {
             "attributes": record.contact.attributes,
             "updateEnabled": true,
         });
-        if !self.config.list_ids.is_empty() {
-            body["listIds"] = json!(self.config.list_ids);
+        // Consent (DESIGN: README "Brevo"): a contact without it is never put
+        // on a list and is blacklisted for e-mail. A consenting one is not
+        // sent `emailBlacklisted: false`: that would undo an unsubscribe
+        // made in Brevo itself.
+        if record.contact.consent.allows_lists() {
+            if !self.config.list_ids.is_empty() {
+                body["listIds"] = json!(self.config.list_ids);
+            }
+        } else {
+            body["emailBlacklisted"] = json!(true);
         }
         let url = self.url("/contacts");
         let build = || self.post(&url, &body);
@@ -333,6 +341,52 @@ fn split_by_body_size(sizes: &[usize], limit: usize) -> Vec<std::ops::Range<usiz
     chunks
 }
 
+impl BrevoDestination {
+    /// Bulk mode with consent. An import's `listIds` (mandatory unless
+    /// `newList`) and `emailBlacklist` apply to every row it carries
+    /// (`requestContactImport`, spec 2025-08), so a contact without consent
+    /// cannot ride in one without being put on the lists. Those contacts go
+    /// one by one through `POST /contacts` with `emailBlacklisted: true` and
+    /// no `listIds`, `concurrency` at a time; the others are imported as
+    /// before. One outcome per record, in the page's order: the run loop sees
+    /// one page either way.
+    async fn import_with_consent(
+        &self,
+        records: &[Outbound],
+    ) -> Result<Vec<RecordOutcome>, DestinationError> {
+        let (withheld, listed): (Vec<usize>, Vec<usize>) =
+            (0..records.len()).partition(|&i| !records[i].contact.consent.allows_lists());
+        if withheld.is_empty() {
+            return self.import(records).await;
+        }
+        let mut outcomes: Vec<Option<RecordOutcome>> = vec![None; records.len()];
+        if !listed.is_empty() {
+            let subset: Vec<Outbound> = listed.iter().map(|&i| records[i].clone()).collect();
+            for (&i, outcome) in listed.iter().zip(self.import(&subset).await?) {
+                outcomes[i] = Some(outcome);
+            }
+        }
+        for group in withheld.chunks(self.config.concurrency.max(1) as usize) {
+            let answers = join_all(group.iter().map(|&i| self.create_contact(&records[i]))).await;
+            for (&i, answer) in group.iter().zip(answers) {
+                outcomes[i] = Some(answer.unwrap_or_else(RecordOutcome::Failed));
+            }
+        }
+        // Every index was filled above (the import answers each record it
+        // carried); a gap would be a bug, reported as an unanswered call.
+        Ok(outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    RecordOutcome::Failed(DestinationError::Unanswered(
+                        "no answer was recorded for this record".into(),
+                    ))
+                })
+            })
+            .collect())
+    }
+}
+
 impl Destination for BrevoDestination {
     fn batch_size(&self) -> Option<usize> {
         match self.config.mode {
@@ -343,7 +397,7 @@ impl Destination for BrevoDestination {
 
     async fn deliver(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
         match self.config.mode {
-            BrevoMode::Bulk => self.import(records).await,
+            BrevoMode::Bulk => self.import_with_consent(records).await,
             BrevoMode::Single => Ok(join_all(records.iter().map(|r| self.create_contact(r)))
                 .await
                 .into_iter()
@@ -369,6 +423,7 @@ mod tests {
                 contact: Contact {
                     email: format!("{i}@example.com"),
                     attributes: Map::from_iter([("BIO".to_string(), Value::String(big.clone()))]),
+                    consent: Default::default(),
                 },
             })
             .collect();

@@ -67,6 +67,18 @@ pub struct FakeContact {
     pub id: i64,
     pub attributes: serde_json::Map<String, Value>,
     pub list_ids: Vec<i64>,
+    /// Blacklisted for e-mail (`emailBlacklisted` on `POST /contacts`,
+    /// `emailBlacklist` on an import); a later write without it keeps it.
+    pub email_blacklisted: bool,
+}
+
+/// Marks a contact blacklisted for e-mail, as Brevo does for
+/// `emailBlacklisted: true` (createContact) and `emailBlacklist: true`
+/// (requestContactImport, for every row of the import).
+fn blacklist(inner: &mut Inner, email: &str) {
+    if let Some(contact) = inner.contacts.get_mut(&email.to_lowercase()) {
+        contact.email_blacklisted = true;
+    }
 }
 
 /// What a hook sees: the write request's number and the e-mails it carried.
@@ -435,6 +447,7 @@ fn upsert(
                     id,
                     attributes: attrs,
                     list_ids: lists.to_vec(),
+                    email_blacklisted: false,
                 },
             );
             true
@@ -528,6 +541,9 @@ async fn create_contact_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes
         inner.write_requests += 1;
         let request = inner.write_requests;
         let created = upsert(&mut inner, email, &attributes, &lists, "contacts", request);
+        if body.get("emailBlacklisted").and_then(Value::as_bool) == Some(true) {
+            blacklist(&mut inner, email);
+        }
         let id = inner
             .contacts
             .get(&email.to_lowercase())
@@ -656,6 +672,9 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
                 imported += 1
             } else {
                 updated += 1
+            }
+            if body.get("emailBlacklist").and_then(Value::as_bool) == Some(true) {
+                blacklist(&mut inner, email);
             }
         }
         let id = inner.next_process_id;

@@ -46,6 +46,12 @@ struct Inner {
     throttles: usize,
     /// Never answer (the client's timeout must fire).
     hang: bool,
+    /// Every request is answered with this status and body instead.
+    answer: Option<(u16, Value)>,
+    /// `X-Shopify-API-Version` sent back (default: the version asked for).
+    served_version: Option<String>,
+    /// `X-Shopify-API-Deprecated-Reason`, when set.
+    deprecated_reason: Option<String>,
 }
 
 struct Shared {
@@ -96,10 +102,13 @@ impl ShopifyFake {
                 drain_before: Vec::new(),
                 throttles: 0,
                 hang: false,
+                answer: None,
+                served_version: None,
+                deprecated_reason: None,
             }),
         });
         let app = Router::new()
-            .route("/admin/api/{version}/graphql.json", post(graphql))
+            .route("/admin/api/{version}/graphql.json", post(graphql_with_headers))
             .with_state(shared.clone());
         let (addr, server) = super::serve(app).await?;
         Ok(Self {
@@ -114,6 +123,28 @@ impl ShopifyFake {
         let mut inner = lock(&self.shared);
         let start = inner.customers.len() + 1;
         inner.customers.extend((start..start + n).map(customer));
+    }
+
+    /// Changes customer `i` (0-based) in place, e.g. its marketing state.
+    pub fn edit_customers(&self, mut edit: impl FnMut(usize, &mut Value)) {
+        let mut inner = lock(&self.shared);
+        for (i, c) in inner.customers.iter_mut().enumerate() {
+            edit(i, c);
+        }
+    }
+
+    /// Every request from now on gets this status and JSON body.
+    pub fn answer_always(&self, status: u16, body: Value) {
+        lock(&self.shared).answer = Some((status, body));
+    }
+
+    /// Shopify serves `version` (its `X-Shopify-API-Version` header), e.g.
+    /// once the pinned one is retired, with an optional
+    /// `X-Shopify-API-Deprecated-Reason`.
+    pub fn serve_version(&self, version: &str, deprecated_reason: Option<&str>) {
+        let mut inner = lock(&self.shared);
+        inner.served_version = Some(version.to_string());
+        inner.deprecated_reason = deprecated_reason.map(str::to_string);
     }
 
     /// Every request from now on hangs.
@@ -172,6 +203,50 @@ fn graphql_error(status: StatusCode, message: &str) -> Response {
         axum::Json(json!({"errors": [{"message": message}]})),
     )
         .into_response()
+}
+
+/// Every answer carries `X-Shopify-API-Version` (the version served), and
+/// `X-Shopify-API-Deprecated-Reason` when one is set, as Shopify's versioning
+/// page documents (shopify.dev/docs/api/usage/versioning).
+async fn graphql_with_headers(
+    State(shared): State<Arc<Shared>>,
+    Path(version): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let (served, reason, answer) = {
+        let inner = lock(&shared);
+        (
+            inner.served_version.clone().unwrap_or_else(|| version.clone()),
+            inner.deprecated_reason.clone(),
+            inner.answer.clone(),
+        )
+    };
+    let mut response = match answer {
+        Some((status, body)) => {
+            lock(&shared).requests.push(ShopifyRequest {
+                version: version.clone(),
+                variables: Value::Null,
+                status,
+                throttled: false,
+            });
+            (
+                StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+                axum::Json(body),
+            )
+                .into_response()
+        }
+        None => graphql(State(shared), Path(version), headers, body).await,
+    };
+    if let Ok(v) = served.parse() {
+        response.headers_mut().insert("x-shopify-api-version", v);
+    }
+    if let Some(Ok(v)) = reason.map(|r| r.parse()) {
+        response
+            .headers_mut()
+            .insert("x-shopify-api-deprecated-reason", v);
+    }
+    response
 }
 
 async fn graphql(

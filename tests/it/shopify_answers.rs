@@ -1,0 +1,194 @@
+//! Shopify → Brevo as the real services answer (issue 19): marketing consent
+//! carried from `defaultEmailAddress.marketingState` to Brevo's lists and
+//! blacklist, API versions, and the shop states and redactions the first fakes
+//! never produced.
+
+use serde_json::{Value, json};
+
+use crate::fakes::brevo::BrevoFake;
+use crate::fakes::shopify::ShopifyFake;
+use crate::helpers::{Syncward, TestDb, TestRedis};
+
+const TOKEN: &str = "shpat_test_token";
+const BREVO_KEY: &str = "xkeysib-test-key";
+const CONSENT: &str =
+    r#"consent = { field = "defaultEmailAddress.marketingState", subscribed = ["SUBSCRIBED"] }"#;
+
+struct Shop {
+    _db: TestDb,
+    _redis: TestRedis,
+    brevo: BrevoFake,
+    shopify: ShopifyFake,
+    cli: Syncward,
+    dir: tempfile::TempDir,
+}
+
+impl Shop {
+    async fn start(customers: usize) -> anyhow::Result<Self> {
+        let db = TestDb::new().await?;
+        let redis = TestRedis::new().await?;
+        let brevo = BrevoFake::start(BREVO_KEY).await?;
+        let shopify = ShopifyFake::start(TOKEN, customers, 1000.0, 250.0).await?;
+        let cli = Syncward::new(&db, Some(&redis))
+            .with_env("TEST_SHOPIFY_TOKEN", TOKEN)
+            .with_env("TEST_BREVO_KEY", BREVO_KEY);
+        Ok(Self {
+            _db: db,
+            _redis: redis,
+            brevo,
+            shopify,
+            cli,
+            dir: tempfile::tempdir()?,
+        })
+    }
+
+    /// The sync file (the shipped example's shape) with this mode, API
+    /// version and mapping extra line.
+    fn sync_file(&self, mode: &str, version: &str, extra: &str) -> anyhow::Result<String> {
+        let path = self.dir.path().join("shop.toml");
+        std::fs::write(
+            &path,
+            format!(
+                r#"id = "shop-customers"
+workspace = "acme"
+schedule = "0 */15 * * * *"
+
+[source]
+kind = "shopify"
+shop = "acme"
+api_version = "{version}"
+access_token_env = "TEST_SHOPIFY_TOKEN"
+page_size = 250
+base_url = "{}"
+
+[destination]
+kind = "brevo"
+api_key_env = "TEST_BREVO_KEY"
+base_url = "{}"
+mode = "{mode}"
+list_ids = [12]
+
+[mapping]
+email = "defaultEmailAddress.emailAddress"
+attributes = {{ FIRSTNAME = "firstName", LASTNAME = "lastName" }}
+{extra}
+"#,
+                self.shopify.base_url, self.brevo.base_url
+            ),
+        )?;
+        Ok(path.display().to_string())
+    }
+
+    async fn apply(&self, mode: &str, version: &str, extra: &str) -> anyhow::Result<()> {
+        let path = self.sync_file(mode, version, extra)?;
+        self.cli.run(&["sync", "apply", &path]).await?.ok()?;
+        Ok(())
+    }
+
+    async fn run(&self) -> anyhow::Result<(i32, Value)> {
+        let out = self
+            .cli
+            .run(&["sync", "run", "shop-customers", "--foreground"])
+            .await?;
+        let runs = self.cli.run(&["runs", "list", "--json"]).await?.ok()?.json()?;
+        let run_id = runs[0]["id"].as_i64().unwrap_or_default().to_string();
+        let shown = self
+            .cli
+            .run(&["runs", "show", &run_id, "--json"])
+            .await?
+            .ok()?
+            .json()?;
+        Ok((out.code, shown))
+    }
+}
+
+/// Shopify's `CustomerEmailMarketingState` values (Admin GraphQL reference,
+/// `CustomerEmailAddress.marketingState`): only SUBSCRIBED is consent;
+/// PENDING is a double opt-in not yet confirmed.
+const STATES: [&str; 5] = [
+    "SUBSCRIBED",
+    "UNSUBSCRIBED",
+    "NOT_SUBSCRIBED",
+    "INVALID",
+    "PENDING",
+];
+
+/// Customer `i` (1-based, `customer{i}@example.com`) has `STATES[(i-1) % 5]`.
+fn state_of(email: &str) -> &'static str {
+    let i: usize = email
+        .trim_start_matches("customer")
+        .split('@')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    STATES[(i - 1) % STATES.len()]
+}
+
+async fn consent_is_honoured(mode: &str) -> anyhow::Result<()> {
+    let s = Shop::start(20).await?;
+    s.shopify.edit_customers(|i, c| {
+        c["defaultEmailAddress"]["marketingState"] = json!(STATES[i % STATES.len()]);
+    });
+    s.apply(mode, "2025-07", CONSENT).await?;
+    let (code, shown) = s.run().await?;
+    assert_eq!(code, 0, "{shown}");
+
+    let contacts = s.brevo.contacts();
+    assert_eq!(contacts.len(), 20, "every customer is written");
+    for (email, contact) in &contacts {
+        let state = state_of(email);
+        if state == "SUBSCRIBED" {
+            assert_eq!(contact.list_ids, vec![12], "{email} {state}");
+            assert!(!contact.email_blacklisted, "{email} {state}");
+        } else {
+            assert!(contact.list_ids.is_empty(), "{email} {state} is on a list");
+            assert!(contact.email_blacklisted, "{email} {state} is not blacklisted");
+        }
+    }
+    // No request that names a list carries a customer without consent, and
+    // no consenting one is ever sent a blacklist flag (true or false).
+    for request in s.brevo.requests() {
+        let rows: Vec<&Value> = match request.body.get("jsonBody").and_then(Value::as_array) {
+            Some(rows) => rows.iter().collect(),
+            None => vec![&request.body],
+        };
+        for row in rows {
+            let email = row["email"].as_str().unwrap_or_default();
+            if state_of(email) != "SUBSCRIBED" {
+                assert!(
+                    request.body.get("listIds").is_none(),
+                    "{email} sent with lists: {}",
+                    request.body
+                );
+            } else {
+                assert!(request.body.get("emailBlacklisted").is_none());
+                assert_ne!(request.body.get("emailBlacklist"), Some(&json!(true)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Brevo: `createContact.emailBlacklisted` and `listIds` (spec 2025-08,
+/// `paths./contacts.post`); an import's `listIds` is mandatory and its
+/// `emailBlacklist` applies to the whole import (`requestContactImport`).
+#[tokio::test(flavor = "multi_thread")]
+async fn customers_without_marketing_consent_are_blacklisted_and_on_no_list_in_bulk_mode()
+-> anyhow::Result<()> {
+    consent_is_honoured("bulk").await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn customers_without_marketing_consent_are_blacklisted_and_on_no_list_in_single_mode()
+-> anyhow::Result<()> {
+    consent_is_honoured("single").await
+}
+
+#[test]
+fn the_shipped_shopify_example_carries_consent() -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/syncs/shopify-customers.toml"),
+    )?;
+    assert!(text.contains(CONSENT), "{text}");
+    Ok(())
+}
