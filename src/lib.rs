@@ -35,4 +35,5 @@ pub mod shutdown;
 pub mod source;
 pub mod store;
 pub mod sweeper;
+pub mod telemetry;
 pub mod worker;

@@ -65,12 +65,23 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         max_attempts: i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX),
         // One recorder per process; a second install (tests running two
         // daemons in one process) keeps the first.
-        metrics: metrics_exporter_prometheus::PrometheusBuilder::new()
-            .install_recorder()
-            .ok(),
+        metrics: crate::telemetry::install(),
     };
     shutdown.spawn(crate::http::serve(listener, http_state, shutdown.clone()));
     let busy = start_workers(&daemon, &shutdown);
+    metrics::gauge!("syncward_workers").set(settings.workers.count as f64);
+    metrics::gauge!("syncward_workers_busy").set(0.0);
+    // Each sync's last success, known before this daemon's first run ends.
+    match store::syncs::list_syncs(&daemon.store).await {
+        Ok(syncs) => {
+            for s in syncs {
+                if let Some(at) = s.last_success_at {
+                    crate::telemetry::record_success(&s.id, &s.workspace_id, at);
+                }
+            }
+        }
+        Err(e) => warn!(error = %e, "Reading the syncs' last successes failed"),
+    }
     // The worker count shows in `syncward status` from the start.
     if let Err(e) =
         store::processes::beat_with_workers(&daemon.store, boot_id, 0, settings.workers.count).await
@@ -107,12 +118,14 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         loop {
             tokio::time::sleep(every.min(watchdog.map(|w| w / 2).unwrap_or(every))).await;
             // Both judges of liveness: Redis' key and Postgres' heartbeat.
+            let busy = status.busy.load(Ordering::Relaxed);
+            metrics::gauge!("syncward_workers_busy").set(busy as f64);
             let (key, beat) = tokio::join!(
                 refresh_liveness(&redis, &prefix, boot_id, ttl),
                 store::processes::beat_with_workers(
                     &daemon.store,
                     boot_id,
-                    status.busy.load(Ordering::Relaxed),
+                    busy,
                     settings.workers.count
                 )
             );

@@ -89,6 +89,13 @@ pub async fn record_outcome(
         metrics::counter!("syncward_lease_losses_total").increment(1);
     }
     if let Recorded::Finished {
+        status: "succeeded",
+        ..
+    } = &recorded
+    {
+        crate::telemetry::record_success(&run.sync_id, &run.workspace_id, chrono::Utc::now());
+    }
+    if let Recorded::Finished {
         status: "failed", ..
     } = &recorded
     {

@@ -21,6 +21,7 @@ mod http_api;
 mod http_source;
 mod import_outcomes;
 mod lease_fence;
+mod metrics;
 mod ledger;
 mod liveness;
 mod outages;

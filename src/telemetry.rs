@@ -1,0 +1,142 @@
+//! The metrics syncward exports at `/metrics`: every name with its HELP text
+//! in one place, latency metrics as histograms with buckets (so they add up
+//! across daemons and work with `histogram_quantile`), and every counter
+//! present at zero from the start (so `increase(...[1h]) > 0` can fire on the
+//! first event). Label values are bounded by the number of syncs: no run ids,
+//! no e-mail addresses.
+
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Buckets of every `_seconds` histogram: from a fast HTTP answer to a long run.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+/// Counters without labels, registered at zero.
+const COUNTERS: &[(&str, &str)] = &[
+    (
+        "syncward_records_written_total",
+        "Records the destination confirmed as written.",
+    ),
+    (
+        "syncward_records_replayed_total",
+        "Records found completed in the ledger and not sent again.",
+    ),
+    (
+        "syncward_records_rejected_total",
+        "Records refused for good (by the destination or the mapping), quarantined ones included.",
+    ),
+    (
+        "syncward_records_resent_total",
+        "Records left pending by an earlier run whose outcome was unknown, sent again.",
+    ),
+    (
+        "syncward_records_quarantined_total",
+        "Records quarantined after their writes died with the worker ledger.record_attempts times.",
+    ),
+    (
+        "syncward_lease_losses_total",
+        "Runs that stopped because they lost their sync's lease (lease_lost).",
+    ),
+    (
+        "syncward_lease_takeovers_total",
+        "Leases taken over from a holder whose liveness key was gone.",
+    ),
+    (
+        "syncward_breaker_trips_total",
+        "Syncs paused by the circuit breaker.",
+    ),
+];
+
+/// Installs the Prometheus recorder with syncward's buckets and HELP texts,
+/// and registers the counters at zero. `None` when a recorder is already
+/// installed in this process (tests running two daemons in one process).
+pub fn install() -> Option<PrometheusHandle> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+        .ok()?
+        .install_recorder()
+        .ok()?;
+    describe();
+    for (name, _) in COUNTERS {
+        metrics::counter!(*name).increment(0);
+    }
+    for outcome in ["succeeded", "failed", "skipped"] {
+        metrics::counter!("syncward_runs_finished_total", "outcome" => outcome, "failure_code" => "")
+            .increment(0);
+    }
+    metrics::gauge!("syncward_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    Some(handle)
+}
+
+fn describe() {
+    for (name, help) in COUNTERS {
+        describe_counter!(*name, Unit::Count, *help);
+    }
+    describe_counter!(
+        "syncward_runs_finished_total",
+        Unit::Count,
+        "Runs that ended, by outcome (succeeded, failed, skipped) and failure code."
+    );
+    describe_counter!(
+        "syncward_destination_requests_total",
+        Unit::Count,
+        "Requests to destinations, by HTTP status (or timeout, error)."
+    );
+    describe_histogram!(
+        "syncward_destination_request_seconds",
+        Unit::Seconds,
+        "Time for one destination request, by HTTP status."
+    );
+    describe_histogram!(
+        "syncward_run_duration_seconds",
+        Unit::Seconds,
+        "Time from a run's claim to its recorded end."
+    );
+    describe_gauge!(
+        "syncward_queue_depth",
+        Unit::Count,
+        "Runs waiting in the queue (refreshed each sweep)."
+    );
+    describe_gauge!(
+        "syncward_queue_oldest_age_seconds",
+        Unit::Seconds,
+        "Age of the oldest due queued run (refreshed each sweep)."
+    );
+    describe_gauge!(
+        "syncward_deadman_incidents_open",
+        Unit::Count,
+        "Open dead-man incidents (silent workspaces and syncs)."
+    );
+    describe_gauge!(
+        "syncward_workers_busy",
+        Unit::Count,
+        "Workers of this daemon running a run now."
+    );
+    describe_gauge!(
+        "syncward_workers",
+        Unit::Count,
+        "Workers of this daemon (workers.count)."
+    );
+    describe_gauge!(
+        "syncward_sync_last_success_timestamp_seconds",
+        Unit::Seconds,
+        "When each sync's last run succeeded (Unix time): the dead-man's own signal."
+    );
+    describe_gauge!(
+        "syncward_build_info",
+        Unit::Count,
+        "Always 1, labelled with the running version."
+    );
+}
+
+/// A sync's run succeeded at `at`.
+pub fn record_success(sync: &str, workspace: &str, at: chrono::DateTime<chrono::Utc>) {
+    metrics::gauge!(
+        "syncward_sync_last_success_timestamp_seconds",
+        "sync" => sync.to_owned(),
+        "workspace" => workspace.to_owned()
+    )
+    .set(at.timestamp_millis() as f64 / 1000.0);
+}

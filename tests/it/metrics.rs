@@ -1,0 +1,105 @@
+//! `/metrics` as Prometheus' own checker judges it: HELP text on every
+//! metric, latency as histograms with buckets, counters present at zero from
+//! the start, build info, each sync's last success.
+
+use std::time::Duration;
+
+use crate::helpers::daemon::DaemonProcess;
+use crate::helpers::install_crypto;
+use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
+
+async fn scrape(base: &str) -> anyhow::Result<String> {
+    install_crypto();
+    let response = reqwest::get(format!("{base}/metrics")).await?;
+    anyhow::ensure!(response.status().is_success(), "{}", response.status());
+    Ok(response.text().await?)
+}
+
+/// `promtool check metrics` on a scrape: its findings (none when clean).
+fn promtool_findings(scrape: &str) -> anyhow::Result<String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            anyhow::anyhow!("promtool (Debian's prometheus package; scripts/test installs it): {e}")
+        })?;
+    child
+        .stdin
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdin"))?
+        .write_all(scrape.as_bytes())?;
+    let out = child.wait_with_output()?;
+    let findings = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    anyhow::ensure!(
+        out.status.success() || !findings.is_empty(),
+        "promtool failed silently"
+    );
+    Ok(if out.status.success() {
+        findings
+    } else {
+        format!("exit {:?}: {findings}", out.status.code())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_pass_promtool_with_help_text_histograms_and_counters_at_zero() -> anyhow::Result<()>
+{
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    let base = format!("http://{}", daemon.http_address().await?);
+
+    // Before any run: the counters an alert rule reads are there, at zero.
+    let first = scrape(&base).await?;
+    for line in [
+        "syncward_lease_losses_total 0",
+        "syncward_breaker_trips_total 0",
+        "syncward_records_quarantined_total 0",
+        "syncward_workers 4",
+    ] {
+        assert!(first.contains(line), "{line} missing:\n{first}");
+    }
+    assert!(first.contains("syncward_build_info{version=\""), "{first}");
+    assert_eq!(
+        promtool_findings(&first)?,
+        "",
+        "promtool on the first scrape"
+    );
+
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    daemon
+        .eventually(Duration::from_secs(30), "the run succeeding", || async {
+            Ok(s.last_run().await?["status"] == "succeeded")
+        })
+        .await?;
+    let after = scrape(&base).await?;
+    assert!(
+        after.contains("syncward_run_duration_seconds_bucket{le=\""),
+        "run durations are a histogram:\n{after}"
+    );
+    assert!(
+        after.contains("syncward_destination_request_seconds_bucket{status=\"202\",le=\""),
+        "{after}"
+    );
+    assert!(
+        after.contains(&format!(
+            "syncward_sync_last_success_timestamp_seconds{{sync=\"{SYNC_ID}\",workspace=\"acme\"}}"
+        )),
+        "{after}"
+    );
+    assert!(
+        after.contains("syncward_records_written_total 30"),
+        "{after}"
+    );
+    assert_eq!(promtool_findings(&after)?, "", "promtool after a run");
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
