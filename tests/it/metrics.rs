@@ -103,3 +103,27 @@ async fn metrics_pass_promtool_with_help_text_histograms_and_counters_at_zero() 
     daemon.wait(Duration::from_secs(30)).await?;
     Ok(())
 }
+
+/// The shipped alert rules load in Prometheus and fire on the series they
+/// are for (and not on healthy ones): `deploy/prometheus/alerts_test.yml`.
+#[test]
+fn the_shipped_alert_rules_pass_promtool_check_and_their_unit_tests() -> anyhow::Result<()> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus");
+    for args in [
+        ["check", "rules", "alerts.yml"],
+        ["test", "rules", "alerts_test.yml"],
+    ] {
+        let out = std::process::Command::new("promtool")
+            .args(args)
+            .current_dir(dir)
+            .output()?;
+        assert!(
+            out.status.success(),
+            "promtool {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
