@@ -437,6 +437,9 @@ pub struct RunView {
     pub rejected_records: Vec<RejectedRow>,
     /// Brevo imports the run started, and how each ended.
     pub imports: Vec<ImportProcessRow>,
+    /// Contacts Brevo's completed imports counted as invalid e-mails (not
+    /// imported); `None` when no import of the run has reported its counts.
+    pub import_invalid_emails: Option<i64>,
 }
 
 impl RunView {
@@ -449,7 +452,17 @@ impl RunView {
             events: runs::list_run_events(pool, id).await?,
             rejected_records: rejected::list_rejections(pool, id, REJECTED_SHOWN).await?,
             imports: imports::list_import_processes(pool, id).await?,
+            import_invalid_emails: None,
             run,
+        })
+        .map(|mut view| {
+            view.import_invalid_emails = view
+                .imports
+                .iter()
+                .filter_map(|p| p.invalid_emails)
+                .map(i64::from)
+                .reduce(|a, b| a + b);
+            view
         }))
     }
 
@@ -491,6 +504,15 @@ impl RunView {
                 ("re-sent pending", r.records_resent.to_string().into()),
             ]),
         });
+        if let Some(invalid) = self.import_invalid_emails {
+            // Inside `rejected` too: Brevo counts them but does not name them.
+            if let Body::Facts(facts) = &mut sections[1].body {
+                facts.push((
+                    "invalid e-mails (Brevo imports)",
+                    invalid.to_string().into(),
+                ));
+            }
+        }
         if let Some(failure) = &self.failure {
             sections.push(Section {
                 title: "Failure".into(),
@@ -583,6 +605,10 @@ impl RunView {
                         p.process_id.to_string().into(),
                         p.records.to_string().into(),
                         status.into(),
+                        p.invalid_emails
+                            .map(|n| n.to_string())
+                            .unwrap_or_default()
+                            .into(),
                         counts.into(),
                         when(p.checked_at).into(),
                     ]
@@ -591,7 +617,14 @@ impl RunView {
             sections.push(Section {
                 title: "Brevo imports".into(),
                 body: Body::Table {
-                    headers: vec!["process", "records", "status", "counts", "last checked"],
+                    headers: vec![
+                        "process",
+                        "records",
+                        "status",
+                        "invalid e-mails",
+                        "counts",
+                        "last checked",
+                    ],
                     rows,
                 },
             });

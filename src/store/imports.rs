@@ -18,6 +18,9 @@ pub struct ImportProcessRow {
     pub created_at: DateTime<Utc>,
     pub checked_at: Option<DateTime<Utc>>,
     pub checks: i32,
+    /// A completed import's `info.import.invalid_emails`: contacts Brevo did
+    /// not import.
+    pub invalid_emails: Option<i32>,
 }
 
 /// Keeps the imports of one page: `(process id, records it carried)`.
@@ -72,7 +75,8 @@ pub async fn mark_import_checked(pool: &PgPool, id: i64) -> sqlx::Result<()> {
 }
 
 /// Records how an import ended, on the run it belongs to, in one
-/// transaction. A `failed` or `cancelled` import is a rejected page: a
+/// transaction. A `failed`, `cancelled` or `unknown` (Brevo no longer knows
+/// it, or it never finished within the checks allowed) import is a rejected page: a
 /// rejected-records row, the run's rejected count, and its delivery keys taken
 /// out of the ledger (nothing arrived, so a replay sends them again).
 pub async fn finish_import_process(
@@ -82,15 +86,18 @@ pub async fn finish_import_process(
     counts: Option<&serde_json::Value>,
     error: Option<&str>,
 ) -> sqlx::Result<bool> {
+    let invalid = invalid_emails(counts);
     let mut tx = pool.begin().await?;
     let ended = sqlx::query(
-        "UPDATE import_processes SET status = $2, counts = $3, error = $4, checked_at = now(), checks = checks + 1
+        "UPDATE import_processes SET status = $2, counts = $3, error = $4, invalid_emails = $5,
+                checked_at = now(), checks = checks + 1
          WHERE id = $1 AND status = 'pending'",
     )
     .bind(process.id)
     .bind(status)
     .bind(counts.map(Json))
     .bind(error)
+    .bind(invalid)
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -107,13 +114,49 @@ pub async fn finish_import_process(
         .bind(Json(&detail))
         .execute(&mut *tx)
         .await?;
-    if status != "completed" {
+    if status == "completed"
+        && let Some(invalid) = invalid.filter(|n| *n > 0)
+    {
+        // Brevo's report counts them but does not name them: one row for the
+        // count, and the run's rejected count grows by it.
         let message = format!(
-            "Brevo import process {} ended {status}{}: the {} records it carried did not arrive",
-            process.process_id,
-            error.map(|e| format!(" ({e})")).unwrap_or_default(),
-            process.records
+            "Brevo import process {} completed, but {invalid} of the {} contacts it carried had an \
+             invalid e-mail address and were not imported (Brevo's report does not say which)",
+            process.process_id, process.records
         );
+        sqlx::query(
+            "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
+             VALUES ($1, $2, NULL, NULL, 'import_invalid_emails', $3)",
+        )
+        .bind(process.run_id)
+        .bind(&process.sync_id)
+        .bind(message)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE runs SET records_rejected = records_rejected + $2 WHERE id = $1")
+            .bind(process.run_id)
+            .bind(i64::from(invalid))
+            .execute(&mut *tx)
+            .await?;
+    }
+    if status != "completed" {
+        let message = if status == crate::destination::brevo::IMPORT_UNKNOWN {
+            format!(
+                "Brevo import process {}: outcome unknown{}: whether the {} records it carried \
+                 arrived cannot be learned; they leave the ledger, so a cursor reset and a new \
+                 run send them again (Brevo writes are upserts)",
+                process.process_id,
+                error.map(|e| format!(" ({e})")).unwrap_or_default(),
+                process.records
+            )
+        } else {
+            format!(
+                "Brevo import process {} ended {status}{}: the {} records it carried did not arrive",
+                process.process_id,
+                error.map(|e| format!(" ({e})")).unwrap_or_default(),
+                process.records
+            )
+        };
         sqlx::query(
             "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
              VALUES ($1, $2, NULL, NULL, $3, $4)",
@@ -148,6 +191,14 @@ pub async fn finish_import_process(
     }
     tx.commit().await?;
     Ok(true)
+}
+
+/// `info.import.invalid_emails` of an import's counts, when Brevo gave it.
+pub fn invalid_emails(counts: Option<&serde_json::Value>) -> Option<i32> {
+    counts?
+        .get("invalid_emails")?
+        .as_i64()
+        .and_then(|n| i32::try_from(n).ok())
 }
 
 pub async fn list_import_processes(

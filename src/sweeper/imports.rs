@@ -6,13 +6,25 @@
 use deadpool_redis::redis;
 use tracing::{info, warn};
 
-use crate::destination::brevo::BrevoDestination;
+use crate::alerts::Alert;
+use crate::destination::brevo::{BrevoDestination, IMPORT_UNKNOWN, ImportOutcome};
 use crate::destination::{DestinationConfig, RetryPolicy};
+use crate::store::imports::ImportProcessRow;
 use crate::store::{imports, syncs};
 use crate::worker::Daemon;
 
 /// Imports looked at per sweep, at most.
 const PER_SWEEP: i64 = 20;
+
+/// Checks of one import after which syncward stops asking and records its
+/// outcome as unknown. Checks are at least `sweeper.import_check_after` apart
+/// (1 min by default), so this follows an import for an hour or more, far
+/// longer than Brevo takes for an 8 MB page; past it the process is lost, and
+/// asking on would spend the key's 100 checks an hour on it forever.
+pub const MAX_CHECKS_PER_IMPORT: i32 = 60;
+
+/// Kind of the alert raised when an import's outcome cannot be learned.
+pub const IMPORT_UNKNOWN_ALERT: &str = "import_outcome_unknown";
 
 /// Takes one check from this hour's budget of the key; false when spent.
 async fn take_check(daemon: &Daemon, key_digest: &str) -> anyhow::Result<bool> {
@@ -63,33 +75,96 @@ pub async fn check_imports(daemon: &Daemon) -> anyhow::Result<usize> {
             info!(sync.id = %process.sync_id, "This hour's import-check budget is spent; later");
             break;
         }
-        match brevo.import_outcome(process.process_id).await {
-            Ok(None) => imports::mark_import_checked(&daemon.store, process.id).await?,
-            Ok(Some(outcome)) => {
-                let recorded = imports::finish_import_process(
-                    &daemon.store,
-                    &process,
-                    &outcome.status,
-                    outcome.counts.as_ref(),
-                    outcome.error.as_deref(),
-                )
-                .await?;
-                if recorded {
-                    ended += 1;
-                    if outcome.status != "completed" {
-                        warn!(
-                            run.id = process.run_id, sync.id = %process.sync_id,
-                            process = process.process_id, status = %outcome.status,
-                            "A Brevo import did not complete; its page is recorded as rejected"
-                        );
-                    }
-                }
-            }
+        let answer = brevo.import_outcome(process.process_id).await;
+        // This check is the last one allowed: an import still unfinished (or
+        // unreadable) after it is given up as unknown.
+        let last_check = process.checks + 1 >= MAX_CHECKS_PER_IMPORT;
+        let outcome = match answer {
+            Ok(Some(outcome)) => Some(outcome),
+            Ok(None) if last_check => Some(ImportOutcome {
+                status: IMPORT_UNKNOWN.to_string(),
+                counts: None,
+                error: Some(format!(
+                    "still not finished after {MAX_CHECKS_PER_IMPORT} checks; syncward stopped asking"
+                )),
+            }),
+            Err(e) if last_check => Some(ImportOutcome {
+                status: IMPORT_UNKNOWN.to_string(),
+                counts: None,
+                error: Some(format!(
+                    "no answer after {MAX_CHECKS_PER_IMPORT} checks (last: {e}); syncward stopped asking"
+                )),
+            }),
+            Ok(None) => None,
             Err(e) => {
                 warn!(process = process.process_id, error = %e, "Checking a Brevo import failed");
-                imports::mark_import_checked(&daemon.store, process.id).await?;
+                None
             }
+        };
+        let Some(outcome) = outcome else {
+            imports::mark_import_checked(&daemon.store, process.id).await?;
+            continue;
+        };
+        let recorded = imports::finish_import_process(
+            &daemon.store,
+            &process,
+            &outcome.status,
+            outcome.counts.as_ref(),
+            outcome.error.as_deref(),
+        )
+        .await?;
+        if !recorded {
+            continue;
+        }
+        ended += 1;
+        if outcome.status != "completed" {
+            warn!(
+                run.id = process.run_id, sync.id = %process.sync_id,
+                process = process.process_id, status = %outcome.status,
+                "A Brevo import did not complete; its page is recorded as rejected"
+            );
+        }
+        if outcome.status == IMPORT_UNKNOWN {
+            alert_unknown(
+                daemon,
+                &sync.workspace_id,
+                &process,
+                outcome.error.as_deref(),
+            )
+            .await;
         }
     }
     Ok(ended)
+}
+
+/// One critical alert per import whose outcome cannot be learned: its page
+/// may or may not have arrived, and only a person can tell (Brevo's import
+/// history) or decide to send it again.
+async fn alert_unknown(
+    daemon: &Daemon,
+    workspace: &str,
+    process: &ImportProcessRow,
+    why: Option<&str>,
+) {
+    let sync = &process.sync_id;
+    daemon
+        .alerter
+        .raise(&Alert {
+            kind: IMPORT_UNKNOWN_ALERT,
+            workspace: Some(workspace.to_string()),
+            sync: Some(sync.clone()),
+            run_id: Some(process.run_id),
+            message: format!(
+                "Sync {sync}: the outcome of Brevo import process {} (run {}, {} records) is unknown{}. \
+                 Its records are shown as rejected (import_unknown) and left the ledger. Next: check the \
+                 import in Brevo's contact import history; to send them again, reset the cursor \
+                 (`syncward sync reset-cursor {sync}`) and run the sync (Brevo writes are upserts).",
+                process.process_id,
+                process.run_id,
+                process.records,
+                why.map(|w| format!(" ({w})")).unwrap_or_default(),
+            ),
+            failure: None,
+        })
+        .await;
 }

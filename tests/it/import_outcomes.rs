@@ -174,9 +174,30 @@ async fn a_completed_import_records_its_failure_counts_on_the_run() -> anyhow::R
         .as_array()
         .map(|e| e.iter().filter(|e| e["kind"] == "import_outcome").count());
     assert_eq!(outcomes, Some(3));
+    // `info.import.invalid_emails` of a completed process (`GET
+    // /processes/{processId}`, brevo-v3-openapi.2026-02.yaml lines 3467 and
+    // 3497): the run counts them as rejected, once,
+    // and says so, while the page itself is not a rejected page.
+    assert_eq!(shown["import_invalid_emails"], 2, "{shown}");
     assert_eq!(
-        shown["run"]["records_rejected"], 0,
-        "a completed import is not a rejected page"
+        shown["run"]["records_rejected"], 2,
+        "the invalid e-mails did not arrive; the rest of the page did"
+    );
+    let rejected = shown["rejected_records"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!(rejected[0]["code"], "import_invalid_emails");
+    let text = s
+        .cli
+        .run(&["runs", "show", &run_id.to_string()])
+        .await?
+        .ok()?
+        .stdout;
+    assert!(
+        text.contains("invalid e-mails (Brevo imports)") && text.contains("import_invalid_emails"),
+        "{text}"
     );
     daemon.signal("TERM")?;
     daemon.wait(Duration::from_secs(30)).await?;

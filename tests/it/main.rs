@@ -7,6 +7,7 @@ mod helpers;
 mod admin_security;
 mod alerts;
 mod breaker;
+mod brevo_api;
 mod brevo_fake;
 mod chaos;
 mod config_loading;

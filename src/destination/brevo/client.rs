@@ -118,6 +118,9 @@ impl BrevoDestination {
                     ),
                 })
             })?;
+        if let Some(outcome) = process_not_found(status, &body) {
+            return Ok(Some(outcome));
+        }
         if !status.is_success() {
             return match classify_error(status, &body, 1) {
                 Verdict::Fail(e) => Err(e),
@@ -257,6 +260,31 @@ pub struct ImportOutcome {
     /// `info.import`: imported, updated, invalid_emails, duplicates.
     pub counts: Option<Value>,
     pub error: Option<String>,
+}
+
+/// The status of an import whose end syncward cannot learn: Brevo no longer
+/// knows the process (404), or it stayed unfinished past the checks allowed.
+pub const IMPORT_UNKNOWN: &str = "unknown";
+
+/// `GET /processes/{id}` answering Brevo's own 404 (`{"code":
+/// "invalid_parameter", "message": "processId is invalid"}`, spec 2025-08
+/// `paths./processes/{processId}.get.responses.404`): final for this process,
+/// whose outcome is then unknown. A 404 without Brevo's error body (a wrong
+/// `destination.base_url`) stays a settings error.
+fn process_not_found(status: StatusCode, body: &[u8]) -> Option<ImportOutcome> {
+    if status != StatusCode::NOT_FOUND {
+        return None;
+    }
+    let error: BrevoError = serde_json::from_slice(body).ok()?;
+    let code = error.code?;
+    let message = error.message.unwrap_or_default();
+    Some(ImportOutcome {
+        status: IMPORT_UNKNOWN.to_string(),
+        counts: None,
+        error: Some(format!(
+            "Brevo answered HTTP 404 {code}: {message}; it no longer knows this import"
+        )),
+    })
 }
 
 /// A process body: terminal or still running (unknown statuses included).

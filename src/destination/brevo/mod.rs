@@ -3,5 +3,5 @@
 mod client;
 mod config;
 
-pub use client::{BrevoDestination, IMPORT_BODY_LIMIT, ImportOutcome};
+pub use client::{BrevoDestination, IMPORT_BODY_LIMIT, IMPORT_UNKNOWN, ImportOutcome};
 pub use config::{BrevoDestinationConfig, BrevoMode};

@@ -239,6 +239,12 @@ impl BrevoFake {
         self.shared.held.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Brevo forgets every import process so far: `GET /processes/{id}`
+    /// answers its documented 404 (`processId is invalid`).
+    pub fn forget_processes(&self) {
+        self.lock().processes.clear();
+    }
+
     /// The status new import processes report (default `completed`).
     pub fn set_process_status(&self, status: &str) {
         self.lock().process_status = Some(status.to_string());

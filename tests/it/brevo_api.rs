@@ -1,0 +1,127 @@
+//! Brevo answers the fakes did not give before issue 19, each as Brevo's
+//! OpenAPI file documents it (../shared/specs/brevo-v3-openapi.2025-08.yml):
+//! a process Brevo no longer knows, 425 Too Early, null attributes, import
+//! counts of invalid e-mails, and attributes the account lacks.
+
+use std::time::Duration;
+
+use crate::helpers::daemon::DaemonProcess;
+use crate::helpers::scenario::{Scenario, SyncOptions};
+
+async fn count(s: &Scenario, sql: &str) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+        .fetch_one(&s.db.pool)
+        .await?)
+}
+
+fn checker(s: &Scenario) -> crate::helpers::Syncward {
+    s.cli
+        .clone()
+        .with_env("SYNCWARD__SWEEPER__EVERY", "100ms")
+        .with_env("SYNCWARD__SWEEPER__IMPORT_CHECK_AFTER", "50ms")
+        .with_env("SYNCWARD__SWEEPER__IMPORT_CHECKS_PER_HOUR", "1000")
+}
+
+/// `GET /processes/{processId}` answering 404 `{"code": "invalid_parameter",
+/// "message": "processId is invalid"}` (brevo-v3-openapi.2025-08.yml lines
+/// 9741-9748) is final for that process: checked once, its page recorded as
+/// `import_unknown` on the run, one alert per process, no further polling.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_brevo_does_not_know_is_given_up_once_with_an_alert() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    assert_eq!(s.run_foreground().await?.code, 0);
+    let run_id = s.last_run().await?["id"].as_i64().unwrap_or_default();
+    s.fake.forget_processes();
+    let mut daemon = DaemonProcess::spawn(&checker(&s)).await?;
+    daemon
+        .eventually(Duration::from_secs(20), "every import given up", || async {
+            Ok(count(
+                &s,
+                "SELECT count(*) FROM import_processes WHERE status = 'unknown'",
+            )
+            .await?
+                == 3)
+        })
+        .await?;
+    // More sweeps pass: nothing asks about them again.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let checks: Vec<_> = s
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/v3/processes/"))
+        .collect();
+    assert_eq!(checks.len(), 3, "one check each");
+    assert!(checks.iter().all(|r| r.status == 404));
+    let shown = s
+        .cli
+        .run(&["runs", "show", &run_id.to_string(), "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    let rejected = shown["rejected_records"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rejected.len(), 3, "{rejected:?}");
+    assert!(
+        rejected.iter().all(|r| r["code"] == "import_unknown"
+            && r["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("processId is invalid")),
+        "{rejected:?}"
+    );
+    assert_eq!(shown["run"]["records_rejected"], 30);
+    assert_eq!(
+        count(
+            &s,
+            "SELECT count(*) FROM alerts WHERE kind = 'import_outcome_unknown'"
+        )
+        .await?,
+        3
+    );
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+/// A process that reports `processing` (a non-terminal status of the
+/// `getProcess` schema, brevo-v3-openapi.2026-02.yaml) forever is asked about
+/// at most `MAX_CHECKS_PER_IMPORT` (60) times, then given up as unknown.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_import_that_never_ends_is_given_up_after_the_check_cap() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 10,
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.fake.set_process_status("processing");
+    assert_eq!(s.run_foreground().await?.code, 0);
+    let mut daemon = DaemonProcess::spawn(&checker(&s)).await?;
+    daemon
+        .eventually(Duration::from_secs(60), "the import given up", || async {
+            Ok(count(
+                &s,
+                "SELECT count(*) FROM import_processes WHERE status = 'unknown'",
+            )
+            .await?
+                == 1)
+        })
+        .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let checks = s
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/v3/processes/"))
+        .count();
+    assert_eq!(checks, 60);
+    let message: String = sqlx::query_scalar("SELECT message FROM rejected_records")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert!(message.contains("after 60 checks"), "{message}");
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
