@@ -18,6 +18,10 @@ pub struct Page {
     pub next_cursor: Option<Value>,
     /// True when the source has nothing after this page.
     pub last: bool,
+    /// Things the operator should know that do not stop the run (Shopify
+    /// serving another API version than the pinned one): the run logs each
+    /// as a warning and adds it to its timeline (`source_notice`).
+    pub notices: Vec<String>,
 }
 
 /// A page's records. Most sources hand over JSON values. The Postgres source

@@ -693,8 +693,19 @@ async fn prepare_page(
     let Page {
         records: mut page_records,
         next_cursor,
+        notices,
         ..
     } = page;
+    for notice in notices {
+        warn!(sync = %sync_id, notice = %notice, "Source notice");
+        runs::add_run_event(
+            &env.store,
+            run.id,
+            "source_notice",
+            serde_json::json!({ "message": notice }),
+        )
+        .await?;
+    }
     let records = page_records.len();
     let mut page_keys = PageKeys::new(sync_id, fingerprint, page_cursor);
     let page_id = page_keys.page_id();

@@ -192,3 +192,49 @@ fn the_shipped_shopify_example_carries_consent() -> anyhow::Result<()> {
     assert!(text.contains(CONSENT), "{text}");
     Ok(())
 }
+
+/// `Customer.defaultEmailAddress` exists from Admin API 2025-04 on (specs
+/// README: "`Customer.email` is deprecated since 2025-04 in favour of
+/// `defaultEmailAddress`"): an older pinned version is refused at apply.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_version_before_default_email_address_is_refused_at_apply_with_the_reason()
+-> anyhow::Result<()> {
+    let s = Shop::start(1).await?;
+    let path = s.sync_file("bulk", "2025-01", "")?;
+    let out = s.cli.run(&["sync", "apply", &path]).await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("source.api_version"), "{out:?}");
+    assert!(out.stderr.contains("2025-04"), "{out:?}");
+    assert!(out.stderr.contains("defaultEmailAddress"), "{out:?}");
+    Ok(())
+}
+
+/// Shopify answers every request with `X-Shopify-API-Version` (the version
+/// it served: a retired pinned version falls forward to the oldest supported
+/// one) and, for deprecated usage, `X-Shopify-API-Deprecated-Reason`
+/// (shopify.dev/docs/api/usage/versioning). The run goes on, warns once and
+/// says so on its timeline.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_served_version_other_than_the_pinned_one_is_warned_on_the_run() -> anyhow::Result<()> {
+    let s = Shop::start(600).await?;
+    s.shopify.serve_version(
+        "2025-07",
+        Some("https://shopify.dev/api/usage/versioning#deprecation-practices"),
+    );
+    s.apply("bulk", "2025-04", "").await?;
+    let (code, shown) = s.run().await?;
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(s.brevo.contacts().len(), 600);
+    let notices: Vec<&Value> = shown["events"]
+        .as_array()
+        .map(|events| events.iter().filter(|e| e["kind"] == "source_notice").collect())
+        .unwrap_or_default();
+    assert_eq!(notices.len(), 1, "once per run, not per page: {shown}");
+    let message = notices[0]["detail"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("served API version 2025-07, not the pinned 2025-04"),
+        "{message}"
+    );
+    assert!(message.contains("deprecation-practices"), "{message}");
+    Ok(())
+}

@@ -145,6 +145,7 @@ fn judge(
             records: items.clone().into(),
             last: next.is_none(),
             next_cursor: next.map(|c| json!({ "cursor": c })),
+            notices: Vec::new(),
         },
         None,
     )

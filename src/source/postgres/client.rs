@@ -278,6 +278,7 @@ impl PostgresSource {
             records: PostgresRows::new(plan, rows).into(),
             next_cursor,
             last,
+            notices: Vec::new(),
         }))
     }
 }

@@ -37,6 +37,9 @@ pub struct ShopifySource {
     client: reqwest::Client,
     /// When the bucket will hold what the last query cost again.
     next_send: Option<Instant>,
+    /// Whether this run was already told that Shopify serves another version
+    /// (once per run is enough).
+    version_noticed: bool,
 }
 
 impl std::fmt::Debug for ShopifySource {
@@ -63,6 +66,7 @@ impl ShopifySource {
             token,
             client,
             next_send: None,
+            version_noticed: false,
         })
     }
 
@@ -98,6 +102,18 @@ impl ShopifySource {
             )));
         }
         let retry_after = retry_after(response.headers());
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let notice = version_notice(
+            &self.config.api_version,
+            header("x-shopify-api-version").as_deref(),
+            header("x-shopify-api-deprecated-reason").as_deref(),
+        );
         let bytes = match read_capped(response, SOURCE_PAGE_CAP).await {
             Ok(b) => b,
             Err(BodyError::CutOff(e)) => {
@@ -110,8 +126,35 @@ impl ShopifySource {
                 )));
             }
         };
-        judge(status, &bytes, retry_after)
+        match judge(status, &bytes, retry_after) {
+            Answer::Page(mut page, pause) => {
+                page.notices.extend(notice);
+                Answer::Page(page, pause)
+            }
+            other => other,
+        }
     }
+}
+
+/// What to tell the operator when Shopify's answer says it served another
+/// API version than the sync pinned (`X-Shopify-API-Version`: Shopify falls
+/// forward to the oldest supported version once a pinned one is retired) or
+/// that the request used something deprecated
+/// (`X-Shopify-API-Deprecated-Reason`); shopify.dev/docs/api/usage/versioning.
+fn version_notice(pinned: &str, served: Option<&str>, deprecated: Option<&str>) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(served) = served.map(str::trim).filter(|v| !v.is_empty() && *v != pinned) {
+        parts.push(format!(
+            "Shopify served API version {served}, not the pinned {pinned} (source.api_version): \
+             the pinned version is probably retired; test the sync against {served} and pin it"
+        ));
+    }
+    if let Some(reason) = deprecated.map(str::trim).filter(|r| !r.is_empty()) {
+        parts.push(format!(
+            "Shopify says the request uses something deprecated in {pinned}: {reason}"
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// How long until the bucket holds what the query costs, from
@@ -220,6 +263,7 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
             next_cursor: end.map(|c| json!({ "after": c })),
             records: records.into(),
             last,
+            notices: Vec::new(),
         },
         pause,
     )
@@ -237,8 +281,16 @@ impl Source for ShopifySource {
         let after = cursor.and_then(|c| c.get("after")).and_then(Value::as_str);
         let mut next_send = self.next_send.take();
         let this = &*self;
-        let page = fetch_with_retries("Shopify", &mut next_send, || this.ask(after)).await;
+        let mut page = fetch_with_retries("Shopify", &mut next_send, || this.ask(after)).await;
         self.next_send = next_send;
+        if let Ok(page) = &mut page {
+            // Once per run: every answer carries the same headers.
+            if self.version_noticed {
+                page.notices.clear();
+            } else if !page.notices.is_empty() {
+                self.version_noticed = true;
+            }
+        }
         page
     }
 }
@@ -292,6 +344,17 @@ mod tests {
             wait(StatusCode::OK, &throttled_body(1e300, 0.0, 1e-300), None),
             MAX_WAIT
         );
+    }
+
+    #[test]
+    fn a_served_version_other_than_the_pinned_one_or_a_deprecation_is_a_notice() {
+        assert_eq!(version_notice("2025-07", Some("2025-07"), None), None);
+        assert_eq!(version_notice("2025-07", None, None), None);
+        let retired = version_notice("2025-04", Some("2025-07"), None).unwrap();
+        assert!(retired.contains("served API version 2025-07, not the pinned 2025-04"), "{retired}");
+        let deprecated =
+            version_notice("2025-07", Some("2025-07"), Some("Customer.email is deprecated")).unwrap();
+        assert!(deprecated.contains("Customer.email is deprecated"), "{deprecated}");
     }
 
     #[test]

@@ -17,12 +17,19 @@ const fn default_timeout() -> Duration {
 /// Shopify's largest `first:` for a connection.
 pub const MAX_PAGE_SIZE: u32 = 250;
 
+/// The oldest Admin API version the customers query works with:
+/// `Customer.defaultEmailAddress` (e-mail and marketing state) exists from
+/// 2025-04 on.
+pub const OLDEST_API_VERSION: &str = "2025-04";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShopifySourceConfig {
     /// The shop's name: `acme` for `acme.myshopify.com`.
     pub shop: String,
-    /// Admin API version, `YYYY-MM` (e.g. `2025-07`).
+    /// Admin API version, `YYYY-MM` (e.g. `2025-07`), 2025-04 or later (the
+    /// first with `Customer.defaultEmailAddress`). Shopify serves a newer
+    /// one once this is retired: a run then warns (log and run timeline).
     pub api_version: String,
     /// Environment variable that holds the Admin API access token.
     pub access_token_env: EnvVarName,
@@ -75,6 +82,18 @@ impl ShopifySourceConfig {
                 ),
             ));
         }
+        // `YYYY-MM` strings order as the versions do.
+        if self.api_version.as_str() < OLDEST_API_VERSION {
+            return Err((
+                "source.api_version".into(),
+                format!(
+                    "{} is older than {OLDEST_API_VERSION}, the first version with \
+                     Customer.defaultEmailAddress (the e-mail address and marketing state \
+                     syncward reads); pin {OLDEST_API_VERSION} or later",
+                    self.api_version
+                ),
+            ));
+        }
         if self.page_size == 0 || self.page_size > MAX_PAGE_SIZE {
             return Err((
                 "source.page_size".into(),
@@ -102,5 +121,36 @@ impl ShopifySourceConfig {
             None => format!("https://{}.myshopify.com", self.shop),
         };
         format!("{base}/admin/api/{}/graphql.json", self.api_version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(version: &str) -> ShopifySourceConfig {
+        ShopifySourceConfig {
+            shop: "acme".into(),
+            api_version: version.into(),
+            access_token_env: serde_json::from_value(serde_json::json!("SHOPIFY_TOKEN"))
+                .expect("a valid variable name"),
+            page_size: 250,
+            query: None,
+            base_url: None,
+            timeout: default_timeout(),
+        }
+    }
+
+    #[test]
+    fn versions_before_default_email_address_are_refused_with_the_reason() {
+        for old in ["2024-10", "2025-01", "2019-04"] {
+            let (key, problem) = config(old).validate().unwrap_err();
+            assert_eq!(key, "source.api_version");
+            assert!(problem.contains("defaultEmailAddress"), "{problem}");
+            assert!(problem.contains("2025-04"), "{problem}");
+        }
+        for ok in ["2025-04", "2025-07", "2026-01"] {
+            assert_eq!(config(ok).validate(), Ok(()), "{ok}");
+        }
     }
 }
