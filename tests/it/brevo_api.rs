@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::fakes::brevo::Fault;
 use crate::helpers::daemon::DaemonProcess;
 use crate::helpers::scenario::{Scenario, SyncOptions};
 
@@ -123,5 +124,34 @@ async fn an_import_that_never_ends_is_given_up_after_the_check_cap() -> anyhow::
     assert!(message.contains("after 60 checks"), "{message}");
     daemon.signal("TERM")?;
     daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+/// `POST /contacts` answering 425 Too Early with a `contactErrorModel` body
+/// (brevo-v3-openapi.2025-08.yml lines 2220-2225) is tried again within the
+/// run, not a rejected record: every contact arrives.
+#[tokio::test(flavor = "multi_thread")]
+async fn too_early_from_a_single_create_is_tried_again() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        mode: "single",
+        rows: 10,
+        concurrency: 1,
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.fake.push_faults([Fault::TooEarly, Fault::TooEarly]);
+    assert_eq!(s.run_foreground().await?.code, 0);
+    let run = s.last_run().await?;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["records_rejected"], 0, "{run}");
+    assert_eq!(run["records_written"], 10, "{run}");
+    let early = s
+        .fake
+        .requests_to("/v3/contacts")
+        .iter()
+        .filter(|r| r.status == 425)
+        .count();
+    assert_eq!(early, 2);
+    assert_eq!(s.fake.contacts().len(), 10);
     Ok(())
 }

@@ -305,8 +305,8 @@ fn judge_process(body: &[u8]) -> Option<ImportOutcome> {
     })
 }
 
-/// A 4xx answer: 401/403 end the run; 404 means the URL is wrong; anything else
-/// rejects the records the request carried.
+/// A 4xx answer: 401/403 end the run; 404 means the URL is wrong; 425 is tried
+/// again; anything else rejects the records the request carried.
 fn classify_error(status: StatusCode, body: &[u8], records: usize) -> Verdict<Vec<RecordOutcome>> {
     let parsed: Option<BrevoError> = serde_json::from_slice(body).ok();
     let message = parsed
@@ -322,6 +322,12 @@ fn classify_error(status: StatusCode, body: &[u8], records: usize) -> Verdict<Ve
                 "Brevo answered HTTP {status} ({message}); check destination.base_url"
             )))
         }
+        // 425 Too Early (documented for `POST /contacts` and `PUT
+        // /contacts/{identifier}`): Brevo is not ready for the write yet, which
+        // says nothing against the record. Retried like a 5xx; past the in-run
+        // retries the call fails as a whole and the record's attempt is given
+        // back.
+        StatusCode::TOO_EARLY => Verdict::Retry(format!("HTTP {status} ({message})")),
         _ => {
             let code = parsed
                 .and_then(|e| e.code)
@@ -513,5 +519,31 @@ mod tests {
         assert_eq!(done.counts, Some(serde_json::json!({"invalid_emails": 2})));
         let clean = judge_process(br#"{"id":1,"status":"completed","error":null}"#).unwrap();
         assert_eq!(clean.error, None);
+    }
+
+    #[test]
+    fn too_early_is_tried_again_not_rejected() {
+        let body = br#"{"code":"account_in_process","message":"Too Early"}"#;
+        assert!(matches!(
+            judge_create(StatusCode::TOO_EARLY, body),
+            Verdict::Retry(_)
+        ));
+        assert!(matches!(
+            judge_import(StatusCode::TOO_EARLY, body, 3),
+            Verdict::Retry(_)
+        ));
+    }
+
+    #[test]
+    fn only_brevos_own_404_ends_a_process_check() {
+        let brevo = br#"{"code":"invalid_parameter","message":"processId is invalid"}"#;
+        let unknown = process_not_found(StatusCode::NOT_FOUND, brevo).unwrap();
+        assert_eq!(unknown.status, IMPORT_UNKNOWN);
+        assert!(unknown.error.unwrap().contains("processId is invalid"));
+        assert_eq!(
+            process_not_found(StatusCode::NOT_FOUND, b"<html>Not Found</html>"),
+            None
+        );
+        assert_eq!(process_not_found(StatusCode::BAD_REQUEST, brevo), None);
     }
 }

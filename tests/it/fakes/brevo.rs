@@ -38,6 +38,9 @@ pub enum Fault {
     Truncated,
     /// 401 as for a revoked key.
     Unauthorized,
+    /// 425 Too Early with a `contactErrorModel` body (`POST /contacts`,
+    /// brevo-v3-openapi.2025-08.yml lines 2220-2225).
+    TooEarly,
 }
 
 /// One request as received.
@@ -363,6 +366,11 @@ async fn apply_fault(fault: Fault) -> Response {
             response
         }
         Fault::Unauthorized => error(StatusCode::UNAUTHORIZED, "unauthorized", "Key not found"),
+        Fault::TooEarly => error(
+            StatusCode::TOO_EARLY,
+            "account_in_process",
+            "Too Early: the account is still being processed",
+        ),
     }
 }
 
