@@ -1,9 +1,18 @@
 //! Logging: tracing-subscriber to stderr, human-readable or JSON lines. The
 //! daemon's filter sits behind a reload layer, so SIGHUP can change
-//! `log.level` without a restart (the format is fixed at start).
+//! `log.level` without a restart (the format is fixed at start). Under
+//! journald (stderr is the stream `JOURNAL_STREAM` names) each line starts
+//! with its syslog priority (`<3>` for ERROR: `journalctl -p err` finds it)
+//! and carries no timestamp of its own (journald stamps it).
+
+use std::fmt;
 
 use anyhow::Context;
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry, reload};
 
@@ -31,7 +40,10 @@ impl LogFilter {
         let Some(handle) = &self.handle else {
             return Ok(());
         };
-        let filter = EnvFilter::try_new(level).context("log.level is not a valid filter")?;
+        let filter = quiet_neighbours(
+            EnvFilter::try_new(level).context("log.level is not a valid filter")?,
+            level,
+        );
         handle
             .reload(filter)
             .context("the log filter cannot be replaced")
@@ -48,20 +60,92 @@ pub fn init(settings: &LogSettings, audience: Audience) -> anyhow::Result<LogFil
             EnvFilter::try_new(&settings.level).context("log.level is not a valid filter")?
         }
     };
+    let asked = match audience {
+        Audience::Daemon => settings.level.clone(),
+        Audience::Command => std::env::var("RUST_LOG").unwrap_or_default(),
+    };
+    let filter = quiet_neighbours(filter, &asked);
     let (filter, handle) = reload::Layer::new(filter);
     // Colours only on a terminal: journald and log files get plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let journal = stderr_is_journal();
     let output = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let registry = tracing_subscriber::registry().with(filter);
     // try_init fails only when a subscriber is already set (tests that call
     // `execute` twice in one process); the first one stays.
-    let installed = match settings.format {
-        LogFormat::Human => registry.with(output).try_init(),
-        LogFormat::Json => registry.with(output.json().flatten_event(true)).try_init(),
+    let installed = match (settings.format, journal) {
+        (LogFormat::Human, false) => registry.with(output).try_init(),
+        (LogFormat::Human, true) => registry
+            .with(output.event_format(JournalPriority(
+                tracing_subscriber::fmt::format().without_time(),
+            )))
+            .try_init(),
+        (LogFormat::Json, false) => registry.with(output.json().flatten_event(true)).try_init(),
+        (LogFormat::Json, true) => registry
+            .with(output.json().event_format(JournalPriority(
+                tracing_subscriber::fmt::format().json().flatten_event(true),
+            )))
+            .try_init(),
     };
     Ok(LogFilter {
         handle: installed.is_ok().then_some(handle),
     })
+}
+
+/// Third-party crates that log their inner workings at info (the cron
+/// scheduler's "Uninited", "Job creator created") speak at warn and above,
+/// unless the filter names them.
+fn quiet_neighbours(filter: EnvFilter, asked: &str) -> EnvFilter {
+    ["tokio_cron_scheduler", "hyper", "sqlx", "reqwest"]
+        .into_iter()
+        .filter(|target| !asked.contains(target))
+        .fold(filter, |filter, target| {
+            match format!("{target}=warn").parse() {
+                Ok(directive) => filter.add_directive(directive),
+                // A fixed, valid directive: never taken.
+                Err(_) => filter,
+            }
+        })
+}
+
+/// Whether stderr is the journald stream systemd connected it to:
+/// `JOURNAL_STREAM` holds its `device:inode` (systemd.exec(5)).
+fn stderr_is_journal() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Ok(stderr) = std::fs::metadata("/proc/self/fd/2") else {
+        return false;
+    };
+    stream.to_string_lossy() == format!("{}:{}", stderr.dev(), stderr.ino())
+}
+
+/// Prefixes each line with its syslog priority, which journald takes off and
+/// keeps as the entry's PRIORITY (sd-daemon(3)).
+struct JournalPriority<F>(F);
+
+impl<S, N, F> FormatEvent<S, N> for JournalPriority<F>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let priority = match *event.metadata().level() {
+            Level::ERROR => 3,
+            Level::WARN => 4,
+            Level::INFO => 6,
+            Level::DEBUG | Level::TRACE => 7,
+        };
+        write!(writer, "<{priority}>")?;
+        self.0.format_event(ctx, writer, event)
+    }
 }

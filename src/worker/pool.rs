@@ -248,7 +248,7 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
         };
         let told = async { match recorded {
             Ok(Recorded::Finished { status, failure, closed_incidents }) => {
-                info!(status, failure = ?failure, "Run finished");
+                info!(status, failure = failure.map(|f| f.as_str()).unwrap_or(""), "Run finished");
                 if status == "succeeded"
                     && let Err(e) = crate::deadman::on_success(
                         &daemon.alerter,

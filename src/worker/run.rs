@@ -119,6 +119,9 @@ impl From<SourceError> for Stop {
             SourceError::Unauthorized(_) => FailureCode::SourceAuthFailed,
             SourceError::Query(_) => FailureCode::SourceQueryFailed,
             SourceError::InvalidConfig(_) => FailureCode::ConfigInvalid,
+            SourceError::AccountFrozen(_) => FailureCode::SourceAccountFrozen,
+            SourceError::AccountLocked(_) => FailureCode::SourceAccountLocked,
+            SourceError::Redacted(_) => FailureCode::SourceDataRedacted,
             // Only where a record could not be rejected alone.
             SourceError::Undecodable(_) => FailureCode::SourceQueryFailed,
         };
@@ -193,7 +196,13 @@ pub async fn execute_run(
                 ));
             }
         };
-        info!(fence = lease.fence, cursor = ?start, "Run started");
+        // The cursor as its JSON text (`null` at the source's start).
+        let cursor = start.as_ref().map(|c| c.to_string());
+        info!(
+            fence = lease.fence,
+            cursor = cursor.as_deref().unwrap_or("null"),
+            "Run started"
+        );
         let mut report = run_with_lease(
             env,
             run,

@@ -25,6 +25,7 @@ mod lease_fence;
 mod metrics;
 mod ledger;
 mod liveness;
+mod logs;
 mod outages;
 mod pages;
 mod postgres_source;
