@@ -32,6 +32,13 @@ pub enum FailureCode {
     SourceUnreachable,
     SourceQueryFailed,
     SourceAuthFailed,
+    /// The source account is frozen for an unpaid balance (Shopify: 402).
+    SourceAccountFrozen,
+    /// The source account is locked (Shopify: 423).
+    SourceAccountLocked,
+    /// The source hides the fields syncward needs (Shopify: protected
+    /// customer data without approval).
+    SourceDataRedacted,
     DestinationAuthFailed,
     DestinationRejectedAll,
     RecordsQuarantined,
@@ -47,10 +54,13 @@ pub enum FailureCode {
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 15] = [
+    pub const ALL: [FailureCode; 18] = [
         FailureCode::SourceUnreachable,
         FailureCode::SourceQueryFailed,
         FailureCode::SourceAuthFailed,
+        FailureCode::SourceAccountFrozen,
+        FailureCode::SourceAccountLocked,
+        FailureCode::SourceDataRedacted,
         FailureCode::DestinationAuthFailed,
         FailureCode::DestinationRejectedAll,
         FailureCode::RecordsQuarantined,
@@ -70,6 +80,9 @@ impl FailureCode {
             FailureCode::SourceUnreachable => "source_unreachable",
             FailureCode::SourceQueryFailed => "source_query_failed",
             FailureCode::SourceAuthFailed => "source_auth_failed",
+            FailureCode::SourceAccountFrozen => "source_account_frozen",
+            FailureCode::SourceAccountLocked => "source_account_locked",
+            FailureCode::SourceDataRedacted => "source_data_redacted",
             FailureCode::DestinationAuthFailed => "destination_auth_failed",
             FailureCode::DestinationRejectedAll => "destination_rejected_all",
             FailureCode::RecordsQuarantined => "records_quarantined",
@@ -99,6 +112,15 @@ impl FailureCode {
                 "The source refused or failed the query that reads the records."
             }
             FailureCode::SourceAuthFailed => "The source refused the credentials this sync uses.",
+            FailureCode::SourceAccountFrozen => {
+                "The source account is frozen (Shopify: the shop has an unpaid balance), so no records were read."
+            }
+            FailureCode::SourceAccountLocked => {
+                "The source account is locked (Shopify: the shop is locked, e.g. for repeated rate-limit abuse or a fraud or security review), so no records were read."
+            }
+            FailureCode::SourceDataRedacted => {
+                "The source hid the fields this sync needs: a whole page came back without any e-mail address (Shopify redacts protected customer data for apps not approved to read it)."
+            }
             FailureCode::DestinationAuthFailed => {
                 "The destination refused the API key this sync uses."
             }
@@ -144,6 +166,15 @@ impl FailureCode {
             FailureCode::SourceAuthFailed => {
                 "Renew the source credentials in the environment variable the sync names, then resume the sync."
             }
+            FailureCode::SourceAccountFrozen => {
+                "The shop owner pays the outstanding balance in the shop's admin to unfreeze it; then resume or run the sync."
+            }
+            FailureCode::SourceAccountLocked => {
+                "The shop owner contacts Shopify support to unlock the shop; then resume or run the sync."
+            }
+            FailureCode::SourceDataRedacted => {
+                "Get the app approved for protected customer data (level 2: name and e-mail fields) in the Shopify Partner Dashboard, or use a custom app that has it, then run the sync again."
+            }
             FailureCode::DestinationAuthFailed => {
                 "Renew the API key in the environment variable the sync names, then resume the sync."
             }
@@ -186,6 +217,9 @@ impl FailureCode {
         match self {
             FailureCode::SourceQueryFailed
             | FailureCode::SourceAuthFailed
+            | FailureCode::SourceAccountFrozen
+            | FailureCode::SourceAccountLocked
+            | FailureCode::SourceDataRedacted
             | FailureCode::DestinationAuthFailed
             | FailureCode::DestinationRejectedAll
             | FailureCode::ConfigInvalid => Owner::Customer,
@@ -215,6 +249,9 @@ impl FailureCode {
             | FailureCode::Internal => true,
             FailureCode::SourceQueryFailed
             | FailureCode::SourceAuthFailed
+            | FailureCode::SourceAccountFrozen
+            | FailureCode::SourceAccountLocked
+            | FailureCode::SourceDataRedacted
             | FailureCode::DestinationAuthFailed
             | FailureCode::DestinationRejectedAll
             | FailureCode::RecordsQuarantined

@@ -112,6 +112,16 @@ pub enum SourceError {
     /// The sync's source settings cannot work (a missing secret, say).
     #[error("{0}")]
     InvalidConfig(String),
+    /// The source account is frozen for an unpaid balance (Shopify 402).
+    #[error("{0}")]
+    AccountFrozen(String),
+    /// The source account is locked (Shopify 423).
+    #[error("{0}")]
+    AccountLocked(String),
+    /// The source withheld the fields the sync needs from a whole page
+    /// (Shopify's redacted protected customer data).
+    #[error("{0}")]
+    Redacted(String),
     /// One record cannot be read (bytes that are not UTF-8, from a
     /// `SQL_ASCII` database): that record is rejected with
     /// `UNDECODABLE_RECORD`, and the rest of its page goes on. Where the

@@ -238,3 +238,76 @@ async fn a_served_version_other_than_the_pinned_one_is_warned_on_the_run() -> an
     assert!(message.contains("deprecation-practices"), "{message}");
     Ok(())
 }
+
+async fn fails_as(s: &Shop, code: &str, detail: &str) -> anyhow::Result<()> {
+    s.apply("bulk", "2025-07", CONSENT).await?;
+    let (exit, shown) = s.run().await?;
+    assert_eq!(exit, 1, "{shown}");
+    assert_eq!(shown["failure"]["code"], code, "{shown}");
+    assert_eq!(shown["failure"]["owner"], "customer", "{shown}");
+    assert!(
+        !shown["failure"]["what_next"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "{shown}"
+    );
+    let got = shown["run"]["failure_detail"].as_str().unwrap_or_default();
+    assert!(got.contains(detail), "{got}");
+    assert!(s.brevo.requests().is_empty(), "nothing was sent");
+    Ok(())
+}
+
+/// "402 Payment Required: The requested shop is currently frozen. The shop
+/// owner needs to log in to the shop's admin and pay the outstanding balance
+/// to unfreeze the shop." (shopify.dev/docs/api/usage/response-codes; the
+/// body `{"errors":"Unavailable Shop"}` as observed on the Shopify community).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_frozen_shop_fails_the_run_as_source_account_frozen_for_the_customer()
+-> anyhow::Result<()> {
+    let s = Shop::start(3).await?;
+    s.shopify
+        .answer_always(402, json!({"errors": "Unavailable Shop"}));
+    fails_as(&s, "source_account_frozen", "Unavailable Shop").await
+}
+
+/// "423 Locked: The requested shop is currently locked." (same page).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_locked_shop_fails_the_run_as_source_account_locked_for_the_customer()
+-> anyhow::Result<()> {
+    let s = Shop::start(3).await?;
+    s.shopify
+        .answer_always(423, json!({"errors": "This store is unavailable"}));
+    fails_as(&s, "source_account_locked", "shop is locked").await
+}
+
+/// "403 Forbidden: ... generally returned if you haven't requested the
+/// appropriate scope for this action." (same page).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forbidden_answer_says_an_access_scope_is_missing() -> anyhow::Result<()> {
+    let s = Shop::start(3).await?;
+    s.shopify.answer_always(
+        403,
+        json!({"errors": "[API] This action requires merchant approval for read_customers scope."}),
+    );
+    fails_as(&s, "source_auth_failed", "access scope").await
+}
+
+/// Protected customer data: "APIs will redact customer personal data by
+/// default" for apps without approval (shopify.dev changelog, 2022-10; "Work
+/// with protected customer data": "handle errors or redacted data"). Names
+/// and e-mails come back null on every customer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_page_of_redacted_customers_fails_the_run_as_source_data_redacted_not_missing_email()
+-> anyhow::Result<()> {
+    let s = Shop::start(5).await?;
+    s.shopify.edit_customers(|_, c| {
+        c["firstName"] = Value::Null;
+        c["lastName"] = Value::Null;
+        c["defaultEmailAddress"]["emailAddress"] = Value::Null;
+    });
+    fails_as(&s, "source_data_redacted", "redacted").await?;
+    let runs = s.cli.run(&["runs", "list", "--json"]).await?.ok()?.json()?;
+    assert_eq!(runs[0]["records_rejected"].as_i64().unwrap_or_default(), 0, "{runs}");
+    Ok(())
+}
