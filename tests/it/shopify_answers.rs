@@ -90,7 +90,12 @@ attributes = {{ FIRSTNAME = "firstName", LASTNAME = "lastName" }}
             .cli
             .run(&["sync", "run", "shop-customers", "--foreground"])
             .await?;
-        let runs = self.cli.run(&["runs", "list", "--json"]).await?.ok()?.json()?;
+        let runs = self
+            .cli
+            .run(&["runs", "list", "--json"])
+            .await?
+            .ok()?
+            .json()?;
         let run_id = runs[0]["id"].as_i64().unwrap_or_default().to_string();
         let shown = self
             .cli
@@ -142,7 +147,10 @@ async fn consent_is_honoured(mode: &str) -> anyhow::Result<()> {
             assert!(!contact.email_blacklisted, "{email} {state}");
         } else {
             assert!(contact.list_ids.is_empty(), "{email} {state} is on a list");
-            assert!(contact.email_blacklisted, "{email} {state} is not blacklisted");
+            assert!(
+                contact.email_blacklisted,
+                "{email} {state} is not blacklisted"
+            );
         }
     }
     // No request that names a list carries a customer without consent, and
@@ -187,7 +195,8 @@ async fn customers_without_marketing_consent_are_blacklisted_and_on_no_list_in_s
 #[test]
 fn the_shipped_shopify_example_carries_consent() -> anyhow::Result<()> {
     let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/syncs/shopify-customers.toml"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("config/syncs/shopify-customers.toml"),
     )?;
     assert!(text.contains(CONSENT), "{text}");
     Ok(())
@@ -227,7 +236,12 @@ async fn a_served_version_other_than_the_pinned_one_is_warned_on_the_run() -> an
     assert_eq!(s.brevo.contacts().len(), 600);
     let notices: Vec<&Value> = shown["events"]
         .as_array()
-        .map(|events| events.iter().filter(|e| e["kind"] == "source_notice").collect())
+        .map(|events| {
+            events
+                .iter()
+                .filter(|e| e["kind"] == "source_notice")
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(notices.len(), 1, "once per run, not per page: {shown}");
     let message = notices[0]["detail"]["message"].as_str().unwrap_or_default();
@@ -308,6 +322,10 @@ async fn a_page_of_redacted_customers_fails_the_run_as_source_data_redacted_not_
     });
     fails_as(&s, "source_data_redacted", "redacted").await?;
     let runs = s.cli.run(&["runs", "list", "--json"]).await?.ok()?.json()?;
-    assert_eq!(runs[0]["records_rejected"].as_i64().unwrap_or_default(), 0, "{runs}");
+    assert_eq!(
+        runs[0]["records_rejected"].as_i64().unwrap_or_default(),
+        0,
+        "{runs}"
+    );
     Ok(())
 }

@@ -143,7 +143,10 @@ impl ShopifySource {
 /// (`X-Shopify-API-Deprecated-Reason`); shopify.dev/docs/api/usage/versioning.
 fn version_notice(pinned: &str, served: Option<&str>, deprecated: Option<&str>) -> Option<String> {
     let mut parts = Vec::new();
-    if let Some(served) = served.map(str::trim).filter(|v| !v.is_empty() && *v != pinned) {
+    if let Some(served) = served
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && *v != pinned)
+    {
         parts.push(format!(
             "Shopify served API version {served}, not the pinned {pinned} (source.api_version): \
              the pinned version is probably retired; test the sync against {served} and pin it"
@@ -404,29 +407,54 @@ mod tests {
         assert_eq!(version_notice("2025-07", Some("2025-07"), None), None);
         assert_eq!(version_notice("2025-07", None, None), None);
         let retired = version_notice("2025-04", Some("2025-07"), None).unwrap();
-        assert!(retired.contains("served API version 2025-07, not the pinned 2025-04"), "{retired}");
-        let deprecated =
-            version_notice("2025-07", Some("2025-07"), Some("Customer.email is deprecated")).unwrap();
-        assert!(deprecated.contains("Customer.email is deprecated"), "{deprecated}");
+        assert!(
+            retired.contains("served API version 2025-07, not the pinned 2025-04"),
+            "{retired}"
+        );
+        let deprecated = version_notice(
+            "2025-07",
+            Some("2025-07"),
+            Some("Customer.email is deprecated"),
+        )
+        .unwrap();
+        assert!(
+            deprecated.contains("Customer.email is deprecated"),
+            "{deprecated}"
+        );
     }
 
     #[test]
     fn frozen_locked_forbidden_and_redacted_answers_have_their_own_errors() {
-        let fail = |status: u16, body: &[u8]| match judge(StatusCode::from_u16(status).unwrap(), body, None) {
+        let fail = |status: u16, body: &[u8]| match judge(
+            StatusCode::from_u16(status).unwrap(),
+            body,
+            None,
+        ) {
             Answer::Fail(e) => e,
             _ => panic!("HTTP {status} did not fail"),
         };
-        assert!(matches!(fail(402, br#"{"errors":"Unavailable Shop"}"#), SourceError::AccountFrozen(m) if m.contains("Unavailable Shop")));
+        assert!(
+            matches!(fail(402, br#"{"errors":"Unavailable Shop"}"#), SourceError::AccountFrozen(m) if m.contains("Unavailable Shop"))
+        );
         assert!(matches!(fail(423, b"{}"), SourceError::AccountLocked(_)));
-        assert!(matches!(fail(403, b"{}"), SourceError::Unauthorized(m) if m.contains("access scope")));
+        assert!(
+            matches!(fail(403, b"{}"), SourceError::Unauthorized(m) if m.contains("access scope"))
+        );
         let page = |emails: [Value; 2]| {
             serde_json::to_vec(&json!({"data": {"customers": {
                 "edges": emails.iter().map(|e| json!({"cursor": "c", "node": {"id": "1", "firstName": null, "lastName": null, "defaultEmailAddress": {"emailAddress": e, "marketingState": "SUBSCRIBED"}}})).collect::<Vec<_>>(),
                 "pageInfo": {"hasNextPage": false, "endCursor": "c"}}}})).unwrap()
         };
-        assert!(matches!(fail(200, &page([Value::Null, json!("")])), SourceError::Redacted(_)));
         assert!(matches!(
-            judge(StatusCode::OK, &page([Value::Null, json!("a@example.com")]), None),
+            fail(200, &page([Value::Null, json!("")])),
+            SourceError::Redacted(_)
+        ));
+        assert!(matches!(
+            judge(
+                StatusCode::OK,
+                &page([Value::Null, json!("a@example.com")]),
+                None
+            ),
             Answer::Page(..)
         ));
     }

@@ -108,7 +108,10 @@ impl ShopifyFake {
             }),
         });
         let app = Router::new()
-            .route("/admin/api/{version}/graphql.json", post(graphql_with_headers))
+            .route(
+                "/admin/api/{version}/graphql.json",
+                post(graphql_with_headers),
+            )
             .with_state(shared.clone());
         let (addr, server) = super::serve(app).await?;
         Ok(Self {
@@ -217,7 +220,10 @@ async fn graphql_with_headers(
     let (served, reason, answer) = {
         let inner = lock(&shared);
         (
-            inner.served_version.clone().unwrap_or_else(|| version.clone()),
+            inner
+                .served_version
+                .clone()
+                .unwrap_or_else(|| version.clone()),
             inner.deprecated_reason.clone(),
             inner.answer.clone(),
         )
