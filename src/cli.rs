@@ -65,6 +65,12 @@ pub enum SyncCommand {
         /// Sync definition files (TOML).
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// Publish even when a Brevo sync maps attributes the account does not
+        /// have (imports would drop them without a word). Without it, such a
+        /// file is refused (exit 2) naming them; the check runs only where the
+        /// sync's API key variable is set.
+        #[arg(long)]
+        skip_attribute_check: bool,
     },
     /// List syncs with their status and last run.
     List(JsonFlag),

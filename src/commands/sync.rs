@@ -5,6 +5,7 @@ use sqlx::PgPool;
 
 use crate::cli::SyncCommand;
 use crate::config::{Settings, load_for_apply};
+use crate::destination::brevo::missing_attributes;
 use crate::http::views::SyncView;
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
@@ -18,8 +19,15 @@ use super::{print_json, when};
 pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Result<()> {
     // Files are read and checked before any connection: bad input never waits on
     // the network, and nothing is written unless every file is good.
-    if let SyncCommand::Apply { files } = &command {
+    if let SyncCommand::Apply {
+        files,
+        skip_attribute_check,
+    } = &command
+    {
         let definitions = load_for_apply(files)?;
+        for (file, definition) in files.iter().zip(&definitions) {
+            check_attributes(file, definition, *skip_attribute_check).await?;
+        }
         let pool = store::connect(&settings.database).await?;
         let outcomes = syncs::publish_syncs(&pool, &definitions, Actor::Cli)
             .await
@@ -126,8 +134,27 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 .definition()
                 .context("the stored definition no longer validates")?;
             let preview = crate::worker::preview(&pool, &definition, limit).await?;
+            let warning = match missing_attributes(&definition).await {
+                Some(Ok(missing)) if !missing.is_empty() => Some(format!(
+                    "warning: the Brevo account has no attribute {}: imports drop {} without a word \
+                     (single upserts are refused); create {} in Brevo or change the mapping",
+                    missing.join(", "),
+                    if missing.len() == 1 { "it" } else { "them" },
+                    if missing.len() == 1 { "it" } else { "them" },
+                )),
+                Some(Err(e)) => Some(format!(
+                    "warning: the mapped attributes could not be checked against Brevo: {e}"
+                )),
+                _ => None,
+            };
             if json.json {
+                if let Some(warning) = &warning {
+                    eprintln!("{warning}");
+                }
                 return print_json(&preview);
+            }
+            if let Some(warning) = &warning {
+                outln!("{warning}");
             }
             let from = preview
                 .cursor
@@ -204,6 +231,42 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             );
             Ok(())
         }
+    }
+}
+
+/// `sync apply`'s attribute check of one file (see `missing_attributes`):
+/// attributes the account lacks refuse the file unless `skip`; a check that
+/// cannot be made (Brevo unreachable, the key refused) is a warning, so
+/// publishing never depends on Brevo being up.
+async fn check_attributes(
+    file: &std::path::Path,
+    definition: &crate::config::SyncDefinition,
+    skip: bool,
+) -> anyhow::Result<()> {
+    if skip {
+        return Ok(());
+    }
+    match missing_attributes(definition).await {
+        Some(Ok(missing)) if !missing.is_empty() => Err(crate::config::BadInput::new(
+            file.display().to_string(),
+            "mapping.attributes",
+            format!(
+                "the Brevo account has no attribute {} (imports would drop {} without a word); \
+                 create {} in Brevo, change the mapping, or publish anyway with --skip-attribute-check",
+                missing.join(", "),
+                if missing.len() == 1 { "it" } else { "them" },
+                if missing.len() == 1 { "it" } else { "them" },
+            ),
+        )
+        .into()),
+        Some(Err(e)) => {
+            eprintln!(
+                "warning: {}: the mapped attributes could not be checked against Brevo: {e}",
+                file.display()
+            );
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::fakes::brevo::Fault;
 use crate::helpers::daemon::DaemonProcess;
-use crate::helpers::scenario::{Scenario, SyncOptions};
+use crate::helpers::scenario::{QUIET_SCHEDULE, SYNC_ID, Scenario, SyncOptions};
 
 async fn count(s: &Scenario, sql: &str) -> anyhow::Result<i64> {
     Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
@@ -153,5 +153,160 @@ async fn too_early_from_a_single_create_is_tried_again() -> anyhow::Result<()> {
         .count();
     assert_eq!(early, 2);
     assert_eq!(s.fake.contacts().len(), 10);
+    Ok(())
+}
+
+/// A source null (a Shopify customer's `firstName`) is left out of the
+/// attributes: `createContact.attributes` allows only numbers, strings,
+/// booleans and arrays of strings (brevo-v3-openapi.2025-08.yml lines
+/// 22819-22828), and the fake answers a null there with 400
+/// `invalid_parameter`, as the schema says. Imports leave it out too.
+#[tokio::test(flavor = "multi_thread")]
+async fn null_attributes_are_left_out_of_single_and_import_bodies() -> anyhow::Result<()> {
+    for mode in ["single", "bulk"] {
+        let s = Scenario::new(SyncOptions {
+            mode,
+            rows: 10,
+            ..SyncOptions::default()
+        })
+        .await?;
+        sqlx::query("UPDATE contacts SET first_name = NULL WHERE id % 2 = 0")
+            .execute(&s.db.pool)
+            .await?;
+        assert_eq!(s.run_foreground().await?.code, 0, "{mode}");
+        let run = s.last_run().await?;
+        assert_eq!(run["records_rejected"], 0, "{mode}: {run}");
+        let bodies: Vec<serde_json::Value> = s
+            .fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "POST")
+            .flat_map(|r| match r.body.get("jsonBody") {
+                Some(rows) => rows.as_array().cloned().unwrap_or_default(),
+                None => vec![r.body],
+            })
+            .collect();
+        assert_eq!(bodies.len(), 10, "{mode}");
+        for body in &bodies {
+            let attributes = body["attributes"].as_object().cloned().unwrap_or_default();
+            assert!(
+                attributes.values().all(|v| !v.is_null()),
+                "{mode}: {body}"
+            );
+        }
+        let contacts = s.fake.contacts();
+        assert_eq!(contacts.len(), 10, "{mode}");
+        assert!(!contacts["user2@example.com"].attributes.contains_key("FIRSTNAME"));
+        assert_eq!(
+            contacts["user1@example.com"].attributes["FIRSTNAME"],
+            "First1"
+        );
+    }
+    Ok(())
+}
+
+/// A sync file mapping `attributes` to Brevo at the scenario's fake.
+fn sync_file(s: &Scenario, attributes: &str) -> anyhow::Result<String> {
+    let text = format!(
+        r#"
+id = "{SYNC_ID}"
+workspace = "acme"
+schedule = "{QUIET_SCHEDULE}"
+
+[source]
+kind = "postgres"
+url_env = "TEST_SOURCE_URL"
+query = "SELECT id, email, first_name FROM contacts"
+cursor_column = "id"
+page_size = 10
+
+[destination]
+kind = "brevo"
+api_key_env = "TEST_BREVO_KEY"
+base_url = "{base}"
+mode = "bulk"
+list_ids = [12]
+
+[mapping]
+email = "email"
+attributes = {{ {attributes} }}
+"#,
+        base = s.fake.base_url,
+    );
+    let path = s.dir.path().join("attributes.toml");
+    std::fs::write(&path, text)?;
+    Ok(path.display().to_string())
+}
+
+/// `GET /contacts/attributes` lists the account's attributes (`getAttributes`,
+/// brevo-v3-openapi.2025-08.yml lines 2582-2621; the fake answers that
+/// example's shape). `sync apply` refuses a mapping naming one the account
+/// lacks (exit 2, the file and the names), unless `--skip-attribute-check`.
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_refuses_attributes_the_brevo_account_does_not_have() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.fake.set_attributes(&["FIRSTNAME", "LASTNAME"]);
+    let asked = s.fake.attribute_requests();
+    let file = sync_file(
+        &s,
+        r#"FIRSTNAME = "first_name", SHOPIFY_ID = "id", LOYALTY = "id""#,
+    )?;
+    let refused = s.cli.run(&["sync", "apply", &file]).await?;
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused.stderr.contains(&file)
+            && refused.stderr.contains("mapping.attributes")
+            && refused.stderr.contains("LOYALTY, SHOPIFY_ID")
+            && refused.stderr.contains("--skip-attribute-check"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(s.fake.attribute_requests(), asked + 1);
+    let version: i32 = sqlx::query_scalar("SELECT version FROM syncs WHERE id = $1")
+        .bind(SYNC_ID)
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(version, 1, "nothing was published");
+
+    let forced = s
+        .cli
+        .run(&["sync", "apply", "--skip-attribute-check", &file])
+        .await?;
+    assert_eq!(forced.code, 0, "{forced:?}");
+    assert_eq!(
+        s.fake.attribute_requests(),
+        asked + 1,
+        "a skipped check asks nothing"
+    );
+
+    // Every mapped attribute exists: published without a word.
+    let good = sync_file(&s, r#"FIRSTNAME = "first_name", LASTNAME = "email""#)?;
+    let published = s.cli.run(&["sync", "apply", &good]).await?;
+    assert_eq!(published.code, 0, "{published:?}");
+    assert!(!published.stderr.contains("warning"), "{published:?}");
+    Ok(())
+}
+
+/// `sync preview` says which mapped attributes the account lacks, in a
+/// warning line, and still shows the page.
+#[tokio::test(flavor = "multi_thread")]
+async fn preview_warns_of_attributes_the_brevo_account_does_not_have() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.fake.set_attributes(&["LASTNAME"]);
+    let shown = s
+        .cli
+        .run(&["sync", "preview", SYNC_ID, "--limit", "2"])
+        .await?
+        .ok()?;
+    assert!(
+        shown
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("warning:") && l.contains("no attribute FIRSTNAME")),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("user1@example.com"), "{}", shown.stdout);
+    assert!(s.fake.requests().is_empty(), "a preview writes nothing");
     Ok(())
 }

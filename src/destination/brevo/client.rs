@@ -81,6 +81,59 @@ impl BrevoDestination {
         hex::encode(&sha2::Sha256::digest(self.api_key.expose_secret().as_bytes())[..8])
     }
 
+    /// `GET /contacts/attributes`: the names of the account's contact
+    /// attributes (`{"attributes": [{"name", "category", "type", …}]}`,
+    /// brevo-v3-openapi.2025-08.yml `getAttributes`). One call, no retries:
+    /// `sync apply` and `sync preview` ask it once.
+    pub async fn attribute_names(&self) -> Result<Vec<String>, DestinationError> {
+        let response = self
+            .client
+            .get(self.url("/contacts/attributes"))
+            .timeout(self.config.timeout)
+            .header("api-key", self.api_key.expose_secret())
+            .header("accept", "application/json")
+            .send()
+            .await
+            .map_err(|e| {
+                DestinationError::Unavailable(format!(
+                    "listing the account's attributes: {}",
+                    describe_error(e)
+                ))
+            })?;
+        let status = response.status();
+        if status.is_redirection() {
+            return Err(redirect_refused(&response, URL_SETTING));
+        }
+        let body = read_capped(response, DESTINATION_ANSWER_CAP)
+            .await
+            .map_err(|_| {
+                DestinationError::Unavailable(
+                    "listing the account's attributes: the answer could not be read".into(),
+                )
+            })?;
+        if !status.is_success() {
+            return Err(match classify_error(status, &body, 1) {
+                Verdict::Fail(e) => e,
+                _ => DestinationError::Unavailable(format!(
+                    "listing the account's attributes: HTTP {status}"
+                )),
+            });
+        }
+        let listed: Value = serde_json::from_slice(&body).map_err(|_| {
+            DestinationError::Unavailable(
+                "listing the account's attributes: the answer is not JSON".into(),
+            )
+        })?;
+        Ok(listed["attributes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
     /// `GET /processes/{id}`, once (each call spends Brevo's 100/h budget):
     /// `None` while it runs (any status but `completed`, `failed`,
     /// `cancelled`), else the status with `info.import` and `error`.
@@ -155,7 +208,7 @@ impl BrevoDestination {
     async fn create_contact(&self, record: &Outbound) -> Result<RecordOutcome, DestinationError> {
         let mut body = json!({
             "email": record.contact.email,
-            "attributes": record.contact.attributes,
+            "attributes": NonNull(&record.contact.attributes),
             "updateEnabled": true,
         });
         // Consent (DESIGN: README "Brevo"): a contact without it is never put
@@ -341,7 +394,26 @@ fn classify_error(status: StatusCode, body: &[u8], records: usize) -> Verdict<Ve
 #[derive(serde::Serialize)]
 struct ImportRow<'a> {
     email: &'a str,
-    attributes: &'a serde_json::Map<String, Value>,
+    attributes: NonNull<'a>,
+}
+
+/// Attributes as Brevo takes them: without the null ones. Brevo's schema
+/// allows only numbers, strings, booleans and arrays of strings as attribute
+/// values (brevo-v3-openapi.2025-08.yml, `createContact.attributes`), so a
+/// source's null (a Shopify customer without a first name) is left out: the
+/// contact keeps what Brevo has for it (imports run with
+/// `emptyContactsAttributes: false`).
+struct NonNull<'a>(&'a serde_json::Map<String, Value>);
+
+impl serde::Serialize for NonNull<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for (name, value) in self.0.iter().filter(|(_, v)| !v.is_null()) {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
 }
 
 /// One contact as written in an import's `jsonBody`.
@@ -349,7 +421,7 @@ fn import_row(record: &Outbound) -> Vec<u8> {
     // A string and a map of JSON values always serialize.
     serde_json::to_vec(&ImportRow {
         email: &record.contact.email,
-        attributes: &record.contact.attributes,
+        attributes: NonNull(&record.contact.attributes),
     })
     .unwrap_or_default()
 }

@@ -1,7 +1,9 @@
 //! Destination `brevo`: contacts, upserted one by one or imported per page.
 
+mod attributes;
 mod client;
 mod config;
 
+pub use attributes::missing_attributes;
 pub use client::{BrevoDestination, IMPORT_BODY_LIMIT, IMPORT_UNKNOWN, ImportOutcome};
 pub use config::{BrevoDestinationConfig, BrevoMode};

@@ -108,6 +108,10 @@ struct Inner {
     reject: Option<Rule>,
     hook: Option<Hook>,
     process_status: Option<String>,
+    /// `GET /contacts/attributes` answers these (`None`: the default list).
+    attributes: Option<Vec<Value>>,
+    /// `GET /contacts/attributes` calls answered (not in `requests`).
+    attribute_requests: usize,
     /// Benchmarks: keep the contacts, not a log of every request body and
     /// write (which would cost more than the server's own work).
     lean: bool,
@@ -158,6 +162,7 @@ impl BrevoFake {
             .route("/v3/contacts", post(create_contact))
             .route("/v3/contacts/import", post(import_contacts))
             .route("/v3/processes/{id}", get(get_process))
+            .route("/v3/contacts/attributes", get(get_attributes))
             .route("/_fake/contacts", get(list_contacts))
             // Brevo takes import bodies up to 10 MB.
             .layer(DefaultBodyLimit::max(11 * 1024 * 1024))
@@ -246,6 +251,23 @@ impl BrevoFake {
     /// answers its documented 404 (`processId is invalid`).
     pub fn forget_processes(&self) {
         self.lock().processes.clear();
+    }
+
+    /// The account's contact attributes, by name (`GET /contacts/attributes`
+    /// lists them as `{name, category: "normal", type: "text"}`).
+    pub fn set_attributes(&self, names: &[&str]) {
+        self.lock().attributes = Some(
+            names
+                .iter()
+                .map(|n| json!({"name": n, "category": "normal", "type": "text"}))
+                .collect(),
+        );
+    }
+
+    /// How many times `GET /contacts/attributes` was asked (it is not in
+    /// `requests()`).
+    pub fn attribute_requests(&self) -> usize {
+        self.lock().attribute_requests
     }
 
     /// The status new import processes report (default `completed`).
@@ -384,8 +406,11 @@ fn parse_body(body: &Bytes) -> Result<Value, Response> {
     })
 }
 
-/// Validates attributes (`additionalProperties: number | string | boolean | [string]`) and listIds.
-fn check_contact_fields(body: &Value) -> Result<(), Response> {
+/// Validates attributes (`additionalProperties: number | string | boolean |
+/// [string]`, `createContact`, brevo-v3-openapi.2025-08.yml lines 22819-22828:
+/// no null) and listIds. An import row's attributes are
+/// `additionalProperties: true` (lines 23248-23251): `null_ok`.
+fn check_contact_fields(body: &Value, null_ok: bool) -> Result<(), Response> {
     if let Some(attrs) = body.get("attributes") {
         let Some(map) = attrs.as_object() else {
             return Err(error(
@@ -396,7 +421,8 @@ fn check_contact_fields(body: &Value) -> Result<(), Response> {
         };
         for (name, value) in map {
             let ok = match value {
-                Value::Number(_) | Value::String(_) | Value::Bool(_) | Value::Null => true,
+                Value::Number(_) | Value::String(_) | Value::Bool(_) => true,
+                Value::Null => null_ok,
                 Value::Array(items) => items.iter().all(Value::is_string),
                 Value::Object(_) => false,
             };
@@ -521,7 +547,7 @@ async fn create_contact_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes
             "Invalid email address",
         );
     }
-    if let Err(r) = check_contact_fields(&body) {
+    if let Err(r) = check_contact_fields(&body, false) {
         return r;
     }
     let rejected = lock(shared).reject.clone().is_some_and(|rule| rule(email));
@@ -646,7 +672,7 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
         );
     }
     if let Err(r) =
-        check_contact_fields(&json!({"listIds": body.get("listIds").cloned().unwrap_or(json!([]))}))
+        check_contact_fields(&json!({"listIds": body.get("listIds").cloned().unwrap_or(json!([]))}), true)
     {
         return r;
     }
@@ -658,7 +684,7 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
                 "every jsonBody row needs an email",
             );
         }
-        if let Err(r) = check_contact_fields(row) {
+        if let Err(r) = check_contact_fields(row, true) {
             return r;
         }
     }
@@ -744,6 +770,49 @@ async fn get_process(
         &Value::Null,
         response.status().as_u16(),
     );
+    response
+}
+
+/// The account's attributes by default: the example of `GET
+/// /contacts/attributes` (brevo-v3-openapi.2025-08.yml lines 2594-2621), plus
+/// the attributes the tests' and shipped examples' syncs map, as an account
+/// set up for them would have.
+fn default_attributes() -> Vec<Value> {
+    let mut attributes = vec![
+        json!({"name": "LASTNAME", "category": "normal", "type": "text"}),
+        json!({"name": "FIRSTNAME", "category": "normal", "type": "text"}),
+        json!({"name": "DOB", "category": "normal", "type": "date"}),
+        json!({"name": "GENDER", "category": "category", "type": "text", "enumeration": [
+            {"value": 1, "label": "Men"}, {"value": 2, "label": "Women"}, {"value": 3, "label": "Kid"}]}),
+        json!({"name": "BDO", "category": "normal", "type": "user"}),
+        json!({"name": "COUNTRY", "category": "normal", "type": "multiple-choice",
+               "multiCategoryOptions": ["USA", "India", "France"]}),
+    ];
+    for name in ["SHOPIFY_ID", "NAME", "EXT_ID", "EXTERNAL_ID"] {
+        attributes.push(json!({"name": name, "category": "normal", "type": "text"}));
+    }
+    attributes
+}
+
+/// `GET /contacts/attributes`: `200 {"attributes": [...]}` (`getAttributes`).
+async fn get_attributes(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let response = match authorize(&shared, &headers) {
+        Err(r) => r,
+        Ok(()) => {
+            let attributes = lock(&shared)
+                .attributes
+                .clone()
+                .unwrap_or_else(default_attributes);
+            (
+                StatusCode::OK,
+                axum::Json(json!({"attributes": attributes})),
+            )
+                .into_response()
+        }
+    };
+    // Counted apart from `requests()`: tests assert that a run or a preview
+    // sent nothing, and this read happens at every apply with a key.
+    lock(&shared).attribute_requests += 1;
     response
 }
 
