@@ -7,6 +7,7 @@ use sqlx::PgPool;
 
 use super::delivery_key::{DeliveryKey, PageKeys};
 use crate::config::SyncDefinition;
+use crate::destination::Consent;
 use crate::mapping::map_record;
 use crate::source::{AnySource, Source};
 use crate::store::cursors;
@@ -19,6 +20,10 @@ pub struct PreviewRecord {
     pub key: String,
     pub email: Option<String>,
     pub attributes: Map<String, Value>,
+    /// Marketing consent by the mapping's `consent` rule (`given` or
+    /// `withheld`); left out when the mapping has none.
+    #[serde(skip_serializing_if = "Consent::is_not_asked")]
+    pub consent: Consent,
     /// `new`, `pending (N attempts)`, `completed` — or why it would be rejected.
     pub ledger: String,
     pub rejected: Option<String>,
@@ -73,6 +78,7 @@ pub async fn preview(
                     key: key.hex(),
                     email: Some(contact.email),
                     attributes: contact.attributes,
+                    consent: contact.consent,
                     ledger,
                     rejected: None,
                 },
@@ -81,6 +87,7 @@ pub async fn preview(
                     key: key.hex(),
                     email: None,
                     attributes: Map::new(),
+                    consent: Consent::NotAsked,
                     ledger,
                     rejected: Some(format!("{}: {e}", e.code())),
                 },

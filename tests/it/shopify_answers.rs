@@ -135,6 +135,36 @@ async fn consent_is_honoured(mode: &str) -> anyhow::Result<()> {
         c["defaultEmailAddress"]["marketingState"] = json!(STATES[i % STATES.len()]);
     });
     s.apply(mode, "2025-07", CONSENT).await?;
+    // The preview says which records carry consent.
+    let preview = s
+        .cli
+        .run(&["sync", "preview", "shop-customers", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    let consents: Vec<(String, String)> = preview["records"]
+        .as_array()
+        .map(|records| {
+            records
+                .iter()
+                .map(|r| {
+                    (
+                        r["email"].as_str().unwrap_or_default().to_string(),
+                        r["consent"].as_str().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(!consents.is_empty(), "{preview}");
+    for (email, consent) in &consents {
+        let expected = if state_of(email) == "SUBSCRIBED" {
+            "given"
+        } else {
+            "withheld"
+        };
+        assert_eq!(consent, expected, "{email}: {preview}");
+    }
     let (code, shown) = s.run().await?;
     assert_eq!(code, 0, "{shown}");
 
