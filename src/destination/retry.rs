@@ -23,6 +23,9 @@ pub struct RetryPolicy {
     pub rate_limit_waits: u32,
     /// Longest single wait for a rate-limit reset.
     pub rate_limit_max_wait: Duration,
+    /// Paces every try (first sends and retries) of the calls made with this
+    /// policy, shared by the calls in flight; `None`: only answers pace.
+    pub pacer: Option<std::sync::Arc<Pacer>>,
 }
 
 impl Default for RetryPolicy {
@@ -33,7 +36,96 @@ impl Default for RetryPolicy {
             backoff_max: Duration::from_secs(8),
             rate_limit_waits: 6,
             rate_limit_max_wait: Duration::from_secs(60),
+            pacer: None,
         }
+    }
+}
+
+/// A request rate shared by concurrent calls: each try takes the next free
+/// slot, `interval` after the previous one, so however many calls are in
+/// flight, at most one request leaves per interval. An answer saying the
+/// window's quota is spent (`remaining_header` at 0) holds every slot until
+/// the window resets (`reset_header`, seconds), instead of drawing 429s.
+#[derive(Debug)]
+pub struct Pacer {
+    interval: Duration,
+    remaining_header: &'static str,
+    reset_header: &'static str,
+    /// The next free slot.
+    next: std::sync::Mutex<tokio::time::Instant>,
+    /// Until when the quota is spent: a request whose slot came before the
+    /// answer that said so waits for it too.
+    hold: std::sync::Mutex<tokio::time::Instant>,
+}
+
+impl Pacer {
+    /// At most `per_second` requests a second.
+    pub fn per_second(
+        per_second: u32,
+        remaining_header: &'static str,
+        reset_header: &'static str,
+    ) -> Self {
+        Self {
+            interval: Duration::from_secs(1) / per_second.max(1),
+            remaining_header,
+            reset_header,
+            next: std::sync::Mutex::new(tokio::time::Instant::now()),
+            hold: std::sync::Mutex::new(tokio::time::Instant::now()),
+        }
+    }
+
+    fn lock(
+        instant: &std::sync::Mutex<tokio::time::Instant>,
+    ) -> std::sync::MutexGuard<'_, tokio::time::Instant> {
+        // The guarded value is a plain instant: a panic elsewhere cannot leave
+        // it half-written.
+        instant.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for this request's slot; a hold that began meanwhile is waited
+    /// out, then a new slot taken (so the requests held leave paced, too).
+    pub async fn wait(&self) {
+        loop {
+            let slot = {
+                let mut next = Self::lock(&self.next);
+                let slot = (*next).max(tokio::time::Instant::now());
+                *next = slot + self.interval;
+                slot
+            };
+            tokio::time::sleep_until(slot).await;
+            let hold = *Self::lock(&self.hold);
+            if hold <= tokio::time::Instant::now() {
+                return;
+            }
+            tokio::time::sleep_until(hold).await;
+        }
+    }
+
+    /// Reads the quota headers of an answer: none left holds the next slot
+    /// until the reset (at most `max_wait`).
+    pub fn observe(&self, headers: &reqwest::header::HeaderMap, max_wait: Duration) {
+        let number = |name: &str| {
+            headers
+                .get(name)?
+                .to_str()
+                .ok()?
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|n| n.is_finite() && *n >= 0.0)
+        };
+        if number(self.remaining_header) != Some(0.0) {
+            return;
+        }
+        let reset = number(self.reset_header)
+            .map(|s| Duration::from_secs_f64(s.min(24.0 * 3600.0)))
+            .unwrap_or(Duration::from_secs(1))
+            .min(max_wait);
+        let until = tokio::time::Instant::now() + reset;
+        let mut hold = Self::lock(&self.hold);
+        *hold = (*hold).max(until);
+        let mut next = Self::lock(&self.next);
+        *next = (*next).max(until);
     }
 }
 
@@ -74,8 +166,14 @@ pub async fn send_with_retry<T>(
     // Whether any try may have been written (sent, then left unanswered).
     let mut maybe_written = false;
     loop {
+        if let Some(pacer) = &policy.pacer {
+            pacer.wait().await;
+        }
         let started = std::time::Instant::now();
         let sent = build().send().await;
+        if let (Some(pacer), Ok(response)) = (&policy.pacer, &sent) {
+            pacer.observe(response.headers(), policy.rate_limit_max_wait);
+        }
         let status_label = match &sent {
             Ok(r) => r.status().as_u16().to_string(),
             Err(e) if e.is_timeout() => "timeout".to_string(),
@@ -216,6 +314,44 @@ fn jitter(d: Duration, low: f64, high: f64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_pacer_spaces_requests_and_holds_when_the_quota_is_spent() {
+        let pacer = std::sync::Arc::new(Pacer::per_second(
+            20,
+            "x-sib-ratelimit-remaining",
+            "x-sib-ratelimit-reset",
+        ));
+        let start = tokio::time::Instant::now();
+        let mut sent: Vec<Duration> = futures::future::join_all((0..5).map(|_| {
+            let pacer = pacer.clone();
+            async move {
+                pacer.wait().await;
+                tokio::time::Instant::now() - start
+            }
+        }))
+        .await;
+        sent.sort();
+        // 50 ms apart however many wait at once.
+        for pair in sent.windows(2) {
+            assert!(pair[1] - pair[0] >= Duration::from_millis(45), "{sent:?}");
+        }
+        // Quota left: no hold beyond the interval.
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("x-sib-ratelimit-remaining", "3".parse().unwrap());
+        h.insert("x-sib-ratelimit-reset", "0.4".parse().unwrap());
+        pacer.observe(&h, Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let before = tokio::time::Instant::now();
+        pacer.wait().await;
+        assert!(before.elapsed() < Duration::from_millis(40));
+        // None left: the next request waits for the reset.
+        h.insert("x-sib-ratelimit-remaining", "0".parse().unwrap());
+        pacer.observe(&h, Duration::from_secs(60));
+        let before = tokio::time::Instant::now();
+        pacer.wait().await;
+        assert!(before.elapsed() >= Duration::from_millis(380));
+    }
 
     #[test]
     fn reset_header_wins_and_falls_back_to_one_second() {

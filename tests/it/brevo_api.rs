@@ -310,3 +310,53 @@ async fn preview_warns_of_attributes_the_brevo_account_does_not_have() -> anyhow
     assert!(s.fake.requests().is_empty(), "a preview writes nothing");
     Ok(())
 }
+
+/// Brevo allows 10 requests/s on `/v3/contacts` (specs README, "Rate
+/// limit"): single mode paces its writes to that per sync, however many are
+/// in flight (`concurrency = 10` here, against a fake that answers at once).
+#[tokio::test(flavor = "multi_thread")]
+async fn single_mode_writes_at_most_ten_contacts_a_second() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        mode: "single",
+        rows: 25,
+        page_size: 25,
+        concurrency: 10,
+        ..SyncOptions::default()
+    })
+    .await?;
+    assert_eq!(s.run_foreground().await?.code, 0);
+    let mut at: Vec<_> = s.fake.writes().iter().map(|w| w.at).collect();
+    at.sort();
+    assert_eq!(at.len(), 25);
+    for (first, eleventh) in at.iter().zip(at.iter().skip(10)) {
+        let gap = eleventh.duration_since(*first).unwrap_or_default();
+        assert!(gap >= Duration::from_millis(950), "{gap:?}");
+    }
+    Ok(())
+}
+
+/// An answer with `x-sib-ratelimit-remaining: 0` (the window's quota spent;
+/// `x-sib-ratelimit-reset` in seconds, specs README "Rate limit") holds the
+/// next write until the reset instead of drawing a 429.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spent_quota_holds_the_next_write_until_the_reset() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        mode: "single",
+        rows: 6,
+        concurrency: 4,
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.fake.spend_quota_once(2);
+    assert_eq!(s.run_foreground().await?.code, 0);
+    let mut at: Vec<_> = s.fake.writes().iter().map(|w| w.at).collect();
+    at.sort();
+    assert_eq!(at.len(), 6);
+    let gap = at[1].duration_since(at[0]).unwrap_or_default();
+    assert!(gap >= Duration::from_millis(1900), "{gap:?}");
+    assert!(
+        s.fake.requests().iter().all(|r| r.status != 429),
+        "no 429 drawn"
+    );
+    Ok(())
+}

@@ -115,7 +115,12 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
             &format!("id = \"{SINGLE_ID}\""),
         )
         .replace("FROM contacts", "FROM contacts_single")
-        .replace("mode = \"bulk\"", "mode = \"single\"")
+        // Brevo's 10 writes/s pace would stretch 2,000 contacts over minutes;
+        // this test is about kills, not pacing (`brevo_api` tests that).
+        .replace(
+            "mode = \"bulk\"",
+            "mode = \"single\"\nrequests_per_second = 1000",
+        )
         .replace("page_size = 100", "page_size = 50");
     let single_path = s.dir.path().join("single.toml");
     std::fs::write(&single_path, single)?;

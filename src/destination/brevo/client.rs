@@ -16,13 +16,17 @@ use crate::destination::http_client::{
     BodyError, DESTINATION_ANSWER_CAP, cap_text, describe_error, http_client, read_capped,
 };
 use crate::destination::record::{DestinationError, Outbound, RecordOutcome};
-use crate::destination::retry::{RetryPolicy, Verdict, redirect_refused, send_with_retry};
+use crate::destination::retry::{
+    Pacer, RetryPolicy, Verdict, redirect_refused, send_with_retry,
+};
 
 /// Largest import body sent; Brevo takes 10 MB and recommends about 8 MB.
 pub const IMPORT_BODY_LIMIT: usize = 8_000_000;
 
 /// Brevo's rate-limit reset header: seconds until the window resets.
 const RESET_HEADER: &str = "x-sib-ratelimit-reset";
+/// Brevo's header with the requests left in the current window.
+const REMAINING_HEADER: &str = "x-sib-ratelimit-remaining";
 /// The setting that holds Brevo's address (named when it answers a redirect).
 const URL_SETTING: &str = "destination.base_url";
 
@@ -31,6 +35,8 @@ pub struct BrevoDestination {
     config: BrevoDestinationConfig,
     api_key: SecretString,
     policy: RetryPolicy,
+    /// `policy` with the pace of single `POST /contacts` writes.
+    create_policy: RetryPolicy,
 }
 
 impl std::fmt::Debug for BrevoDestination {
@@ -60,11 +66,21 @@ impl BrevoDestination {
             ))
         })?;
         let client = http_client()?;
+        // One destination per run, and one run per sync: the sync's single
+        // contact writes share this pace, whatever `concurrency` keeps in
+        // flight. Imports (one per page) are not paced.
+        let mut create_policy = policy.clone();
+        create_policy.pacer = Some(std::sync::Arc::new(Pacer::per_second(
+            config.requests_per_second,
+            REMAINING_HEADER,
+            RESET_HEADER,
+        )));
         Ok(Self {
             client,
             config: config.clone(),
             api_key: SecretString::from(api_key),
             policy,
+            create_policy,
         })
     }
 
@@ -224,7 +240,14 @@ impl BrevoDestination {
         }
         let url = self.url("/contacts");
         let build = || self.post(&url, &body);
-        send_with_retry(build, &self.policy, RESET_HEADER, URL_SETTING, judge_create).await
+        send_with_retry(
+            build,
+            &self.create_policy,
+            RESET_HEADER,
+            URL_SETTING,
+            judge_create,
+        )
+        .await
     }
 
     async fn import(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {

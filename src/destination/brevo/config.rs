@@ -15,6 +15,10 @@ const fn default_concurrency() -> u32 {
     4
 }
 
+const fn default_requests_per_second() -> u32 {
+    10
+}
+
 const fn default_timeout() -> Duration {
     Duration::from_secs(30)
 }
@@ -48,6 +52,13 @@ pub struct BrevoDestinationConfig {
     /// Default 4.
     #[serde(default = "default_concurrency")]
     pub concurrency: u32,
+    /// Most single `POST /contacts` writes a second, per sync, however many
+    /// are in flight (1 to 1000). Default 10: Brevo's limit on `/v3/contacts`
+    /// on the general plan; raise it only for a plan with a higher one. An
+    /// answer with `x-sib-ratelimit-remaining: 0` also holds the next write
+    /// until `x-sib-ratelimit-reset`.
+    #[serde(default = "default_requests_per_second")]
+    pub requests_per_second: u32,
     /// Longest wait for one response. Default 30s.
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
@@ -71,6 +82,12 @@ impl BrevoDestinationConfig {
             return Err((
                 "destination.concurrency".into(),
                 format!("{} is out of range 1..=10", self.concurrency),
+            ));
+        }
+        if !(1..=1000).contains(&self.requests_per_second) {
+            return Err((
+                "destination.requests_per_second".into(),
+                format!("{} is out of range 1..=1000", self.requests_per_second),
             ));
         }
         if self.timeout.is_zero() {

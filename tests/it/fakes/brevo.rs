@@ -110,6 +110,9 @@ struct Inner {
     process_status: Option<String>,
     /// `GET /contacts/attributes` answers these (`None`: the default list).
     attributes: Option<Vec<Value>>,
+    /// The next successful `POST /contacts` answer says the window's quota is
+    /// spent: `x-sib-ratelimit-remaining: 0`, reset in these seconds.
+    quota_spent_once: Option<u64>,
     /// `GET /contacts/attributes` calls answered (not in `requests`).
     attribute_requests: usize,
     /// Benchmarks: keep the contacts, not a log of every request body and
@@ -262,6 +265,13 @@ impl BrevoFake {
                 .map(|n| json!({"name": n, "category": "normal", "type": "text"}))
                 .collect(),
         );
+    }
+
+    /// The next successful `POST /contacts` answer carries Brevo's rate-limit
+    /// headers with no request left in the window (`x-sib-ratelimit-limit:
+    /// 10`, `-remaining: 0`, `-reset: reset_secs`; specs README).
+    pub fn spend_quota_once(&self, reset_secs: u64) {
+        self.lock().quota_spent_once = Some(reset_secs);
     }
 
     /// How many times `GET /contacts/attributes` was asked (it is not in
@@ -509,7 +519,18 @@ async fn create_contact(
 ) -> Response {
     let path = "/v3/contacts";
     let parsed = parse_body(&body).unwrap_or(Value::Null);
-    let response = create_contact_inner(&shared, &headers, &body).await;
+    let mut response = create_contact_inner(&shared, &headers, &body).await;
+    if response.status().is_success()
+        && let Some(reset) = lock(&shared).quota_spent_once.take()
+    {
+        let h = response.headers_mut();
+        h.insert("x-sib-ratelimit-limit", "10".parse().expect("static header"));
+        h.insert("x-sib-ratelimit-remaining", "0".parse().expect("static header"));
+        h.insert(
+            "x-sib-ratelimit-reset",
+            reset.to_string().parse().expect("number header"),
+        );
+    }
     record(
         &shared,
         "POST",
