@@ -189,14 +189,15 @@ async fn null_attributes_are_left_out_of_single_and_import_bodies() -> anyhow::R
         assert_eq!(bodies.len(), 10, "{mode}");
         for body in &bodies {
             let attributes = body["attributes"].as_object().cloned().unwrap_or_default();
-            assert!(
-                attributes.values().all(|v| !v.is_null()),
-                "{mode}: {body}"
-            );
+            assert!(attributes.values().all(|v| !v.is_null()), "{mode}: {body}");
         }
         let contacts = s.fake.contacts();
         assert_eq!(contacts.len(), 10, "{mode}");
-        assert!(!contacts["user2@example.com"].attributes.contains_key("FIRSTNAME"));
+        assert!(
+            !contacts["user2@example.com"]
+                .attributes
+                .contains_key("FIRSTNAME")
+        );
         assert_eq!(
             contacts["user1@example.com"].attributes["FIRSTNAME"],
             "First1"
@@ -306,7 +307,11 @@ async fn preview_warns_of_attributes_the_brevo_account_does_not_have() -> anyhow
         "{}",
         shown.stdout
     );
-    assert!(shown.stdout.contains("user1@example.com"), "{}", shown.stdout);
+    assert!(
+        shown.stdout.contains("user1@example.com"),
+        "{}",
+        shown.stdout
+    );
     assert!(s.fake.requests().is_empty(), "a preview writes nothing");
     Ok(())
 }

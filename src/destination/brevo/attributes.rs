@@ -51,7 +51,10 @@ mod tests {
     fn names_the_attributes_the_account_lacks() {
         let account = vec!["FIRSTNAME".to_string(), "LASTNAME".to_string()];
         assert_eq!(
-            missing(["FIRSTNAME", "SHOPIFY_ID", "lastname"].into_iter(), &account),
+            missing(
+                ["FIRSTNAME", "SHOPIFY_ID", "lastname"].into_iter(),
+                &account
+            ),
             vec!["SHOPIFY_ID".to_string()]
         );
         assert!(missing(std::iter::empty(), &account).is_empty());

@@ -16,9 +16,7 @@ use crate::destination::http_client::{
     BodyError, DESTINATION_ANSWER_CAP, cap_text, describe_error, http_client, read_capped,
 };
 use crate::destination::record::{DestinationError, Outbound, RecordOutcome};
-use crate::destination::retry::{
-    Pacer, RetryPolicy, Verdict, redirect_refused, send_with_retry,
-};
+use crate::destination::retry::{Pacer, RetryPolicy, Verdict, redirect_refused, send_with_retry};
 
 /// Largest import body sent; Brevo takes 10 MB and recommends about 8 MB.
 pub const IMPORT_BODY_LIMIT: usize = 8_000_000;

@@ -524,8 +524,14 @@ async fn create_contact(
         && let Some(reset) = lock(&shared).quota_spent_once.take()
     {
         let h = response.headers_mut();
-        h.insert("x-sib-ratelimit-limit", "10".parse().expect("static header"));
-        h.insert("x-sib-ratelimit-remaining", "0".parse().expect("static header"));
+        h.insert(
+            "x-sib-ratelimit-limit",
+            "10".parse().expect("static header"),
+        );
+        h.insert(
+            "x-sib-ratelimit-remaining",
+            "0".parse().expect("static header"),
+        );
         h.insert(
             "x-sib-ratelimit-reset",
             reset.to_string().parse().expect("number header"),
@@ -692,9 +698,10 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
             "listIds or newList is required",
         );
     }
-    if let Err(r) =
-        check_contact_fields(&json!({"listIds": body.get("listIds").cloned().unwrap_or(json!([]))}), true)
-    {
+    if let Err(r) = check_contact_fields(
+        &json!({"listIds": body.get("listIds").cloned().unwrap_or(json!([]))}),
+        true,
+    ) {
         return r;
     }
     for row in rows {
