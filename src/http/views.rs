@@ -276,6 +276,9 @@ pub struct SyncView {
     /// Quarantined and rejected records not put back yet.
     pub rejections: OpenRejections,
     pub recent_runs: Vec<RunRow>,
+    /// What the source said on its latest run that the operator should know
+    /// (e.g. Shopify serving another API version than the pinned one).
+    pub source_notices: Vec<RunEventRow>,
 }
 
 impl SyncView {
@@ -288,6 +291,7 @@ impl SyncView {
             deadman_incidents: deadman::open_incidents_for_sync(pool, id).await?,
             rejections: rejected::open_rejections(pool, id, REJECTED_SHOWN).await?,
             recent_runs: runs::list_runs(pool, Some(id), RECENT_RUNS).await?,
+            source_notices: runs::latest_source_notices(pool, id).await?,
             sync,
         }))
     }
@@ -388,6 +392,29 @@ impl SyncView {
                 body: Body::Table {
                     headers: vec!["run", "email", "code", "message", "at"],
                     rows,
+                },
+            });
+        }
+        if !self.source_notices.is_empty() {
+            sections.push(Section {
+                title: "Source notices (latest run)".into(),
+                body: Body::Table {
+                    headers: vec!["run", "at", "notice"],
+                    rows: self
+                        .source_notices
+                        .iter()
+                        .map(|e| {
+                            vec![
+                                e.run_id.to_string().into(),
+                                when(Some(e.at)).into(),
+                                e.detail.0["message"]
+                                    .as_str()
+                                    .unwrap_or_default()
+                                    .to_string()
+                                    .into(),
+                            ]
+                        })
+                        .collect(),
                 },
             });
         }

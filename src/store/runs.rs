@@ -92,6 +92,21 @@ pub async fn list_run_events(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<Run
         .await
 }
 
+/// The source notices (`source_notice` events, e.g. Shopify serving another
+/// API version than the pinned one) of the sync's latest started run: shown
+/// on the sync's page until a run goes without them.
+pub async fn latest_source_notices(pool: &PgPool, sync_id: &str) -> sqlx::Result<Vec<RunEventRow>> {
+    sqlx::query_as::<_, RunEventRow>(
+        "SELECT * FROM run_events WHERE kind = 'source_notice' AND run_id = \
+           (SELECT id FROM runs WHERE sync_id = $1 AND started_at IS NOT NULL \
+             ORDER BY id DESC LIMIT 1) \
+         ORDER BY id",
+    )
+    .bind(sync_id)
+    .fetch_all(pool)
+    .await
+}
+
 /// Counts a run accumulates, written after each batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct RunCounts {

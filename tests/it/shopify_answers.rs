@@ -280,6 +280,17 @@ async fn a_served_version_other_than_the_pinned_one_is_warned_on_the_run() -> an
         "{message}"
     );
     assert!(message.contains("deprecation-practices"), "{message}");
+    // The sync's page (and `sync show`) says it too, while the latest run did.
+    let sync = s
+        .cli
+        .run(&["sync", "show", "shop-customers", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    let on_sync = sync["source_notices"][0]["detail"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(on_sync, message, "{sync}");
     Ok(())
 }
 
