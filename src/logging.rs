@@ -11,7 +11,7 @@ use anyhow::Context;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
-use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::layer::{Context as LayerContext, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry, reload};
@@ -72,7 +72,10 @@ pub fn init(settings: &LogSettings, audience: Audience) -> anyhow::Result<LogFil
     let output = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
         .with_writer(std::io::stderr);
-    let registry = tracing_subscriber::registry().with(filter);
+    let sentry_errors = (audience == Audience::Daemon).then_some(SentryErrors);
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(sentry_errors);
     // try_init fails only when a subscriber is already set (tests that call
     // `execute` twice in one process); the first one stays.
     let installed = match (settings.format, journal) {
@@ -147,5 +150,43 @@ where
         };
         write!(writer, "<{priority}>")?;
         self.0.format_event(ctx, writer, event)
+    }
+}
+
+/// Where ERROR lines go as Sentry events: set once by the daemon when
+/// `alerts.sentry_dsn` is configured. A hub of our own rather than the
+/// thread-local ones, which tokio's worker threads may have made before the
+/// client existed.
+static SENTRY_HUB: std::sync::OnceLock<std::sync::Arc<sentry::Hub>> = std::sync::OnceLock::new();
+
+/// Sends this process's ERROR log lines to Sentry through `client` from now on.
+pub fn send_errors_to_sentry(client: std::sync::Arc<sentry::Client>) {
+    let hub = sentry::Hub::new(Some(client), std::sync::Arc::new(sentry::Scope::default()));
+    // Set once per process; a second daemon in one test process keeps the first.
+    let _ = SENTRY_HUB.set(std::sync::Arc::new(hub));
+}
+
+/// ERROR lines as Sentry events (with the run and sync of their span as
+/// fields). Alerts' own log lines are left out: alerts reach Sentry through
+/// their channel already.
+struct SentryErrors;
+
+impl<S> Layer<S> for SentryErrors
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_event(&self, event: &Event<'_>, ctx: LayerContext<'_, S>) {
+        let meta = event.metadata();
+        if *meta.level() != Level::ERROR || meta.target().starts_with("syncward::alerts") {
+            return;
+        }
+        if let Some(hub) = SENTRY_HUB.get() {
+            // The converter the crate's own ErrorLayer uses; that layer reports
+            // to the thread-local hub, which tokio's workers may have made
+            // before the daemon had a client.
+            #[allow(deprecated)]
+            let converted = sentry::integrations::tracing::event_from_event(event, &ctx);
+            hub.capture_event(converted);
+        }
     }
 }

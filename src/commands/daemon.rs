@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sd_notify::NotifyState;
+use secrecy::ExposeSecret;
 use tracing::{info, warn};
 use uuid::Uuid;
 
@@ -36,6 +37,25 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
     );
     let redis = connect_redis(&settings.redis).await?;
     let boot_id = Uuid::new_v4();
+    // The process hub: panics and ERROR log lines reach Sentry as events
+    // (alerts go through their own channel). Kept until the daemon returns,
+    // which flushes it. The DSN was checked when the settings were loaded;
+    // a SIGHUP does not rebind it.
+    let _sentry = settings
+        .alerts
+        .sentry_dsn
+        .as_ref()
+        .and_then(|dsn| dsn.expose_secret().parse::<sentry::types::Dsn>().ok())
+        .map(|dsn| {
+            let mut options = sentry::ClientOptions::default();
+            options.dsn = Some(dsn);
+            options.release = Some(concat!("syncward@", env!("CARGO_PKG_VERSION")).into());
+            let client = Arc::new(sentry::Client::from(sentry::apply_defaults(options)));
+            // Panics: the panic integration reports through the main hub.
+            sentry::Hub::main().bind_client(Some(client.clone()));
+            crate::logging::send_errors_to_sentry(client.clone());
+            SentryFlush(client)
+        });
     let settings = Arc::new(settings);
     let prefix = settings.redis.key_prefix.clone();
     let ttl = settings.workers.liveness_ttl;
@@ -232,5 +252,15 @@ impl StatusLine {
             ""
         };
         format!("{stage}{busy}/{} workers busy, {queue}", self.workers)
+    }
+}
+
+/// Flushes the Sentry client when the daemon returns (events are sent from a
+/// thread of their own).
+struct SentryFlush(Arc<sentry::Client>);
+
+impl Drop for SentryFlush {
+    fn drop(&mut self) {
+        self.0.close(Some(std::time::Duration::from_secs(2)));
     }
 }

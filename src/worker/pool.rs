@@ -201,7 +201,12 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
                                 .map(|s| s.to_string())
                                 .or_else(|| panic.downcast_ref::<String>().cloned())
                                 .unwrap_or_else(|| "a panic".into());
-                            error!(panic = %what, "Run panicked");
+                            error!(
+                                panic = %what,
+                                tags.run_id = run.id,
+                                tags.sync_id = %run.sync_id,
+                                "Run panicked"
+                            );
                             // The lease of a panicked run is not released by it.
                             break_recorded_lease(daemon, run.id).await;
                             RunReport {

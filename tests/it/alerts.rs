@@ -1,6 +1,8 @@
 //! Alert channels: the signed webhook (verified by the receiver per the
 //! Standard Webhooks specification), retried, recorded per channel.
 
+use std::time::Duration;
+
 use crate::fakes::webhook::WebhookReceiver;
 use crate::helpers::scenario::{Scenario, SyncOptions};
 
@@ -288,5 +290,63 @@ async fn a_failing_webhook_does_not_block_the_email() -> anyhow::Result<()> {
             "{c}"
         );
     }
+    Ok(())
+}
+
+/// The daemon reports to Sentry beyond alerts: an ERROR log line (here an API
+/// request whose store query fails) reaches Sentry as an event, with no
+/// secret in it. (Alert log lines are left out of this path: alerts reach
+/// Sentry through their own channel, once.)
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemons_error_log_lines_reach_sentry_through_its_own_hub_without_secrets()
+-> anyhow::Result<()> {
+    let sentry = crate::fakes::sentry::SentryFake::start().await?;
+    let token = "a-token-of-at-least-thirty-two-characters";
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__ALERTS__SENTRY_DSN", &sentry.dsn)
+        .with_env("SYNCWARD__HTTP__ADMIN_TOKEN", token);
+    let mut daemon = crate::helpers::daemon::DaemonProcess::spawn(&cli).await?;
+    let base = format!("http://{}", daemon.http_address().await?);
+    // The store loses a table the API reads: an internal error, logged at ERROR.
+    sqlx::raw_sql("ALTER TABLE deadman_incidents RENAME TO deadman_incidents_gone")
+        .execute(&s.db.pool)
+        .await?;
+    crate::helpers::install_crypto();
+    let status = reqwest::Client::new()
+        .get(format!("{base}/api/syncs"))
+        .bearer_auth(token)
+        .send()
+        .await?
+        .status();
+    assert_eq!(status, 500);
+    daemon
+        .eventually(
+            Duration::from_secs(20),
+            "the ERROR event at Sentry",
+            || async {
+                // An error event (Sentry's default level, left out of the JSON).
+                Ok(sentry.events().iter().any(|(_, _, e)| {
+                    e["message"] == "API request failed"
+                        && e["logger"] == "syncward::http::api"
+                        && e["level"].as_str().unwrap_or("error") == "error"
+                }))
+            },
+        )
+        .await?;
+    sqlx::raw_sql("ALTER TABLE deadman_incidents_gone RENAME TO deadman_incidents")
+        .execute(&s.db.pool)
+        .await?;
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    // No secret in what Sentry got.
+    let all: String = sentry
+        .events()
+        .iter()
+        .map(|(_, _, e)| e.to_string())
+        .collect();
+    assert!(!all.contains(token), "the admin token reached Sentry");
     Ok(())
 }
