@@ -370,3 +370,20 @@ async fn a_page_of_redacted_customers_fails_the_run_as_source_data_redacted_not_
     );
     Ok(())
 }
+
+/// GraphQL's form of a missing scope: HTTP 200 with
+/// `errors[].extensions.code == "ACCESS_DENIED"` (shopify.dev Admin GraphQL
+/// "Status and error codes": "The client doesn't have correct authentication
+/// credentials. Similar to 401 Unauthorized.").
+#[tokio::test(flavor = "multi_thread")]
+async fn a_graphql_access_denied_says_an_access_scope_is_missing() -> anyhow::Result<()> {
+    let s = Shop::start(3).await?;
+    s.shopify.answer_always(
+        200,
+        json!({"errors": [{
+            "message": "Access denied for customers field. Required access: `read_customers` access scope.",
+            "extensions": {"code": "ACCESS_DENIED", "documentation": "https://shopify.dev/api/usage/access-scopes"}
+        }]}),
+    );
+    fails_as(&s, "source_auth_failed", "read_customers").await
+}

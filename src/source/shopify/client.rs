@@ -257,9 +257,31 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
                     .to_string()
             })
             .collect();
+        let messages = messages.join("; ");
+        // GraphQL's own codes, often with HTTP 200 (shopify.dev Admin
+        // GraphQL "Status and error codes").
+        let has_code = |code: &str| {
+            errs.iter()
+                .any(|e| e.pointer("/extensions/code").and_then(Value::as_str) == Some(code))
+        };
+        if has_code("ACCESS_DENIED") {
+            return Answer::Fail(SourceError::Unauthorized(format!(
+                "Shopify denied access ({messages}): the app usually lacks an access scope; \
+                 reading customers needs read_customers (and approval for protected customer \
+                 data)"
+            )));
+        }
+        if has_code("SHOP_INACTIVE") {
+            return Answer::Fail(SourceError::AccountLocked(format!(
+                "Shopify says the shop is not active ({messages}): it is locked, e.g. for \
+                 repeatedly exceeding API rate limits or for fraud risk"
+            )));
+        }
+        if has_code("INTERNAL_SERVER_ERROR") {
+            return Answer::Retry(format!("Shopify had an internal error: {messages}"));
+        }
         return Answer::Fail(SourceError::Query(format!(
-            "Shopify refused the customers query: {}",
-            messages.join("; ")
+            "Shopify refused the customers query: {messages}"
         )));
     }
     if !status.is_success() {
@@ -437,6 +459,21 @@ mod tests {
             matches!(fail(402, br#"{"errors":"Unavailable Shop"}"#), SourceError::AccountFrozen(m) if m.contains("Unavailable Shop"))
         );
         assert!(matches!(fail(423, b"{}"), SourceError::AccountLocked(_)));
+        let coded = |code: &str| {
+            serde_json::to_vec(&json!({"errors": [{"message": "m", "extensions": {"code": code}}]}))
+                .unwrap()
+        };
+        assert!(
+            matches!(fail(200, &coded("ACCESS_DENIED")), SourceError::Unauthorized(m) if m.contains("access scope"))
+        );
+        assert!(matches!(
+            fail(200, &coded("SHOP_INACTIVE")),
+            SourceError::AccountLocked(_)
+        ));
+        assert!(matches!(
+            judge(StatusCode::OK, &coded("INTERNAL_SERVER_ERROR"), None),
+            Answer::Retry(_)
+        ));
         assert!(
             matches!(fail(403, b"{}"), SourceError::Unauthorized(m) if m.contains("access scope"))
         );
