@@ -33,6 +33,7 @@ pub struct Settings {
     pub retry: RetrySettings,
     pub sweeper: SweeperSettings,
     pub ledger: LedgerSettings,
+    pub history: HistorySettings,
     pub breaker: BreakerSettings,
     pub deadman: DeadmanSettings,
     pub alerts: AlertSettings,
@@ -218,6 +219,25 @@ impl Default for LedgerSettings {
         Self {
             retention: Duration::from_secs(7 * 24 * 3600),
             record_attempts: 3,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistorySettings {
+    /// How long finished runs (with their timelines, rejected records and
+    /// import processes), alerts and audit rows are kept. Each sync's newest
+    /// finished run and runs holding records not yet put back are kept
+    /// whatever their age. Default 90d.
+    #[serde(with = "humantime_serde")]
+    pub retention: Duration,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        Self {
+            retention: Duration::from_secs(90 * 24 * 3600),
         }
     }
 }
@@ -564,6 +584,7 @@ impl Settings {
                 self.sweeper.import_check_after,
             ),
             ("ledger.retention", self.ledger.retention),
+            ("history.retention", self.history.retention),
             ("deadman.silence_window", self.deadman.silence_window),
         ];
         for (key, value) in positive {
@@ -694,7 +715,7 @@ impl Settings {
     /// The longest value each duration may take: generous for any real
     /// deployment, and far from where adding it to a clock could overflow
     /// (a `500000000000y` drain deadline once panicked on SIGTERM).
-    fn duration_limits(&self) -> [(&'static str, Duration, Duration); 13] {
+    fn duration_limits(&self) -> [(&'static str, Duration, Duration); 14] {
         const HOUR: Duration = Duration::from_secs(3600);
         const DAY: Duration = Duration::from_secs(24 * 3600);
         // humantime's year (365.25 days), so the limit prints as `10years`.
@@ -724,6 +745,7 @@ impl Settings {
                 DAY,
             ),
             ("ledger.retention", self.ledger.retention, 10 * YEAR),
+            ("history.retention", self.history.retention, 10 * YEAR),
             ("deadman.silence_window", self.deadman.silence_window, YEAR),
         ]
     }
@@ -774,6 +796,7 @@ impl Settings {
             "retry": { "max_attempts": self.retry.max_attempts, "backoff_base": d(self.retry.backoff_base), "backoff_max": d(self.retry.backoff_max) },
             "sweeper": { "every": d(self.sweeper.every), "stuck_after": d(self.sweeper.stuck_after), "import_check_after": d(self.sweeper.import_check_after), "import_checks_per_hour": self.sweeper.import_checks_per_hour },
             "ledger": { "retention": d(self.ledger.retention), "record_attempts": self.ledger.record_attempts },
+            "history": { "retention": d(self.history.retention) },
             "breaker": { "consecutive_failures": self.breaker.consecutive_failures },
             "deadman": { "schedule": self.deadman.schedule.as_str(), "silence_window": d(self.deadman.silence_window), "per_sync": self.deadman.per_sync },
             "alerts": {

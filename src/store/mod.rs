@@ -6,6 +6,7 @@ pub mod audit;
 pub mod cursors;
 pub mod deadman;
 pub mod grouped;
+pub mod history;
 pub mod imports;
 pub mod ledger;
 pub mod processes;

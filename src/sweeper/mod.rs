@@ -16,7 +16,7 @@ use crate::failure::FailureCode;
 use crate::lease::is_alive;
 use crate::shutdown::Shutdown;
 use crate::store::runs::{self, RunRow};
-use crate::store::{ledger, processes};
+use crate::store::{history, ledger, processes};
 use crate::worker::Daemon;
 
 /// What one sweep did.
@@ -25,6 +25,8 @@ pub struct SweepReport {
     pub requeued: Vec<i64>,
     pub failed: Vec<i64>,
     pub purged: u64,
+    /// Runs, alerts and audit rows past `history.retention`.
+    pub history_purged: u64,
     pub imports_ended: usize,
 }
 
@@ -97,6 +99,9 @@ pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
         report.purged =
             ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000)
                 .await?;
+        let history =
+            history::purge_history(&daemon.store, daemon.settings.history.retention, 1_000).await?;
+        report.history_purged = history.runs + history.alerts + history.audit_rows;
     }
     // Brevo's answer about an import must not hold up the rest of the sweep.
     match imports::check_imports(daemon).await {

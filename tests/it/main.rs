@@ -19,6 +19,7 @@ mod edges;
 mod fault_drills;
 mod harness;
 mod http_api;
+mod history;
 mod http_source;
 mod import_outcomes;
 mod lease_fence;
