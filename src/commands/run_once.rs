@@ -170,6 +170,8 @@ pub async fn foreground(
     );
 
     let statements = crate::store::grouped::RunStatements::new(pool.clone());
+    // For the rate on each page line and the summary.
+    let started = Instant::now();
     let definition: Result<SyncDefinition, _> = sync.definition();
     let (outcome, counts, lease) = match definition {
         Ok(definition) => {
@@ -185,14 +187,18 @@ pub async fn foreground(
                 bench_without_ledger: false,
             };
             let mut progress = |p: &PageProgress| {
+                let elapsed = started.elapsed().as_secs_f64();
                 outln!(
-                    "  page {}: {} records; so far {} written, {} replayed, {} rejected, {} re-sent",
+                    "  page {}: {} records; so far {} read, {} written, {} replayed, {} rejected, {} re-sent; {:.1} s, {:.0} records/s",
                     p.page,
                     p.records,
+                    p.counts.read,
                     p.counts.written,
                     p.counts.replayed,
                     p.counts.rejected,
-                    p.counts.resent
+                    p.counts.resent,
+                    elapsed,
+                    p.counts.read as f64 / elapsed.max(0.001)
                 );
             };
             let keep_alive = async {
@@ -267,9 +273,15 @@ pub async fn foreground(
         )
         .await?;
     }
+    let took = started.elapsed().as_secs_f64();
     let summary = format!(
-        "{} read, {} written, {} replayed, {} rejected, {} re-sent",
-        counts.read, counts.written, counts.replayed, counts.rejected, counts.resent
+        "{} read, {} written, {} replayed, {} rejected, {} re-sent in {took:.1} s ({:.0} records/s)",
+        counts.read,
+        counts.written,
+        counts.replayed,
+        counts.rejected,
+        counts.resent,
+        counts.read as f64 / took.max(0.001)
     );
     match outcome {
         RunOutcome::Succeeded => {
