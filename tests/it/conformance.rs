@@ -506,3 +506,29 @@ destination_conformance! {
     brevo_bulk_destination => DestinationKind::BrevoBulk;
     webhook_destination => DestinationKind::Webhook;
 }
+
+/// Brevo's documented 425 Too Early (`POST /contacts`, a `contactErrorModel`
+/// body, brevo-v3-openapi.2025-08.yml lines 2220-2225) is tried again: no
+/// record is rejected for it, on either Brevo path.
+async fn a_too_early_answer_is_tried_again(kind: DestinationKind) -> anyhow::Result<()> {
+    let rig = Rig::new(SourceKind::Postgres, kind, 5).await?;
+    rig.brevo.push_faults([Fault::TooEarly]);
+    assert_eq!(rig.run().await?.code, 0);
+    let run = rig.last_run().await?;
+    assert_eq!(run["records_rejected"], 0, "{run}");
+    assert_eq!(rig.writes().len(), 5);
+    Ok(())
+}
+
+/// Answers only Brevo gives, for each Brevo destination.
+mod brevo_answers {
+    use super::*;
+    #[tokio::test(flavor = "multi_thread")]
+    async fn single_too_early_is_tried_again() -> anyhow::Result<()> {
+        a_too_early_answer_is_tried_again(DestinationKind::BrevoSingle).await
+    }
+    #[tokio::test(flavor = "multi_thread")]
+    async fn bulk_too_early_is_tried_again() -> anyhow::Result<()> {
+        a_too_early_answer_is_tried_again(DestinationKind::BrevoBulk).await
+    }
+}
