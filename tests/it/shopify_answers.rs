@@ -387,3 +387,59 @@ async fn a_graphql_access_denied_says_an_access_scope_is_missing() -> anyhow::Re
     );
     fails_as(&s, "source_auth_failed", "read_customers").await
 }
+
+/// A webhook destination has no lists: each posted record says whether it
+/// carries consent, so the receiver can honour it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_webhook_receives_each_records_consent() -> anyhow::Result<()> {
+    let s = Shop::start(10).await?;
+    s.shopify.edit_customers(|i, c| {
+        c["defaultEmailAddress"]["marketingState"] = json!(STATES[i % STATES.len()]);
+    });
+    let receiver = crate::fakes::webhook::WebhookReceiver::start().await?;
+    let path = s.dir.path().join("hook.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"id = "shop-customers"
+workspace = "acme"
+schedule = "0 */15 * * * *"
+
+[source]
+kind = "shopify"
+shop = "acme"
+api_version = "2025-07"
+access_token_env = "TEST_SHOPIFY_TOKEN"
+base_url = "{}"
+
+[destination]
+kind = "webhook"
+url = "{}"
+
+[mapping]
+email = "defaultEmailAddress.emailAddress"
+{CONSENT}
+"#,
+            s.shopify.base_url, receiver.url
+        ),
+    )?;
+    s.cli
+        .run(&["sync", "apply", &path.display().to_string()])
+        .await?
+        .ok()?;
+    let (code, shown) = s.run().await?;
+    assert_eq!(code, 0, "{shown}");
+    let posts = receiver.received();
+    assert_eq!(posts.len(), 10);
+    for post in posts {
+        let body: Value = serde_json::from_slice(&post.body)?;
+        let email = body["email"].as_str().unwrap_or_default();
+        let expected = if state_of(email) == "SUBSCRIBED" {
+            "given"
+        } else {
+            "withheld"
+        };
+        assert_eq!(body["consent"], expected, "{body}");
+    }
+    Ok(())
+}

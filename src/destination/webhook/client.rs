@@ -15,7 +15,7 @@ use super::config::WebhookDestinationConfig;
 use super::signature::WebhookSigner;
 use crate::destination::delivery::Destination;
 use crate::destination::http_client::http_client;
-use crate::destination::record::{DestinationError, Outbound, RecordOutcome};
+use crate::destination::record::{Contact, DestinationError, Outbound, RecordOutcome};
 use crate::destination::retry::{RetryPolicy, Verdict, send_with_retry};
 
 /// Requests in flight at once without `batch`.
@@ -124,6 +124,17 @@ impl WebhookDestination {
     }
 }
 
+/// One record as posted: `{"email", "attributes"}`, plus `"consent"`
+/// (`"given"` or `"withheld"`) when the mapping has a consent rule, so the
+/// receiver can honour it.
+fn payload(contact: &Contact) -> Value {
+    let mut value = json!({"email": contact.email, "attributes": contact.attributes});
+    if !contact.consent.is_not_asked() {
+        value["consent"] = json!(contact.consent);
+    }
+    value
+}
+
 impl Destination for WebhookDestination {
     fn batch_size(&self) -> Option<usize> {
         if self.config.batch {
@@ -135,10 +146,7 @@ impl Destination for WebhookDestination {
 
     async fn deliver(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
         if self.config.batch {
-            let items: Vec<Value> = records
-                .iter()
-                .map(|r| json!({"email": r.contact.email, "attributes": r.contact.attributes}))
-                .collect();
+            let items: Vec<Value> = records.iter().map(|r| payload(&r.contact)).collect();
             let body = serde_json::to_vec(&items)
                 .map_err(|e| DestinationError::InvalidConfig(e.to_string()))?;
             // One key for the batch, derived from its records' keys.
@@ -150,10 +158,8 @@ impl Destination for WebhookDestination {
             return self.post(body, &key, records.len()).await;
         }
         let calls = records.iter().map(|r| async move {
-            let body = serde_json::to_vec(
-                &json!({"email": r.contact.email, "attributes": r.contact.attributes}),
-            )
-            .map_err(|e| DestinationError::InvalidConfig(e.to_string()))?;
+            let body = serde_json::to_vec(&payload(&r.contact))
+                .map_err(|e| DestinationError::InvalidConfig(e.to_string()))?;
             self.post(body, &r.key_hex, 1)
                 .await
                 .map(|mut v| v.remove(0))
