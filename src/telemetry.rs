@@ -8,13 +8,16 @@
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::store::runs::RunCounts;
+
 /// Buckets of every `_seconds` histogram: from a fast HTTP answer to a long run.
 const SECONDS_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
 ];
 
-/// Counters without labels, registered at zero.
-const COUNTERS: &[(&str, &str)] = &[
+/// Per-sync record counters (label `sync`), registered at zero for every
+/// sync the daemon knows at start.
+const RECORD_COUNTERS: &[(&str, &str)] = &[
     (
         "syncward_records_written_total",
         "Records the destination confirmed as written.",
@@ -35,6 +38,10 @@ const COUNTERS: &[(&str, &str)] = &[
         "syncward_records_quarantined_total",
         "Records quarantined after their writes died with the worker ledger.record_attempts times.",
     ),
+];
+
+/// Counters without labels, registered at zero.
+const COUNTERS: &[(&str, &str)] = &[
     (
         "syncward_lease_losses_total",
         "Runs that stopped because they lost their sync's lease (lease_lost).",
@@ -71,7 +78,7 @@ pub fn install() -> Option<PrometheusHandle> {
 }
 
 fn describe() {
-    for (name, help) in COUNTERS {
+    for (name, help) in COUNTERS.iter().chain(RECORD_COUNTERS) {
         describe_counter!(*name, Unit::Count, *help);
     }
     describe_counter!(
@@ -139,4 +146,37 @@ pub fn record_success(sync: &str, workspace: &str, at: chrono::DateTime<chrono::
         "workspace" => workspace.to_owned()
     )
     .set(at.timestamp_millis() as f64 / 1000.0);
+}
+
+/// Registers a sync's record counters at zero (so an alert on their
+/// increase can fire on the first record).
+pub fn register_sync(sync: &str) {
+    for (name, _) in RECORD_COUNTERS {
+        metrics::counter!(*name, "sync" => sync.to_owned()).increment(0);
+    }
+}
+
+/// The records a clean page moved, by sync.
+pub fn record_page(sync: &str, before: &RunCounts, now: &RunCounts) {
+    let delta = |now: i64, then: i64| u64::try_from(now - then).unwrap_or(0);
+    for (name, moved) in [
+        (
+            "syncward_records_written_total",
+            delta(now.written, before.written),
+        ),
+        (
+            "syncward_records_replayed_total",
+            delta(now.replayed, before.replayed),
+        ),
+        (
+            "syncward_records_rejected_total",
+            delta(now.rejected, before.rejected),
+        ),
+        (
+            "syncward_records_resent_total",
+            delta(now.resent, before.resent),
+        ),
+    ] {
+        metrics::counter!(name, "sync" => sync.to_owned()).increment(moved);
+    }
 }

@@ -95,6 +95,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
     match store::syncs::list_syncs(&daemon.store).await {
         Ok(syncs) => {
             for s in syncs {
+                crate::telemetry::register_sync(&s.id);
                 if let Some(at) = s.last_success_at {
                     crate::telemetry::record_success(&s.id, &s.workspace_id, at);
                 }

@@ -162,10 +162,15 @@ pub async fn execute_run(
             Ok(s) => s,
             Err(e) => return failed_before_start(Stop::from(e)),
         };
-        let destination = match AnyDestination::open(&definition.destination, env.retry.clone()) {
+        let mut destination = match AnyDestination::open(&definition.destination, env.retry.clone())
+        {
             Ok(d) => d,
             Err(e) => return failed_before_start(Stop::from(e)),
         };
+        // Before the lease, so its check spends none of the lease's time;
+        // recorded once the run has started.
+        let mapped: Vec<String> = definition.mapping.attributes.keys().cloned().collect();
+        let destination_notices = destination.start(&mapped).await;
         // The lease, then in one statement the fence, the lease recorded on
         // the run, and the saved cursor.
         let taken = env
@@ -203,6 +208,15 @@ pub async fn execute_run(
             cursor = cursor.as_deref().unwrap_or("null"),
             "Run started"
         );
+        for notice in destination_notices {
+            warn!(notice = %notice, "Destination notice");
+            let event = serde_json::json!({ "message": notice });
+            if let Err(e) =
+                runs::add_run_event(&env.store, run.id, "destination_notice", event).await
+            {
+                warn!(error = %e, "Could not record the destination notice");
+            }
+        }
         let mut report = run_with_lease(
             env,
             run,
@@ -488,15 +502,7 @@ async fn page_loop(
             rejected = state.counts.rejected - before.rejected,
             "Page done"
         );
-        let delta = |now: i64, then: i64| u64::try_from(now - then).unwrap_or(0);
-        metrics::counter!("syncward_records_written_total")
-            .increment(delta(state.counts.written, before.written));
-        metrics::counter!("syncward_records_replayed_total")
-            .increment(delta(state.counts.replayed, before.replayed));
-        metrics::counter!("syncward_records_rejected_total")
-            .increment(delta(state.counts.rejected, before.rejected));
-        metrics::counter!("syncward_records_resent_total")
-            .increment(delta(state.counts.resent, before.resent));
+        crate::telemetry::record_page(&run.sync_id, &before, &state.counts);
         progress(&PageProgress {
             page: state.page,
             records,
@@ -914,7 +920,11 @@ async fn send_page(
     )
     .await?;
     if exhausted > 0 {
-        metrics::counter!("syncward_records_quarantined_total").increment(exhausted as u64);
+        metrics::counter!(
+            "syncward_records_quarantined_total",
+            "sync" => run.sync_id.clone()
+        )
+        .increment(exhausted as u64);
     }
     if rejections.len() < records {
         return Ok(None);

@@ -61,7 +61,7 @@ async fn metrics_pass_promtool_with_help_text_histograms_and_counters_at_zero() 
     for line in [
         "syncward_lease_losses_total 0",
         "syncward_breaker_trips_total 0",
-        "syncward_records_quarantined_total 0",
+        "syncward_records_quarantined_total{sync=\"acme-contacts\"} 0",
         "syncward_workers 4",
     ] {
         assert!(first.contains(line), "{line} missing:\n{first}");
@@ -95,7 +95,7 @@ async fn metrics_pass_promtool_with_help_text_histograms_and_counters_at_zero() 
         "{after}"
     );
     assert!(
-        after.contains("syncward_records_written_total 30"),
+        after.contains("syncward_records_written_total{sync=\"acme-contacts\"} 30"),
         "{after}"
     );
     assert_eq!(promtool_findings(&after)?, "", "promtool after a run");
