@@ -127,3 +127,59 @@ fn the_shipped_alert_rules_pass_promtool_check_and_their_unit_tests() -> anyhow:
     }
     Ok(())
 }
+
+/// The shipped Grafana dashboard is valid JSON, every query is valid PromQL
+/// (promtool loads them as rules) and names only metrics syncward exports.
+#[test]
+fn the_shipped_grafana_dashboard_queries_are_valid_promql_over_syncwards_metrics()
+-> anyhow::Result<()> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana/syncward.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+    let exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["expr"].as_str().map(str::to_string))
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let telemetry =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/telemetry.rs"))?;
+    for expr in &exprs {
+        for name in expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("syncward_"))
+        {
+            let base = name
+                .trim_end_matches("_bucket")
+                .trim_end_matches("_count")
+                .trim_end_matches("_sum");
+            assert!(
+                telemetry.contains(&format!("\"{base}\"")),
+                "{name} in the dashboard is not a metric syncward exports"
+            );
+        }
+    }
+    let dir = tempfile::tempdir()?;
+    let rules = dir.path().join("dashboard_rules.yml");
+    let body: String = exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| format!("      - record: syncward:dashboard:{i}\n        expr: '{e}'\n"))
+        .collect();
+    std::fs::write(
+        &rules,
+        format!("groups:\n  - name: dashboard\n    rules:\n{body}"),
+    )?;
+    let out = std::process::Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&rules)
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
