@@ -85,11 +85,15 @@ pub fn init(settings: &LogSettings, audience: Audience) -> anyhow::Result<LogFil
                 tracing_subscriber::fmt::format().without_time(),
             )))
             .try_init(),
-        (LogFormat::Json, false) => registry.with(output.json().flatten_event(true)).try_init(),
-        (LogFormat::Json, true) => registry
-            .with(output.json().event_format(JournalPriority(
+        (LogFormat::Json, false) => registry
+            .with(output.json().event_format(SpanFieldsOnTop(
                 tracing_subscriber::fmt::format().json().flatten_event(true),
             )))
+            .try_init(),
+        (LogFormat::Json, true) => registry
+            .with(output.json().event_format(JournalPriority(SpanFieldsOnTop(
+                tracing_subscriber::fmt::format().json().flatten_event(true),
+            ))))
             .try_init(),
     };
     Ok(LogFilter {
@@ -188,5 +192,51 @@ where
             let converted = sentry::integrations::tracing::event_from_event(event, &ctx);
             hub.capture_event(converted);
         }
+    }
+}
+
+/// JSON lines with the fields of the spans around the event (`run_id`,
+/// `sync_id`, `workspace`, `attempt`, `worker`) at the top level, beside the
+/// event's own, so a log pipeline can filter on them without digging into
+/// span objects; dotted span field names become underscored.
+struct SpanFieldsOnTop<F>(F);
+
+impl<S, N, F> FormatEvent<S, N> for SpanFieldsOnTop<F>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let mut line = String::new();
+        self.0.format_event(ctx, Writer::new(&mut line), event)?;
+        let Ok(serde_json::Value::Object(mut object)) = serde_json::from_str(line.trim_end())
+        else {
+            // Not an object (cannot happen with the JSON format): as it came.
+            return writer.write_str(&line);
+        };
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                let extensions = span.extensions();
+                let Some(fields) = extensions.get::<tracing_subscriber::fmt::FormattedFields<N>>()
+                else {
+                    continue;
+                };
+                if let Ok(serde_json::Value::Object(fields)) =
+                    serde_json::from_str::<serde_json::Value>(fields)
+                {
+                    for (name, value) in fields {
+                        object.entry(name.replace('.', "_")).or_insert(value);
+                    }
+                }
+            }
+        }
+        let text = serde_json::to_string(&object).map_err(|_| fmt::Error)?;
+        writeln!(writer, "{text}")
     }
 }

@@ -156,7 +156,13 @@ pub async fn execute_run(
     definition: &SyncDefinition,
     progress: &mut (dyn FnMut(&PageProgress) + Send),
 ) -> RunReport {
-    let span = info_span!("run", run.id = run.id, sync.id = %run.sync_id);
+    let span = info_span!(
+        "run",
+        run.id = run.id,
+        sync.id = %run.sync_id,
+        workspace = %run.workspace_id,
+        attempt = run.attempt
+    );
     async {
         let mut source = match AnySource::open(&definition.source, &env.sources) {
             Ok(s) => s,

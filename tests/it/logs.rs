@@ -67,3 +67,47 @@ async fn under_journald_lines_carry_their_priority_and_no_timestamp_and_the_sche
     tokio::time::timeout(Duration::from_secs(30), child.wait()).await??;
     Ok(())
 }
+
+/// In JSON, the run's identity is at the top level of each line it logs, and
+/// values are text, not Rust's Debug form.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_lines_carry_run_id_sync_id_workspace_and_attempt_at_the_top_level()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let cli = s.cli.clone().with_env("SYNCWARD__LOG__FORMAT", "json");
+    let mut daemon = crate::helpers::daemon::DaemonProcess::spawn(&cli).await?;
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    daemon
+        .eventually(Duration::from_secs(30), "the run succeeding", || async {
+            Ok(s.last_run().await?["status"] == "succeeded")
+        })
+        .await?;
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    let text = std::fs::read_to_string(daemon.log.path())?;
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("{e}: {text}"))?;
+    let run_id = s.last_run().await?["id"].clone();
+    let started = lines
+        .iter()
+        .find(|l| l["message"] == "Run started")
+        .ok_or_else(|| anyhow::anyhow!("no Run started line:\n{text}"))?;
+    assert_eq!(started["run_id"], run_id, "{started}");
+    assert_eq!(started["sync_id"], SYNC_ID, "{started}");
+    assert_eq!(started["workspace"], "acme", "{started}");
+    assert_eq!(started["attempt"], 1, "{started}");
+    assert_eq!(
+        started["cursor"], "null",
+        "the cursor as JSON text: {started}"
+    );
+    let finished = lines
+        .iter()
+        .find(|l| l["message"] == "Run finished")
+        .ok_or_else(|| anyhow::anyhow!("no Run finished line:\n{text}"))?;
+    assert_eq!(finished["sync_id"], SYNC_ID, "{finished}");
+    assert!(!text.contains("Some("), "Debug-formatted values:\n{text}");
+    Ok(())
+}
