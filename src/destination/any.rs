@@ -28,6 +28,13 @@ impl AnyDestination {
 }
 
 impl Destination for AnyDestination {
+    async fn start(&mut self, attributes: &[String]) -> Vec<String> {
+        match self {
+            AnyDestination::Brevo(d) => d.start(attributes).await,
+            AnyDestination::Webhook(d) => d.start(attributes).await,
+        }
+    }
+
     fn batch_size(&self) -> Option<usize> {
         match self {
             AnyDestination::Brevo(d) => d.batch_size(),

@@ -5,6 +5,14 @@ use std::future::Future;
 use super::record::{DestinationError, Outbound, RecordOutcome};
 
 pub trait Destination: Send + Sync {
+    /// Called once when a run opens, before any page, with the attribute
+    /// names the mapping produces. The destination may check them against
+    /// the service and adjust what it sends; what the run should know (an
+    /// attribute the service would drop) comes back as notices, which the
+    /// run logs and adds to its timeline (`destination_notice`). Never fails
+    /// the run: a check that cannot be made is skipped.
+    fn start(&mut self, attributes: &[String]) -> impl Future<Output = Vec<String>> + Send;
+
     /// Most records per `deliver` call; `None` means a whole page in one call
     /// (bulk endpoints). The run loop claims ledger keys per call, so a smaller
     /// batch leaves fewer keys in doubt when the process dies.

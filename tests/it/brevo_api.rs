@@ -1,7 +1,8 @@
 //! Brevo answers the fakes did not give before issue 19, each as Brevo's
 //! OpenAPI file documents it (../shared/specs/brevo-v3-openapi.2025-08.yml):
 //! a process Brevo no longer knows, 425 Too Early, null attributes, import
-//! counts of invalid e-mails, and attributes the account lacks.
+//! counts of invalid e-mails, and attributes the account lacks (at apply,
+//! preview and when a run opens).
 
 use std::time::Duration;
 
@@ -313,6 +314,110 @@ async fn preview_warns_of_attributes_the_brevo_account_does_not_have() -> anyhow
         shown.stdout
     );
     assert!(s.fake.requests().is_empty(), "a preview writes nothing");
+    Ok(())
+}
+
+/// The attribute bodies of every write the fake received: single creates
+/// and each row of each import.
+fn written_attributes(s: &Scenario) -> Vec<serde_json::Value> {
+    s.fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .flat_map(|r| match r.body.get("jsonBody") {
+            Some(rows) => rows.as_array().cloned().unwrap_or_default(),
+            None => vec![r.body],
+        })
+        .map(|body| body["attributes"].clone())
+        .collect()
+}
+
+/// The `destination_notice` messages on the newest run's timeline.
+async fn destination_notices(s: &Scenario) -> anyhow::Result<Vec<String>> {
+    let run_id = s.last_run().await?["id"].as_i64().unwrap_or_default();
+    let shown = s
+        .cli
+        .run(&["runs", "show", &run_id.to_string(), "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    Ok(shown["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e["kind"] == "destination_notice")
+        .map(|e| {
+            e["detail"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect())
+}
+
+/// An import drops an attribute the account does not have without a word
+/// (issue 19.2; `requestContactImport` takes any `attributes`, and
+/// `getAttributes`, brevo-v3-openapi.2025-08.yml lines 2582-2621, is where
+/// the account's list is). An attribute deleted after `sync apply` is found
+/// when the run opens (one `GET /contacts/attributes`): the run succeeds,
+/// sends no unknown attribute in either mode, and says on its timeline which
+/// were not written.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_leaves_out_attributes_the_account_lost_and_says_so() -> anyhow::Result<()> {
+    for mode in ["bulk", "single"] {
+        let s = Scenario::new(SyncOptions {
+            mode,
+            rows: 10,
+            ..SyncOptions::default()
+        })
+        .await?;
+        // FIRSTNAME existed at apply; deleted in Brevo since.
+        s.fake.set_attributes(&["LASTNAME"]);
+        let asked = s.fake.attribute_requests();
+        assert_eq!(s.run_foreground().await?.code, 0, "{mode}");
+        assert_eq!(
+            s.fake.attribute_requests(),
+            asked + 1,
+            "{mode}: one check per run"
+        );
+        let run = s.last_run().await?;
+        assert_eq!(run["records_rejected"], 0, "{mode}: {run}");
+        let bodies = written_attributes(&s);
+        assert_eq!(bodies.len(), 10, "{mode}");
+        assert!(
+            bodies.iter().all(|a| a.get("FIRSTNAME").is_none()),
+            "{mode}: {bodies:?}"
+        );
+        assert_eq!(
+            destination_notices(&s).await?,
+            vec!["attributes FIRSTNAME are not in the Brevo account and were not written"],
+            "{mode}"
+        );
+    }
+    Ok(())
+}
+
+/// The check spends Brevo's ~100/h budget for non-contact endpoints (specs
+/// README, "Rate limit") and must not stop a sync that would otherwise work:
+/// when `GET /contacts/attributes` fails, the run goes on unchecked and
+/// sends the mapping as it is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_goes_on_unchecked_when_the_attributes_cannot_be_listed() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 10,
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.fake.make_attributes_unavailable();
+    assert_eq!(s.run_foreground().await?.code, 0);
+    let bodies = written_attributes(&s);
+    assert_eq!(bodies.len(), 10);
+    assert!(
+        bodies.iter().all(|a| a.get("FIRSTNAME").is_some()),
+        "{bodies:?}"
+    );
+    assert!(destination_notices(&s).await?.is_empty());
     Ok(())
 }
 

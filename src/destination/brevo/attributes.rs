@@ -1,6 +1,14 @@
 //! Checking a sync's mapped attribute names against the Brevo account: an
 //! import drops an attribute the account does not have without a word
-//! (a single upsert refuses it), so `sync apply` and `sync preview` ask first.
+//! (a single upsert refuses it), so `sync apply` and `sync preview` ask first,
+//! and each run asks again when it opens (an attribute may be deleted after
+//! apply): what the account lacks is left out and named in a run notice.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tracing::warn;
 
 use super::client::BrevoDestination;
 use crate::config::SyncDefinition;
@@ -29,6 +37,69 @@ pub async fn missing_attributes(
             &names,
         )
     }))
+}
+
+/// How long a run reuses the account's attribute list another run of this
+/// process fetched: `GET /contacts/attributes` is outside the contacts limit,
+/// in Brevo's ~100 requests/h budget, which process checks also spend.
+const ATTRIBUTES_FRESH_FOR: Duration = Duration::from_secs(300);
+
+/// Attribute lists per account (base URL and key digest), with when fetched.
+type AttributesCache = Mutex<HashMap<(String, String), (Instant, Vec<String>)>>;
+
+fn cache() -> &'static AttributesCache {
+    static CACHE: OnceLock<AttributesCache> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Issue 19.2, "a run should not report as written what Brevo dropped": at
+/// the start of a run, the mapped `attributes` the account lacks are left
+/// out of every body the run sends, and returned as one run notice. One GET
+/// per account per five minutes per process; when it fails the run goes on
+/// unchecked (a WARN), as before the check existed: the check must not stop
+/// syncs that would otherwise work.
+pub(super) async fn check_at_start(
+    brevo: &mut BrevoDestination,
+    attributes: &[String],
+) -> Vec<String> {
+    if attributes.is_empty() {
+        return Vec::new();
+    }
+    let key = (brevo.base_url().to_string(), brevo.key_digest());
+    // The lock is never held across an await; a poisoned one only follows a
+    // panic elsewhere, and the cached lists are still whole.
+    let cached = cache()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&key)
+        .filter(|(at, _)| at.elapsed() < ATTRIBUTES_FRESH_FOR)
+        .map(|(_, names)| names.clone());
+    let account = match cached {
+        Some(names) => names,
+        None => match brevo.attribute_names().await {
+            Ok(names) => {
+                cache()
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key, (Instant::now(), names.clone()));
+                names
+            }
+            Err(e) => {
+                warn!(error = %e, "Could not list the Brevo account's attributes; not checked this run");
+                return Vec::new();
+            }
+        },
+    };
+    let absent = missing(attributes.iter().map(String::as_str), &account);
+    if absent.is_empty() {
+        return Vec::new();
+    }
+    let notice = format!(
+        "attributes {} are not in the Brevo account and were not written",
+        absent.join(", ")
+    );
+    brevo.leave_out(absent);
+    vec![notice]
 }
 
 /// Mapped names with no account attribute of that name. Brevo names are

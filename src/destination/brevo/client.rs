@@ -35,6 +35,9 @@ pub struct BrevoDestination {
     policy: RetryPolicy,
     /// `policy` with the pace of single `POST /contacts` writes.
     create_policy: RetryPolicy,
+    /// Mapped attributes the account lacks (found by `start`): left out of
+    /// every body, since an import would drop them silently anyway.
+    unknown: Vec<String>,
 }
 
 impl std::fmt::Debug for BrevoDestination {
@@ -79,7 +82,27 @@ impl BrevoDestination {
             api_key: SecretString::from(api_key),
             policy,
             create_policy,
+            unknown: Vec::new(),
         })
+    }
+
+    /// The attributes Brevo is sent for `record`: its non-null ones that the
+    /// account has.
+    fn attributes_of<'a>(&'a self, record: &'a Outbound) -> NonNull<'a> {
+        NonNull {
+            attributes: &record.contact.attributes,
+            unknown: &self.unknown,
+        }
+    }
+
+    /// The base URL, for keying the attributes cache.
+    pub(super) fn base_url(&self) -> &str {
+        self.config.base_url.as_str()
+    }
+
+    /// Records the mapped attributes the account lacks.
+    pub(super) fn leave_out(&mut self, unknown: Vec<String>) {
+        self.unknown = unknown;
     }
 
     fn url(&self, path: &str) -> String {
@@ -222,7 +245,7 @@ impl BrevoDestination {
     async fn create_contact(&self, record: &Outbound) -> Result<RecordOutcome, DestinationError> {
         let mut body = json!({
             "email": record.contact.email,
-            "attributes": NonNull(&record.contact.attributes),
+            "attributes": self.attributes_of(record),
             "updateEnabled": true,
         });
         // Consent (DESIGN: README "Brevo"): a contact without it is never put
@@ -251,7 +274,10 @@ impl BrevoDestination {
     async fn import(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
         // Each contact is written as JSON once: its length decides the split,
         // its bytes go into the body as they are.
-        let rows: Vec<Vec<u8>> = records.iter().map(import_row).collect();
+        let rows: Vec<Vec<u8>> = records
+            .iter()
+            .map(|r| import_row(r, &self.unknown))
+            .collect();
         let sizes: Vec<usize> = rows.iter().map(Vec::len).collect();
         let list_ids = serde_json::to_string(&self.config.list_ids).unwrap_or_else(|_| "[]".into());
         let mut outcomes = Vec::with_capacity(records.len());
@@ -424,13 +450,22 @@ struct ImportRow<'a> {
 /// source's null (a Shopify customer without a first name) is left out: the
 /// contact keeps what Brevo has for it (imports run with
 /// `emptyContactsAttributes: false`).
-struct NonNull<'a>(&'a serde_json::Map<String, Value>);
+/// Attributes the account lacks (`unknown`, found when the run opened) are
+/// left out too: what is sent is what Brevo keeps.
+struct NonNull<'a> {
+    attributes: &'a serde_json::Map<String, Value>,
+    unknown: &'a [String],
+}
 
 impl serde::Serialize for NonNull<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut map = serializer.serialize_map(None)?;
-        for (name, value) in self.0.iter().filter(|(_, v)| !v.is_null()) {
+        let kept = self
+            .attributes
+            .iter()
+            .filter(|(n, v)| !v.is_null() && !self.unknown.iter().any(|u| u == *n));
+        for (name, value) in kept {
             map.serialize_entry(name, value)?;
         }
         map.end()
@@ -438,11 +473,14 @@ impl serde::Serialize for NonNull<'_> {
 }
 
 /// One contact as written in an import's `jsonBody`.
-fn import_row(record: &Outbound) -> Vec<u8> {
+fn import_row(record: &Outbound, unknown: &[String]) -> Vec<u8> {
     // A string and a map of JSON values always serialize.
     serde_json::to_vec(&ImportRow {
         email: &record.contact.email,
-        attributes: NonNull(&record.contact.attributes),
+        attributes: NonNull {
+            attributes: &record.contact.attributes,
+            unknown,
+        },
     })
     .unwrap_or_default()
 }
@@ -515,6 +553,10 @@ impl BrevoDestination {
 }
 
 impl Destination for BrevoDestination {
+    async fn start(&mut self, attributes: &[String]) -> Vec<String> {
+        super::attributes::check_at_start(self, attributes).await
+    }
+
     fn batch_size(&self) -> Option<usize> {
         match self.config.mode {
             BrevoMode::Single => Some(self.config.concurrency as usize),
@@ -554,7 +596,7 @@ mod tests {
                 },
             })
             .collect();
-        let sizes: Vec<usize> = records.iter().map(|r| import_row(r).len()).collect();
+        let sizes: Vec<usize> = records.iter().map(|r| import_row(r, &[]).len()).collect();
         let chunks = split_by_body_size(&sizes, 4096 + 10_500);
         assert!(chunks.len() >= 5, "{}", chunks.len());
         assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 50);

@@ -136,6 +136,11 @@ fn payload(contact: &Contact) -> Value {
 }
 
 impl Destination for WebhookDestination {
+    /// A webhook takes whatever it is sent: nothing to check.
+    async fn start(&mut self, _attributes: &[String]) -> Vec<String> {
+        Vec::new()
+    }
+
     fn batch_size(&self) -> Option<usize> {
         if self.config.batch {
             None

@@ -115,6 +115,8 @@ struct Inner {
     quota_spent_once: Option<u64>,
     /// `GET /contacts/attributes` calls answered (not in `requests`).
     attribute_requests: usize,
+    /// `GET /contacts/attributes` answers 503 (a Brevo outage).
+    attributes_unavailable: bool,
     /// Benchmarks: keep the contacts, not a log of every request body and
     /// write (which would cost more than the server's own work).
     lean: bool,
@@ -265,6 +267,11 @@ impl BrevoFake {
                 .map(|n| json!({"name": n, "category": "normal", "type": "text"}))
                 .collect(),
         );
+    }
+
+    /// `GET /contacts/attributes` answers 503 from now on.
+    pub fn make_attributes_unavailable(&self) {
+        self.lock().attributes_unavailable = true;
     }
 
     /// The next successful `POST /contacts` answer carries Brevo's rate-limit
@@ -826,6 +833,11 @@ fn default_attributes() -> Vec<Value> {
 async fn get_attributes(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let response = match authorize(&shared, &headers) {
         Err(r) => r,
+        Ok(()) if lock(&shared).attributes_unavailable => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            "Service unavailable",
+        ),
         Ok(()) => {
             let attributes = lock(&shared)
                 .attributes
