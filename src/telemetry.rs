@@ -69,6 +69,13 @@ pub fn install() -> Option<PrometheusHandle> {
     for (name, _) in COUNTERS {
         metrics::counter!(*name).increment(0);
     }
+    metrics::counter!("syncward_ledger_purged_keys_total").increment(0);
+    for channel in ["log", "sentry", "webhook", "email"] {
+        for outcome in ["sent", "failed"] {
+            metrics::counter!("syncward_alerts_total", "channel" => channel, "outcome" => outcome)
+                .increment(0);
+        }
+    }
     for outcome in ["succeeded", "failed", "skipped"] {
         metrics::counter!("syncward_runs_finished_total", "outcome" => outcome, "failure_code" => "")
             .increment(0);
@@ -81,6 +88,16 @@ fn describe() {
     for (name, help) in COUNTERS.iter().chain(RECORD_COUNTERS) {
         describe_counter!(*name, Unit::Count, *help);
     }
+    describe_counter!(
+        "syncward_alerts_total",
+        Unit::Count,
+        "Alerts and recovery notices handed to each channel (log, sentry, webhook, email), by outcome (sent, failed)."
+    );
+    describe_counter!(
+        "syncward_ledger_purged_keys_total",
+        Unit::Count,
+        "Completed delivery keys purged past ledger.retention."
+    );
     describe_counter!(
         "syncward_runs_finished_total",
         Unit::Count,

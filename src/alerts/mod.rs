@@ -224,6 +224,16 @@ impl Alerter {
             let outcome = self.post_webhook(url, signer, alert, severity).await;
             channels.insert("webhook".into(), json!(outcome));
         }
+        for (channel, outcome) in &channels {
+            // Each channel records "sent…" or "failed: …".
+            let sent = outcome.as_str().is_some_and(|o| o.starts_with("sent"));
+            metrics::counter!(
+                "syncward_alerts_total",
+                "channel" => channel.clone(),
+                "outcome" => if sent { "sent" } else { "failed" }
+            )
+            .increment(1);
+        }
         store_alert(&self.store, alert, severity, Value::Object(channels)).await
     }
 

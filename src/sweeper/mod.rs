@@ -99,6 +99,7 @@ pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
         report.purged =
             ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000)
                 .await?;
+        metrics::counter!("syncward_ledger_purged_keys_total").increment(report.purged);
         let history =
             history::purge_history(&daemon.store, daemon.settings.history.retention, 1_000).await?;
         report.history_purged = history.runs + history.alerts + history.audit_rows;

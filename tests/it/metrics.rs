@@ -63,6 +63,8 @@ async fn metrics_pass_promtool_with_help_text_histograms_and_counters_at_zero() 
         "syncward_breaker_trips_total 0",
         "syncward_records_quarantined_total{sync=\"acme-contacts\"} 0",
         "syncward_workers 4",
+        "syncward_ledger_purged_keys_total 0",
+        "syncward_alerts_total{channel=\"webhook\",outcome=\"failed\"} 0",
     ] {
         assert!(first.contains(line), "{line} missing:\n{first}");
     }
