@@ -4,9 +4,14 @@
 //!
 //! Sources (into Brevo bulk): resume from the saved cursor, an empty source,
 //! a refused credential is final, a hang hits the timeout, a rate limit is
-//! honoured (where the service has one). Destinations (from Postgres): a replay
-//! makes no call, a rate limit is honoured, a rejected record is kept and the
-//! run goes on, a refused credential is final, a hang hits the timeout.
+//! honoured (where the service has one), a frozen or locked account and a
+//! page of redacted records fail the run with their own codes (where the
+//! service documents them). Destinations (from Postgres): a replay makes no
+//! call, a rate limit is honoured, a rejected record is kept and the run goes
+//! on, a refused credential is final, a hang hits the timeout, a record
+//! without consent is kept off marketing lists, a null attribute is sent as
+//! the service allows; Brevo only: 425 is tried again, attributes the account
+//! lacks are left out and named on the run.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -59,7 +64,8 @@ impl Rig {
         let redis = TestRedis::new().await?;
         let brevo = BrevoFake::start(BREVO_KEY).await?;
         let (mut shopify, mut api, mut webhook) = (None, None, None);
-        sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text, first_name text)")
+        // `marketing` is read only by the consent cases (`map_also`).
+        sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text, first_name text, marketing text)")
             .execute(&db.pool)
             .await?;
         let source_table = match source {
@@ -175,6 +181,36 @@ timeout = "300ms""#,
             api,
             source,
         })
+    }
+
+    /// Publishes the sync again with `extra` lines in `[mapping]` (the file's
+    /// last table) and the `marketing` column in the Postgres query.
+    async fn map_also(&self, extra: &str) -> anyhow::Result<()> {
+        let path = self.dir.path().join("conformance.toml");
+        let text = std::fs::read_to_string(&path)?.replace(
+            "SELECT id, email, first_name FROM",
+            "SELECT id, email, first_name, marketing FROM",
+        );
+        std::fs::write(&path, format!("{text}{extra}\n"))?;
+        self.cli
+            .run(&["sync", "apply", &path.display().to_string()])
+            .await?
+            .ok()?;
+        Ok(())
+    }
+
+    /// Every record the webhook received, as posted.
+    fn posted(&self) -> Vec<serde_json::Value> {
+        self.webhook
+            .iter()
+            .flat_map(|w| w.received())
+            .flat_map(
+                |post| match serde_json::from_slice(&post.body).unwrap_or_default() {
+                    serde_json::Value::Array(items) => items,
+                    one => vec![one],
+                },
+            )
+            .collect()
     }
 
     async fn run(&self) -> anyhow::Result<Outcome> {
@@ -364,8 +400,71 @@ async fn a_rate_limit_is_honoured(kind: SourceKind) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An answer about the account rather than the request: Shopify's "402
+/// Payment Required: The requested shop is currently frozen" and "423 Locked:
+/// The requested shop is currently locked" (shopify.dev/docs/api/usage/
+/// response-codes), and protected customer data redacted for an app without
+/// approval ("APIs will redact customer personal data by default",
+/// shopify.dev changelog 2022-10): the run fails with the answer's own code,
+/// owned by the customer, not `source_query_failed` or a page of
+/// `missing_email` rejections, and nothing reaches the destination.
+async fn an_account_answer_fails_the_run_with_its_code(
+    kind: SourceKind,
+    answer: AccountAnswer,
+) -> anyhow::Result<()> {
+    let rig = Rig::new(kind, DestinationKind::BrevoBulk, 5).await?;
+    let code = match (kind, answer) {
+        (SourceKind::Shopify, AccountAnswer::Frozen) => {
+            if let Some(f) = &rig.shopify {
+                f.answer_always(402, serde_json::json!({"errors": "Unavailable Shop"}));
+            }
+            "source_account_frozen"
+        }
+        (SourceKind::Shopify, AccountAnswer::Locked) => {
+            if let Some(f) = &rig.shopify {
+                f.answer_always(
+                    423,
+                    serde_json::json!({"errors": "This store is unavailable"}),
+                );
+            }
+            "source_account_locked"
+        }
+        (SourceKind::Shopify, AccountAnswer::Redacted) => {
+            if let Some(f) = &rig.shopify {
+                f.edit_customers(|_, c| {
+                    c["firstName"] = serde_json::Value::Null;
+                    c["lastName"] = serde_json::Value::Null;
+                    c["defaultEmailAddress"]["emailAddress"] = serde_json::Value::Null;
+                });
+            }
+            "source_data_redacted"
+        }
+        _ => anyhow::bail!("{kind:?} documents no such answer"),
+    };
+    assert_eq!(rig.run().await?.code, 1);
+    let run = rig.last_run().await?;
+    assert_eq!(run["failure_code"], code, "{run}");
+    assert_eq!(run["records_rejected"], 0, "{run}");
+    let shown = rig
+        .cli
+        .run(&["runs", "show", &run["id"].to_string(), "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(shown["failure"]["owner"], "customer", "{shown}");
+    assert_eq!(rig.destination_calls(), 0);
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum AccountAnswer {
+    Frozen,
+    Locked,
+    Redacted,
+}
+
 macro_rules! source_conformance {
-    ($($module:ident => $kind:expr, rate_limited: $limited:tt;)*) => {$(
+    ($($module:ident => $kind:expr, rate_limited: $limited:tt, account_answers: $answers:tt;)*) => {$(
         mod $module {
             use super::*;
             #[tokio::test(flavor = "multi_thread")]
@@ -377,8 +476,18 @@ macro_rules! source_conformance {
             #[tokio::test(flavor = "multi_thread")]
             async fn a_hang_hits_the_timeout() -> anyhow::Result<()> { super::a_hang_hits_the_timeout($kind).await }
             source_conformance!(@rate $limited $kind);
+            source_conformance!(@answers $answers $kind);
         }
     )*};
+    (@answers yes $kind:expr) => {
+        #[tokio::test(flavor = "multi_thread")]
+        async fn a_frozen_account_is_source_account_frozen() -> anyhow::Result<()> { super::an_account_answer_fails_the_run_with_its_code($kind, AccountAnswer::Frozen).await }
+        #[tokio::test(flavor = "multi_thread")]
+        async fn a_locked_account_is_source_account_locked() -> anyhow::Result<()> { super::an_account_answer_fails_the_run_with_its_code($kind, AccountAnswer::Locked).await }
+        #[tokio::test(flavor = "multi_thread")]
+        async fn a_redacted_page_is_source_data_redacted() -> anyhow::Result<()> { super::an_account_answer_fails_the_run_with_its_code($kind, AccountAnswer::Redacted).await }
+    };
+    (@answers no $kind:expr) => {};
     (@rate yes $kind:expr) => {
         #[tokio::test(flavor = "multi_thread")]
         async fn a_rate_limit_is_honoured() -> anyhow::Result<()> { super::a_rate_limit_is_honoured($kind).await }
@@ -387,9 +496,11 @@ macro_rules! source_conformance {
 }
 
 source_conformance! {
-    postgres_source => SourceKind::Postgres, rate_limited: no;
-    shopify_source => SourceKind::Shopify, rate_limited: yes;
-    http_source => SourceKind::Http, rate_limited: yes;
+    // Only Shopify documents answers about the account (frozen, locked,
+    // redacted data); a database or a generic paged API has none.
+    postgres_source => SourceKind::Postgres, rate_limited: no, account_answers: no;
+    shopify_source => SourceKind::Shopify, rate_limited: yes, account_answers: yes;
+    http_source => SourceKind::Http, rate_limited: yes, account_answers: no;
 }
 
 // ---- destinations ----
@@ -483,6 +594,114 @@ async fn a_destination_hang_hits_the_timeout(kind: DestinationKind) -> anyhow::R
     Ok(())
 }
 
+/// Consent (issue 19.1): with `[mapping] consent`, a record whose field holds
+/// no subscribed value is never put on a marketing list. Brevo: no `listIds`
+/// and `emailBlacklisted: true` (`createContact`, brevo-v3-openapi.2025-08.yml
+/// lines 22836-22840; an import's `listIds` and `emailBlacklist` cover every
+/// row, `requestContactImport` lines 23224-23290, so bulk mode writes those
+/// contacts one by one). Webhook (no lists): each record carries `"consent":
+/// "given"` or `"withheld"` for the receiver to honour.
+async fn a_record_without_consent_is_kept_off_lists(kind: DestinationKind) -> anyhow::Result<()> {
+    let rig = Rig::new(SourceKind::Postgres, kind, 10).await?;
+    sqlx::query(
+        "UPDATE contacts SET marketing = CASE WHEN id % 2 = 1 THEN 'SUBSCRIBED' ELSE 'UNSUBSCRIBED' END",
+    )
+    .execute(&rig.db.pool)
+    .await?;
+    rig.map_also(r#"consent = { field = "marketing", subscribed = ["SUBSCRIBED"] }"#)
+        .await?;
+    assert_eq!(rig.run().await?.code, 0);
+    let run = rig.last_run().await?;
+    assert_eq!(run["records_rejected"], 0, "{run}");
+    assert_eq!(run["records_written"], 10, "{run}");
+    let consents = |email: &str| {
+        let id: u32 = email
+            .trim_start_matches("user")
+            .trim_end_matches("@example.com")
+            .parse()
+            .unwrap_or_default();
+        id % 2 == 1
+    };
+    match &rig.webhook {
+        Some(_) => {
+            let posted = rig.posted();
+            assert_eq!(posted.len(), 10);
+            for record in posted {
+                let email = record["email"].as_str().unwrap_or_default();
+                let expected = if consents(email) { "given" } else { "withheld" };
+                assert_eq!(record["consent"], expected, "{record}");
+            }
+        }
+        None => {
+            let contacts = rig.brevo.contacts();
+            assert_eq!(contacts.len(), 10);
+            for (email, contact) in contacts {
+                if consents(&email) {
+                    assert_eq!(contact.list_ids, vec![12], "{email}");
+                    assert!(!contact.email_blacklisted, "{email}");
+                } else {
+                    assert!(
+                        contact.list_ids.is_empty(),
+                        "{email}: {:?}",
+                        contact.list_ids
+                    );
+                    assert!(contact.email_blacklisted, "{email}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A source's null (a contact without a first name). Brevo's attribute
+/// values are numbers, strings, booleans or arrays of strings, never null
+/// (`createContact.attributes`, brevo-v3-openapi.2025-08.yml lines
+/// 22820-22828): the attribute is left out and Brevo keeps what it has.
+/// Webhook: the receiver takes any JSON, and the null is posted as it is.
+async fn a_null_attribute_is_sent_as_the_destination_allows(
+    kind: DestinationKind,
+) -> anyhow::Result<()> {
+    let rig = Rig::new(SourceKind::Postgres, kind, 10).await?;
+    sqlx::query("UPDATE contacts SET first_name = NULL WHERE id % 2 = 0")
+        .execute(&rig.db.pool)
+        .await?;
+    rig.map_also(r#"attributes = { FIRSTNAME = "first_name" }"#)
+        .await?;
+    assert_eq!(rig.run().await?.code, 0);
+    let run = rig.last_run().await?;
+    assert_eq!(run["records_rejected"], 0, "{run}");
+    match &rig.webhook {
+        Some(_) => {
+            let posted = rig.posted();
+            assert_eq!(posted.len(), 10);
+            let nulls = posted
+                .iter()
+                .filter(|r| r["attributes"].get("FIRSTNAME") == Some(&serde_json::Value::Null))
+                .count();
+            assert_eq!(nulls, 5, "{posted:?}");
+        }
+        None => {
+            let writes = rig.brevo.writes();
+            assert_eq!(writes.len(), 10);
+            assert!(
+                writes.iter().all(|w| w
+                    .attributes
+                    .as_object()
+                    .is_some_and(|a| a.values().all(|v| !v.is_null()))),
+                "{writes:?}"
+            );
+            let contacts = rig.brevo.contacts();
+            assert!(
+                !contacts["user2@example.com"]
+                    .attributes
+                    .contains_key("FIRSTNAME")
+            );
+            assert_eq!(contacts["user1@example.com"].attributes["FIRSTNAME"], "F1");
+        }
+    }
+    Ok(())
+}
+
 macro_rules! destination_conformance {
     ($($module:ident => $kind:expr;)*) => {$(
         mod $module {
@@ -497,6 +716,10 @@ macro_rules! destination_conformance {
             async fn a_refused_credential_is_final() -> anyhow::Result<()> { super::a_refused_destination_credential_is_final($kind).await }
             #[tokio::test(flavor = "multi_thread")]
             async fn a_hang_hits_the_timeout() -> anyhow::Result<()> { super::a_destination_hang_hits_the_timeout($kind).await }
+            #[tokio::test(flavor = "multi_thread")]
+            async fn a_record_without_consent_is_kept_off_lists() -> anyhow::Result<()> { super::a_record_without_consent_is_kept_off_lists($kind).await }
+            #[tokio::test(flavor = "multi_thread")]
+            async fn a_null_attribute_is_sent_as_the_destination_allows() -> anyhow::Result<()> { super::a_null_attribute_is_sent_as_the_destination_allows($kind).await }
         }
     )*};
 }
@@ -520,9 +743,63 @@ async fn a_too_early_answer_is_tried_again(kind: DestinationKind) -> anyhow::Res
     Ok(())
 }
 
+/// An attribute the account does not have ("These attributes must be present
+/// in your Brevo account", `createContact.attributes`, brevo-v3-openapi.
+/// 2025-08.yml line 22830; an import drops it silently) is found when the run
+/// opens (`getAttributes`, lines 2582-2621): left out of every write, named in
+/// a `destination_notice` on the run, and the run succeeds.
+async fn an_attribute_the_account_lacks_is_left_out_and_named(
+    kind: DestinationKind,
+) -> anyhow::Result<()> {
+    let rig = Rig::new(SourceKind::Postgres, kind, 5).await?;
+    rig.map_also(r#"attributes = { FIRSTNAME = "first_name" }"#)
+        .await?;
+    // Deleted in Brevo after the sync was applied.
+    rig.brevo.set_attributes(&["LASTNAME"]);
+    assert_eq!(rig.run().await?.code, 0);
+    let run = rig.last_run().await?;
+    assert_eq!(run["records_rejected"], 0, "{run}");
+    let writes = rig.brevo.writes();
+    assert_eq!(writes.len(), 5);
+    assert!(
+        writes
+            .iter()
+            .all(|w| w.attributes.get("FIRSTNAME").is_none()),
+        "{writes:?}"
+    );
+    let shown = rig
+        .cli
+        .run(&["runs", "show", &run["id"].to_string(), "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    let notices: Vec<&serde_json::Value> = shown["events"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter(|e| e["kind"] == "destination_notice")
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(notices.len(), 1, "{shown}");
+    assert_eq!(
+        notices[0]["detail"]["message"],
+        "attributes FIRSTNAME are not in the Brevo account and were not written"
+    );
+    Ok(())
+}
+
 /// Answers only Brevo gives, for each Brevo destination.
 mod brevo_answers {
     use super::*;
+    #[tokio::test(flavor = "multi_thread")]
+    async fn single_an_unknown_attribute_is_left_out_and_named() -> anyhow::Result<()> {
+        an_attribute_the_account_lacks_is_left_out_and_named(DestinationKind::BrevoSingle).await
+    }
+    #[tokio::test(flavor = "multi_thread")]
+    async fn bulk_an_unknown_attribute_is_left_out_and_named() -> anyhow::Result<()> {
+        an_attribute_the_account_lacks_is_left_out_and_named(DestinationKind::BrevoBulk).await
+    }
     #[tokio::test(flavor = "multi_thread")]
     async fn single_too_early_is_tried_again() -> anyhow::Result<()> {
         a_too_early_answer_is_tried_again(DestinationKind::BrevoSingle).await
