@@ -70,6 +70,9 @@ pub fn install() -> Option<PrometheusHandle> {
         metrics::counter!(*name).increment(0);
     }
     metrics::counter!("syncward_ledger_purged_keys_total").increment(0);
+    for table in ["runs", "alerts", "audit_log"] {
+        metrics::counter!("syncward_history_purged_total", "table" => table).increment(0);
+    }
     for channel in ["log", "sentry", "webhook", "email"] {
         for outcome in ["sent", "failed"] {
             metrics::counter!("syncward_alerts_total", "channel" => channel, "outcome" => outcome)
@@ -92,6 +95,11 @@ fn describe() {
         "syncward_alerts_total",
         Unit::Count,
         "Alerts and recovery notices handed to each channel (log, sentry, webhook, email), by outcome (sent, failed)."
+    );
+    describe_counter!(
+        "syncward_history_purged_total",
+        Unit::Count,
+        "Rows purged past retention.*, by table (runs, alerts, audit_log)."
     );
     describe_counter!(
         "syncward_ledger_purged_keys_total",

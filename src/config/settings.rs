@@ -33,7 +33,7 @@ pub struct Settings {
     pub retry: RetrySettings,
     pub sweeper: SweeperSettings,
     pub ledger: LedgerSettings,
-    pub history: HistorySettings,
+    pub retention: RetentionSettings,
     pub breaker: BreakerSettings,
     pub deadman: DeadmanSettings,
     pub alerts: AlertSettings,
@@ -225,19 +225,28 @@ impl Default for LedgerSettings {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct HistorySettings {
-    /// How long finished runs (with their timelines, rejected records and
-    /// import processes), alerts and audit rows are kept. Each sync's newest
-    /// finished run and runs holding records not yet put back are kept
-    /// whatever their age. Default 90d.
+pub struct RetentionSettings {
+    /// How long finished runs are kept, with their timelines, rejected
+    /// records and import processes. Each sync's newest finished run and runs
+    /// holding records not yet put back are kept whatever their age.
+    /// Default 30d.
     #[serde(with = "humantime_serde")]
-    pub retention: Duration,
+    pub runs: Duration,
+    /// How long alerts are kept. Default 90d.
+    #[serde(with = "humantime_serde")]
+    pub alerts: Duration,
+    /// How long audit rows (publishes, pauses, resumes, resets) are kept.
+    /// Default 1y.
+    #[serde(with = "humantime_serde")]
+    pub audit_log: Duration,
 }
 
-impl Default for HistorySettings {
+impl Default for RetentionSettings {
     fn default() -> Self {
         Self {
-            retention: Duration::from_secs(90 * 24 * 3600),
+            runs: Duration::from_secs(30 * 24 * 3600),
+            alerts: Duration::from_secs(90 * 24 * 3600),
+            audit_log: Duration::from_secs(365 * 24 * 3600),
         }
     }
 }
@@ -584,7 +593,9 @@ impl Settings {
                 self.sweeper.import_check_after,
             ),
             ("ledger.retention", self.ledger.retention),
-            ("history.retention", self.history.retention),
+            ("retention.runs", self.retention.runs),
+            ("retention.alerts", self.retention.alerts),
+            ("retention.audit_log", self.retention.audit_log),
             ("deadman.silence_window", self.deadman.silence_window),
         ];
         for (key, value) in positive {
@@ -715,7 +726,7 @@ impl Settings {
     /// The longest value each duration may take: generous for any real
     /// deployment, and far from where adding it to a clock could overflow
     /// (a `500000000000y` drain deadline once panicked on SIGTERM).
-    fn duration_limits(&self) -> [(&'static str, Duration, Duration); 14] {
+    fn duration_limits(&self) -> [(&'static str, Duration, Duration); 16] {
         const HOUR: Duration = Duration::from_secs(3600);
         const DAY: Duration = Duration::from_secs(24 * 3600);
         // humantime's year (365.25 days), so the limit prints as `10years`.
@@ -745,7 +756,9 @@ impl Settings {
                 DAY,
             ),
             ("ledger.retention", self.ledger.retention, 10 * YEAR),
-            ("history.retention", self.history.retention, 10 * YEAR),
+            ("retention.runs", self.retention.runs, 10 * YEAR),
+            ("retention.alerts", self.retention.alerts, 10 * YEAR),
+            ("retention.audit_log", self.retention.audit_log, 10 * YEAR),
             ("deadman.silence_window", self.deadman.silence_window, YEAR),
         ]
     }
@@ -796,7 +809,7 @@ impl Settings {
             "retry": { "max_attempts": self.retry.max_attempts, "backoff_base": d(self.retry.backoff_base), "backoff_max": d(self.retry.backoff_max) },
             "sweeper": { "every": d(self.sweeper.every), "stuck_after": d(self.sweeper.stuck_after), "import_check_after": d(self.sweeper.import_check_after), "import_checks_per_hour": self.sweeper.import_checks_per_hour },
             "ledger": { "retention": d(self.ledger.retention), "record_attempts": self.ledger.record_attempts },
-            "history": { "retention": d(self.history.retention) },
+            "retention": { "runs": d(self.retention.runs), "alerts": d(self.retention.alerts), "audit_log": d(self.retention.audit_log) },
             "breaker": { "consecutive_failures": self.breaker.consecutive_failures },
             "deadman": { "schedule": self.deadman.schedule.as_str(), "silence_window": d(self.deadman.silence_window), "per_sync": self.deadman.per_sync },
             "alerts": {

@@ -1,6 +1,6 @@
-//! Purging history past `history.retention`: finished runs (with their
-//! timeline, rejected records and import processes, by cascade), alerts and
-//! audit rows. Kept whatever their age: each sync's newest finished run (its
+//! Purging history past `retention.*`: finished runs (with their timeline,
+//! rejected records and import processes, by cascade), alerts and audit
+//! rows. Kept whatever their age: each sync's newest finished run (its
 //! last outcome and last success), the run a sync's cursor names, and runs
 //! holding records not yet put back (quarantined or rejected: deleting them
 //! would lose track of records never delivered). One statement per table,
@@ -18,13 +18,21 @@ pub struct HistoryPurged {
     pub audit_rows: u64,
 }
 
-/// Deletes history older than `retention`, `batch` rows per statement.
+/// How long each kind of history is kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    pub runs: Duration,
+    pub alerts: Duration,
+    pub audit_log: Duration,
+}
+
+/// Deletes history older than its retention, `batch` rows per statement.
 pub async fn purge_history(
     pool: &PgPool,
-    retention: Duration,
+    retention: Retention,
     batch: i64,
 ) -> sqlx::Result<HistoryPurged> {
-    let seconds = retention.as_secs_f64();
+    let seconds = retention.runs.as_secs_f64();
     let mut purged = HistoryPurged::default();
     loop {
         let deleted = sqlx::query(
@@ -50,10 +58,11 @@ pub async fn purge_history(
             break;
         }
     }
-    for (table, counter) in [
-        ("alerts", &mut purged.alerts),
-        ("audit_log", &mut purged.audit_rows),
+    for (table, counter, kept) in [
+        ("alerts", &mut purged.alerts, retention.alerts),
+        ("audit_log", &mut purged.audit_rows, retention.audit_log),
     ] {
+        let seconds = kept.as_secs_f64();
         loop {
             // Table names from the list above, not from input.
             let sql = format!(

@@ -25,7 +25,7 @@ pub struct SweepReport {
     pub requeued: Vec<i64>,
     pub failed: Vec<i64>,
     pub purged: u64,
-    /// Runs, alerts and audit rows past `history.retention`.
+    /// Runs, alerts and audit rows past `retention.*`.
     pub history_purged: u64,
     pub imports_ended: usize,
 }
@@ -100,8 +100,20 @@ pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
             ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000)
                 .await?;
         metrics::counter!("syncward_ledger_purged_keys_total").increment(report.purged);
-        let history =
-            history::purge_history(&daemon.store, daemon.settings.history.retention, 1_000).await?;
+        let kept = &daemon.settings.retention;
+        let retention = history::Retention {
+            runs: kept.runs,
+            alerts: kept.alerts,
+            audit_log: kept.audit_log,
+        };
+        let history = history::purge_history(&daemon.store, retention, 1_000).await?;
+        for (table, purged) in [
+            ("runs", history.runs),
+            ("alerts", history.alerts),
+            ("audit_log", history.audit_rows),
+        ] {
+            metrics::counter!("syncward_history_purged_total", "table" => table).increment(purged);
+        }
         report.history_purged = history.runs + history.alerts + history.audit_rows;
     }
     // Brevo's answer about an import must not hold up the rest of the sweep.

@@ -1,10 +1,17 @@
 //! History does not grow forever: runs, alerts and audit rows past
-//! `history.retention` are purged, but never a sync's newest finished run,
+//! `retention.*` are purged, but never a sync's newest finished run,
 //! the run its cursor names, or a run holding records not yet put back.
 
 use std::time::Duration;
 
-use syncward::store::history::purge_history;
+use syncward::store::history::{Retention, purge_history};
+
+/// 90 days for everything.
+const NINETY_DAYS: Retention = Retention {
+    runs: Duration::from_secs(90 * 86400),
+    alerts: Duration::from_secs(90 * 86400),
+    audit_log: Duration::from_secs(90 * 86400),
+};
 
 use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
 
@@ -44,7 +51,7 @@ async fn history_past_retention_is_purged_but_the_newest_run_and_undelivered_rec
     let runs = ids(&s, "SELECT id FROM runs ORDER BY id").await?;
     assert_eq!(runs.len(), 4);
 
-    let purged = purge_history(&s.db.pool, Duration::from_secs(90 * 86400), 1).await?;
+    let purged = purge_history(&s.db.pool, NINETY_DAYS, 1).await?;
     assert_eq!(purged.runs, 2, "{purged:?}");
     assert_eq!(purged.alerts, 1);
     assert!(purged.audit_rows >= 2, "{purged:?}");
@@ -67,7 +74,7 @@ async fn history_past_retention_is_purged_but_the_newest_run_and_undelivered_rec
         .run(&["sync", "retry-rejected", SYNC_ID])
         .await?
         .ok()?;
-    let purged = purge_history(&s.db.pool, Duration::from_secs(90 * 86400), 100).await?;
+    let purged = purge_history(&s.db.pool, NINETY_DAYS, 100).await?;
     assert_eq!(purged.runs, 1);
     assert_eq!(
         ids(&s, "SELECT id FROM runs ORDER BY id").await?,
