@@ -291,8 +291,10 @@ impl EdgeServer {
     }
 
     /// Answers every request with `status` and a body of `total` bytes,
-    /// streamed (never held whole), counting in `pulled` what the client
-    /// took (plus what the sockets buffer) before it hung up.
+    /// streamed (never held whole), keeping in `pulled` the most the client
+    /// took of any one answer (plus what the sockets buffer) before it hung
+    /// up: each answer has its own cap, and a Brevo run asks twice (the
+    /// account's attributes, then the import).
     async fn streamer(
         status: axum::http::StatusCode,
         total: usize,
@@ -306,7 +308,7 @@ impl EdgeServer {
                     let pulled = pulled.clone();
                     async move {
                         (sent < total).then(|| {
-                            pulled.fetch_add(CHUNK.len(), Ordering::SeqCst);
+                            pulled.fetch_max(sent + CHUNK.len(), Ordering::SeqCst);
                             (Ok::<_, std::io::Error>(&CHUNK[..]), sent + CHUNK.len())
                         })
                     }
