@@ -32,6 +32,23 @@ pub struct Alert {
     pub failure: Option<FailureCode>,
 }
 
+/// A Sentry client for `alerts.sentry_dsn`, if set (the DSN was checked
+/// when the settings were loaded).
+pub fn sentry_client(settings: &AlertSettings) -> Option<Arc<sentry::Client>> {
+    let dsn = settings
+        .sentry_dsn
+        .as_ref()?
+        .expose_secret()
+        .parse::<sentry::types::Dsn>()
+        .ok()?;
+    let mut options = sentry::ClientOptions::default();
+    options.dsn = Some(dsn);
+    options.release = Some(concat!("syncward@", env!("CARGO_PKG_VERSION")).into());
+    Some(Arc::new(sentry::Client::from(sentry::apply_defaults(
+        options,
+    ))))
+}
+
 /// Tries per alert webhook delivery, and the timeout of each.
 const WEBHOOK_TRIES: u32 = 3;
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -102,16 +119,7 @@ impl Channels {
         // A client of our own rather than the global hub: alerts are the only
         // events syncward sends, and tests run several alerters in one process.
         // The DSN was checked when the settings were loaded.
-        let sentry = settings
-            .sentry_dsn
-            .as_ref()
-            .and_then(|dsn| dsn.expose_secret().parse::<sentry::types::Dsn>().ok())
-            .map(|dsn| {
-                let mut options = sentry::ClientOptions::default();
-                options.dsn = Some(dsn);
-                options.release = Some(concat!("syncward@", env!("CARGO_PKG_VERSION")).into());
-                Arc::new(sentry::Client::from(sentry::apply_defaults(options)))
-            });
+        let sentry = sentry_client(settings);
         let email = settings.email.as_ref().and_then(|e| {
             // The URL was checked when the settings were loaded; a transport that
             // cannot be built is reported once here and the channel left out.

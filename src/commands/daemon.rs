@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sd_notify::NotifyState;
-use secrecy::ExposeSecret;
 use tracing::{info, warn};
 use uuid::Uuid;
 
@@ -41,21 +40,12 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
     // (alerts go through their own channel). Kept until the daemon returns,
     // which flushes it. The DSN was checked when the settings were loaded;
     // a SIGHUP does not rebind it.
-    let _sentry = settings
-        .alerts
-        .sentry_dsn
-        .as_ref()
-        .and_then(|dsn| dsn.expose_secret().parse::<sentry::types::Dsn>().ok())
-        .map(|dsn| {
-            let mut options = sentry::ClientOptions::default();
-            options.dsn = Some(dsn);
-            options.release = Some(concat!("syncward@", env!("CARGO_PKG_VERSION")).into());
-            let client = Arc::new(sentry::Client::from(sentry::apply_defaults(options)));
-            // Panics: the panic integration reports through the main hub.
-            sentry::Hub::main().bind_client(Some(client.clone()));
-            crate::logging::send_errors_to_sentry(client.clone());
-            SentryFlush(client)
-        });
+    let _sentry = crate::alerts::sentry_client(&settings.alerts).map(|client| {
+        // Panics: the panic integration reports through the main hub.
+        sentry::Hub::main().bind_client(Some(client.clone()));
+        crate::logging::send_errors_to_sentry(client.clone());
+        SentryFlush(client)
+    });
     let settings = Arc::new(settings);
     let prefix = settings.redis.key_prefix.clone();
     let ttl = settings.workers.liveness_ttl;
