@@ -141,7 +141,11 @@ async fn every_endpoint_answers_and_the_api_requires_the_token() -> anyhow::Resu
             .and_then(|v| v.parse().ok())
             .unwrap_or(-1.0)
     };
-    assert_eq!(value("syncward_records_written_total "), 30.0, "{text}");
+    assert_eq!(
+        value("syncward_records_written_total{sync=\"acme-contacts\"} "),
+        30.0,
+        "{text}"
+    );
     assert!(
         text.contains("syncward_runs_finished_total{outcome=\"succeeded\""),
         "{text}"
