@@ -482,3 +482,35 @@ async fn a_run_queued_before_the_pause_ends_skipped_without_calling_anything() -
     daemon.wait(Duration::from_secs(30)).await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn daemon_server_errors_across_four_attempts_then_recovery_deliver_everything_in_single()
+-> anyhow::Result<()> {
+    outage_across_attempts(
+        SyncOptions {
+            mode: "single",
+            ..SyncOptions::default()
+        },
+        Fault::ServerError,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn daemon_a_rate_limit_storm_across_four_attempts_then_recovery_delivers_everything_in_bulk()
+-> anyhow::Result<()> {
+    outage_across_attempts(SyncOptions::default(), Fault::RateLimited { reset_secs: 0 }).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn daemon_a_hanging_destination_across_four_attempts_then_recovery_delivers_everything_in_single()
+-> anyhow::Result<()> {
+    outage_across_attempts(
+        SyncOptions {
+            mode: "single",
+            ..FAST_TIMEOUT
+        },
+        Fault::Hang,
+    )
+    .await
+}
