@@ -123,43 +123,16 @@ impl BrevoDestination {
     /// brevo-v3-openapi.2025-08.yml `getAttributes`). One call, no retries:
     /// `sync apply` and `sync preview` ask it once.
     pub async fn attribute_names(&self) -> Result<Vec<String>, DestinationError> {
-        let response = self
-            .client
-            .get(self.url("/contacts/attributes"))
-            .timeout(self.config.timeout)
-            .header("api-key", self.api_key.expose_secret())
-            .header("accept", "application/json")
-            .send()
-            .await
-            .map_err(|e| {
-                DestinationError::Unavailable(format!(
-                    "listing the account's attributes: {}",
-                    describe_error(e)
-                ))
-            })?;
-        let status = response.status();
-        if status.is_redirection() {
-            return Err(redirect_refused(&response, URL_SETTING));
-        }
-        let body = read_capped(response, DESTINATION_ANSWER_CAP)
-            .await
-            .map_err(|_| {
-                DestinationError::Unavailable(
-                    "listing the account's attributes: the answer could not be read".into(),
-                )
-            })?;
+        let what = "listing the account's attributes";
+        let (status, body) = self.get_once("/contacts/attributes", what).await?;
         if !status.is_success() {
             return Err(match classify_error(status, &body, 1) {
                 Verdict::Fail(e) => e,
-                _ => DestinationError::Unavailable(format!(
-                    "listing the account's attributes: HTTP {status}"
-                )),
+                _ => DestinationError::Unavailable(format!("{what}: HTTP {status}")),
             });
         }
         let listed: Value = serde_json::from_slice(&body).map_err(|_| {
-            DestinationError::Unavailable(
-                "listing the account's attributes: the answer is not JSON".into(),
-            )
+            DestinationError::Unavailable(format!("{what}: the answer is not JSON"))
         })?;
         Ok(listed["attributes"]
             .as_array()
@@ -178,20 +151,41 @@ impl BrevoDestination {
         &self,
         process_id: i64,
     ) -> Result<Option<ImportOutcome>, DestinationError> {
+        let what = format!("asking about import {process_id}");
+        let (status, body) = self
+            .get_once(&format!("/processes/{process_id}"), &what)
+            .await?;
+        if let Some(outcome) = process_not_found(status, &body) {
+            return Ok(Some(outcome));
+        }
+        if !status.is_success() {
+            return match classify_error(status, &body, 1) {
+                Verdict::Fail(e) => Err(e),
+                _ => Err(DestinationError::Unavailable(format!(
+                    "{what}: HTTP {status}"
+                ))),
+            };
+        }
+        Ok(judge_process(&body))
+    }
+
+    /// One GET of the API with the key, no retries (the non-contact
+    /// endpoints allow ~100 calls an hour): the status and the body, read up
+    /// to the answer cap; no redirect is followed. `what` opens every error.
+    async fn get_once(
+        &self,
+        path: &str,
+        what: &str,
+    ) -> Result<(StatusCode, Vec<u8>), DestinationError> {
         let response = self
             .client
-            .get(self.url(&format!("/processes/{process_id}")))
+            .get(self.url(path))
             .timeout(self.config.timeout)
             .header("api-key", self.api_key.expose_secret())
             .header("accept", "application/json")
             .send()
             .await
-            .map_err(|e| {
-                DestinationError::Unavailable(format!(
-                    "asking about import {process_id}: {}",
-                    describe_error(e)
-                ))
-            })?;
+            .map_err(|e| DestinationError::Unavailable(format!("{what}: {}", describe_error(e))))?;
         let status = response.status();
         if status.is_redirection() {
             return Err(redirect_refused(&response, URL_SETTING));
@@ -200,26 +194,14 @@ impl BrevoDestination {
             .await
             .map_err(|e| {
                 DestinationError::Unavailable(match e {
-                    BodyError::CutOff(e) => format!("asking about import {process_id}: {e}"),
+                    BodyError::CutOff(e) => format!("{what}: {e}"),
                     BodyError::TooLarge => format!(
-                        "asking about import {process_id}: the destination's answer exceeded {}; \
-                         not read further",
+                        "{what}: the destination's answer exceeded {}; not read further",
                         cap_text(DESTINATION_ANSWER_CAP)
                     ),
                 })
             })?;
-        if let Some(outcome) = process_not_found(status, &body) {
-            return Ok(Some(outcome));
-        }
-        if !status.is_success() {
-            return match classify_error(status, &body, 1) {
-                Verdict::Fail(e) => Err(e),
-                _ => Err(DestinationError::Unavailable(format!(
-                    "asking about import {process_id}: HTTP {status}"
-                ))),
-            };
-        }
-        Ok(judge_process(&body))
+        Ok((status, body))
     }
 
     /// A JSON POST to the API with the key, as every Brevo write is.
