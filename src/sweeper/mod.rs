@@ -32,8 +32,15 @@ pub struct SweepReport {
 
 /// Sweeps every `sweeper.every` until shutdown begins.
 pub async fn run(daemon: Daemon, shutdown: Shutdown) {
+    let mut last_purge: Option<std::time::Instant> = None;
     loop {
-        match sweep_once(&daemon).await {
+        // The purges need no haste: at most once a minute, however often the
+        // sweeper runs for fast recovery.
+        let purge = last_purge.is_none_or(|t| t.elapsed() >= PURGE_EVERY);
+        if purge {
+            last_purge = Some(std::time::Instant::now());
+        }
+        match sweep_once(&daemon, purge).await {
             Ok(report) if report != SweepReport::default() => info!(?report, "Sweep done"),
             Ok(_) => {}
             Err(e) => warn!(error = %e, "Sweep failed; trying again next round"),
@@ -45,7 +52,8 @@ pub async fn run(daemon: Daemon, shutdown: Shutdown) {
     }
 }
 
-pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
+/// One sweep; with `purge`, the ledger and history are purged too.
+pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepReport> {
     let mut report = SweepReport::default();
     let prefix = &daemon.settings.redis.key_prefix;
     let stuck_after = chrono::Duration::from_std(daemon.settings.sweeper.stuck_after)?;
@@ -93,9 +101,7 @@ pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
     metrics::gauge!("syncward_queue_oldest_age_seconds").set(oldest);
     let open = crate::store::deadman::open_incident_count(&daemon.store).await?;
     metrics::gauge!("syncward_deadman_incidents_open").set(open as f64);
-    // The purge needs no haste: at most once a minute, however often the
-    // sweeper runs for fast recovery.
-    if purge_due() {
+    if purge {
         report.purged =
             ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000)
                 .await?;
@@ -124,19 +130,7 @@ pub async fn sweep_once(daemon: &Daemon) -> anyhow::Result<SweepReport> {
     Ok(report)
 }
 
-/// Whether a minute has passed since this process last purged the ledger.
-fn purge_due() -> bool {
-    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
-    // A poisoned lock only means a panic elsewhere mid-update: take the value.
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    let due = last.is_none_or(|t| t.elapsed() >= PURGE_EVERY);
-    if due {
-        *last = Some(std::time::Instant::now());
-    }
-    due
-}
-
-/// How often the sweeper purges the ledger.
+/// How often the sweeper purges the ledger and history.
 const PURGE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 async fn put_back(
