@@ -7,7 +7,6 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::config::{BadInput, Settings, SyncDefinition};
-use crate::destination::RetryPolicy;
 use crate::failure::FailureCode;
 use std::time::{Duration, Instant};
 
@@ -175,17 +174,14 @@ pub async fn foreground(
     let definition: Result<SyncDefinition, _> = sync.definition();
     let (outcome, counts, lease) = match definition {
         Ok(definition) => {
-            let env = RunEnv {
-                store: pool.clone(),
-                statements: statements.clone(),
-                leases: leases.clone(),
-                record_attempts: i32::try_from(settings.ledger.record_attempts).unwrap_or(i32::MAX),
-                renew_every: settings.lease.renew_every,
-                retry: RetryPolicy::default(),
-                stop: CancellationToken::new(),
-                sources: Default::default(),
-                bench_without_ledger: false,
-            };
+            let env = RunEnv::new(
+                pool.clone(),
+                statements.clone(),
+                leases.clone(),
+                Default::default(),
+                settings,
+                CancellationToken::new(),
+            );
             let mut progress = |p: &PageProgress| {
                 let elapsed = started.elapsed().as_secs_f64();
                 outln!(

@@ -3,7 +3,9 @@
 use super::DestinationConfig;
 use super::brevo::BrevoDestination;
 use super::delivery::Destination;
-use super::record::{DestinationError, Outbound, RecordOutcome};
+use serde_json::Value;
+
+use super::record::{DestinationError, FollowUp, ImportOutcome, Outbound, RecordOutcome};
 use super::retry::RetryPolicy;
 use super::webhook::WebhookDestination;
 
@@ -46,6 +48,30 @@ impl Destination for AnyDestination {
         match self {
             AnyDestination::Brevo(d) => d.deliver(records).await,
             AnyDestination::Webhook(d) => d.deliver(records).await,
+        }
+    }
+
+    fn follow_up(&self, answer: &Value) -> Option<FollowUp> {
+        match self {
+            AnyDestination::Brevo(d) => d.follow_up(answer),
+            AnyDestination::Webhook(d) => d.follow_up(answer),
+        }
+    }
+
+    fn follow_up_budget(&self) -> Option<String> {
+        match self {
+            AnyDestination::Brevo(d) => d.follow_up_budget(),
+            AnyDestination::Webhook(d) => d.follow_up_budget(),
+        }
+    }
+
+    async fn check_follow_up(
+        &self,
+        follow_up: FollowUp,
+    ) -> Result<Option<ImportOutcome>, DestinationError> {
+        match self {
+            AnyDestination::Brevo(d) => d.check_follow_up(follow_up).await,
+            AnyDestination::Webhook(d) => d.check_follow_up(follow_up).await,
         }
     }
 }

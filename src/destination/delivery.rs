@@ -2,7 +2,9 @@
 
 use std::future::Future;
 
-use super::record::{DestinationError, Outbound, RecordOutcome};
+use serde_json::Value;
+
+use super::record::{DestinationError, FollowUp, ImportOutcome, Outbound, RecordOutcome};
 
 pub trait Destination: Send + Sync {
     /// Called once when a run opens, before any page, with the attribute
@@ -26,4 +28,29 @@ pub trait Destination: Send + Sync {
         &self,
         records: &[Outbound],
     ) -> impl Future<Output = Result<Vec<RecordOutcome>, DestinationError>> + Send;
+
+    /// The later check a delivered record's answer asks for (an asynchronous
+    /// import), if any. Most destinations write before they answer.
+    fn follow_up(&self, _answer: &Value) -> Option<FollowUp> {
+        None
+    }
+
+    /// Who shares an hourly budget of follow-up checks (an account, named
+    /// without its secret); `None` when checks are not budgeted.
+    fn follow_up_budget(&self) -> Option<String> {
+        None
+    }
+
+    /// Asks once how a follow-up ended: `None` while it runs.
+    fn check_follow_up(
+        &self,
+        follow_up: FollowUp,
+    ) -> impl Future<Output = Result<Option<ImportOutcome>, DestinationError>> + Send {
+        async move {
+            Err(DestinationError::InvalidConfig(format!(
+                "this destination answers at once; it has no import {} to check",
+                follow_up.0
+            )))
+        }
+    }
 }

@@ -14,5 +14,8 @@ pub use any::AnyDestination;
 pub use config::DestinationConfig;
 pub use delivery::Destination;
 pub use http_client::http_client;
-pub use record::{Consent, Contact, DestinationError, Outbound, RecordOutcome};
+pub use record::{
+    Consent, Contact, DestinationError, FollowUp, IMPORT_UNKNOWN, ImportOutcome, Outbound,
+    RecordOutcome,
+};
 pub use retry::RetryPolicy;

@@ -57,6 +57,27 @@ pub enum RecordOutcome {
     Failed(DestinationError),
 }
 
+/// A write the destination finishes after it answered (a Brevo import
+/// queues its rows): the id it is checked by later. The run records it; the
+/// sweeper asks the destination how it ended (`Destination::check_follow_up`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowUp(pub i64);
+
+/// How a follow-up (an import) ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportOutcome {
+    /// `completed`, `failed`, `cancelled`, or `IMPORT_UNKNOWN`.
+    pub status: String,
+    /// What the destination counted (Brevo's `info.import`: imported,
+    /// updated, invalid_emails, duplicates).
+    pub counts: Option<Value>,
+    pub error: Option<String>,
+}
+
+/// The status of an import whose end syncward cannot learn: the destination
+/// no longer knows it, or it stayed unfinished past the checks allowed.
+pub const IMPORT_UNKNOWN: &str = "unknown";
+
 /// Why a call failed as a whole, classified for the run loop.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DestinationError {

@@ -140,7 +140,7 @@ pub async fn finish_import_process(
             .await?;
     }
     if status != "completed" {
-        let message = if status == crate::destination::brevo::IMPORT_UNKNOWN {
+        let message = if status == crate::destination::IMPORT_UNKNOWN {
             format!(
                 "Brevo import process {}: outcome unknown{}: whether the {} records it carried \
                  arrived cannot be learned; they leave the ledger, so a cursor reset and a new \

@@ -1,14 +1,16 @@
-//! Following Brevo imports to their end. `POST /contacts/import` only queues
-//! the rows; the process says later whether they arrived. Checks are spread
-//! out (`sweeper.import_check_after`) and budgeted per API key and hour across
+//! Following imports to their end (a destination that answers before it
+//! writes, as Brevo's `POST /contacts/import`): the destination says later
+//! whether the rows arrived. Checks are spread out
+//! (`sweeper.import_check_after`) and budgeted per account and hour across
 //! every daemon (`sweeper.import_checks_per_hour`; Brevo allows 100/h).
 
 use deadpool_redis::redis;
 use tracing::{info, warn};
 
 use crate::alerts::Alert;
-use crate::destination::brevo::{BrevoDestination, IMPORT_UNKNOWN, ImportOutcome};
-use crate::destination::{DestinationConfig, RetryPolicy};
+use crate::destination::{
+    AnyDestination, Destination, FollowUp, IMPORT_UNKNOWN, ImportOutcome, RetryPolicy,
+};
 use crate::store::imports::ImportProcessRow;
 use crate::store::{imports, syncs};
 use crate::worker::Daemon;
@@ -26,14 +28,11 @@ pub const MAX_CHECKS_PER_IMPORT: i32 = 60;
 /// Kind of the alert raised when an import's outcome cannot be learned.
 pub const IMPORT_UNKNOWN_ALERT: &str = "import_outcome_unknown";
 
-/// Takes one check from this hour's budget of the key; false when spent.
-async fn take_check(daemon: &Daemon, key_digest: &str) -> anyhow::Result<bool> {
+/// Takes one check from this hour's budget of the account; false when spent.
+async fn take_check(daemon: &Daemon, budget: &str) -> anyhow::Result<bool> {
     let now = chrono::Utc::now();
     let hour = now.timestamp() / 3600;
-    let key = format!(
-        "{}:brevo-process-checks:{key_digest}:{hour}",
-        daemon.settings.redis.key_prefix
-    );
+    let key = format!("{}:{budget}:{hour}", daemon.settings.redis.key_prefix);
     let mut conn = daemon.leases.pool().get().await?;
     let (used,): (u64,) = redis::pipe()
         .atomic()
@@ -61,21 +60,23 @@ pub async fn check_imports(daemon: &Daemon) -> anyhow::Result<usize> {
         let Ok(definition) = sync.definition() else {
             continue;
         };
-        let DestinationConfig::Brevo(config) = &definition.destination else {
-            continue;
-        };
-        let brevo = match BrevoDestination::open(config, RetryPolicy::default()) {
-            Ok(b) => b,
-            Err(e) => {
-                warn!(sync.id = %process.sync_id, error = %e, "Cannot check Brevo imports");
-                continue;
-            }
-        };
-        if !take_check(daemon, &brevo.key_digest()).await? {
+        let destination =
+            match AnyDestination::open(&definition.destination, RetryPolicy::default()) {
+                Ok(d) => d,
+                Err(e) => {
+                    warn!(sync.id = %process.sync_id, error = %e, "Cannot check imports");
+                    continue;
+                }
+            };
+        if let Some(budget) = destination.follow_up_budget()
+            && !take_check(daemon, &budget).await?
+        {
             info!(sync.id = %process.sync_id, "This hour's import-check budget is spent; later");
             break;
         }
-        let answer = brevo.import_outcome(process.process_id).await;
+        let answer = destination
+            .check_follow_up(FollowUp(process.process_id))
+            .await;
         // This check is the last one allowed: an import still unfinished (or
         // unreadable) after it is given up as unknown.
         let last_check = process.checks + 1 >= MAX_CHECKS_PER_IMPORT;
@@ -97,7 +98,7 @@ pub async fn check_imports(daemon: &Daemon) -> anyhow::Result<usize> {
             }),
             Ok(None) => None,
             Err(e) => {
-                warn!(process = process.process_id, error = %e, "Checking a Brevo import failed");
+                warn!(process = process.process_id, error = %e, "Checking an import failed");
                 None
             }
         };
@@ -121,7 +122,7 @@ pub async fn check_imports(daemon: &Daemon) -> anyhow::Result<usize> {
             warn!(
                 run.id = process.run_id, sync.id = %process.sync_id,
                 process = process.process_id, status = %outcome.status,
-                "A Brevo import did not complete; its page is recorded as rejected"
+                "An import did not complete; its page is recorded as rejected"
             );
         }
         if outcome.status == IMPORT_UNKNOWN {

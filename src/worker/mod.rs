@@ -1,11 +1,18 @@
-//! Workers: one run's batch loop (the single run code path, shared by the
+//! Workers: one run's page loop (the single run code path, shared by the
 //! daemon and `sync run --foreground`) and the delivery keys it derives.
+//! `run` is the guarantee path; `prepared_page`, `claims`, `read_ahead` and
+//! `checkpoint_pacing` are what make it fast, each behind a small type.
 
+mod checkpoint_pacing;
+mod claims;
 mod delivery_key;
 mod outcome;
 mod pool;
+mod prepared_page;
 mod preview;
+mod read_ahead;
 mod run;
+mod run_failure;
 
 #[cfg(test)]
 pub(crate) use delivery_key::arbitrary_json;

@@ -17,7 +17,6 @@ use super::run::{RunEnv, RunOutcome, RunReport, execute_run};
 use crate::alerts::Alerter;
 use crate::config::Settings;
 use crate::config::SyncDefinition;
-use crate::destination::RetryPolicy;
 use crate::failure::FailureCode;
 use crate::lease::LeaseManager;
 use crate::shutdown::Shutdown;
@@ -43,18 +42,14 @@ pub struct Daemon {
 
 impl Daemon {
     fn run_env(&self, shutdown: &Shutdown) -> RunEnv {
-        RunEnv {
-            store: self.store.clone(),
-            statements: self.statements.clone(),
-            leases: self.leases.clone(),
-            record_attempts: i32::try_from(self.settings.ledger.record_attempts)
-                .unwrap_or(i32::MAX),
-            renew_every: self.settings.lease.renew_every,
-            retry: RetryPolicy::default(),
-            stop: shutdown.stop_token(),
-            sources: self.sources.clone(),
-            bench_without_ledger: false,
-        }
+        RunEnv::new(
+            self.store.clone(),
+            self.statements.clone(),
+            self.leases.clone(),
+            self.sources.clone(),
+            &self.settings,
+            shutdown.stop_token(),
+        )
     }
 }
 

@@ -15,7 +15,9 @@ use crate::destination::delivery::Destination;
 use crate::destination::http_client::{
     BodyError, DESTINATION_ANSWER_CAP, cap_text, describe_error, http_client, read_capped,
 };
-use crate::destination::record::{DestinationError, Outbound, RecordOutcome};
+use crate::destination::record::{
+    DestinationError, FollowUp, IMPORT_UNKNOWN, ImportOutcome, Outbound, RecordOutcome,
+};
 use crate::destination::retry::{Pacer, RetryPolicy, Verdict, redirect_refused, send_with_retry};
 
 /// Largest import body sent; Brevo takes 10 MB and recommends about 8 MB.
@@ -334,20 +336,6 @@ fn judge_import(status: StatusCode, bytes: &[u8], records: usize) -> Verdict<Vec
     }
 }
 
-/// How an import ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ImportOutcome {
-    /// `completed`, `failed` or `cancelled`.
-    pub status: String,
-    /// `info.import`: imported, updated, invalid_emails, duplicates.
-    pub counts: Option<Value>,
-    pub error: Option<String>,
-}
-
-/// The status of an import whose end syncward cannot learn: Brevo no longer
-/// knows the process (404), or it stayed unfinished past the checks allowed.
-pub const IMPORT_UNKNOWN: &str = "unknown";
-
 /// `GET /processes/{id}` answering Brevo's own 404 (`{"code":
 /// "invalid_parameter", "message": "processId is invalid"}`, spec 2025-08
 /// `paths./processes/{processId}.get.responses.404`): final for this process,
@@ -555,6 +543,27 @@ impl Destination for BrevoDestination {
                 .map(|answer| answer.unwrap_or_else(RecordOutcome::Failed))
                 .collect()),
         }
+    }
+
+    /// `POST /contacts/import` answers `{"processId": n}` and imports the
+    /// rows later; the process says whether they arrived.
+    fn follow_up(&self, answer: &Value) -> Option<FollowUp> {
+        answer
+            .get("processId")
+            .and_then(Value::as_i64)
+            .map(FollowUp)
+    }
+
+    /// Brevo allows ~100 process checks an hour per key.
+    fn follow_up_budget(&self) -> Option<String> {
+        Some(format!("brevo-process-checks:{}", self.key_digest()))
+    }
+
+    async fn check_follow_up(
+        &self,
+        follow_up: FollowUp,
+    ) -> Result<Option<ImportOutcome>, DestinationError> {
+        self.import_outcome(follow_up.0).await
     }
 }
 

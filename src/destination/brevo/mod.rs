@@ -5,5 +5,5 @@ mod client;
 mod config;
 
 pub use attributes::missing_attributes;
-pub use client::{BrevoDestination, IMPORT_BODY_LIMIT, IMPORT_UNKNOWN, ImportOutcome};
+pub use client::{BrevoDestination, IMPORT_BODY_LIMIT};
 pub use config::{BrevoDestinationConfig, BrevoMode};

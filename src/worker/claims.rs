@@ -1,0 +1,314 @@
+//! Claims: how a destination call spends its records' attempts before it is
+//! made, and how its answers settle them after. A bulk call is one `batches`
+//! row holding the page's packed keys (one insert instead of a thousand);
+//! per-record calls get a `deliveries` row per key. The next page's bulk
+//! claim rides in this page's checkpoint statement, so a clean page costs
+//! one commit for both.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::delivery_key::DeliveryKey;
+use super::prepared_page::{Pending, PreparedPage};
+use super::run::RunContext;
+use super::run_failure::RunFailure;
+use crate::destination::{DestinationError, FollowUp};
+use crate::store::imports;
+use crate::store::ledger::{self, BatchClaim, BatchClaimRequest, BatchCompletion, Claim};
+
+impl PreparedPage {
+    /// The claim of this page's bulk call (suspects first, as the run sends
+    /// them); none when nothing is to be sent, or when the page is not sent
+    /// in one call (a suspect on its last attempt goes alone).
+    pub(super) fn whole_claim(&self, budget: i32) -> Option<BatchClaimRequest> {
+        if self.suspects.is_empty() && self.fresh.is_empty()
+            || self.suspects.iter().any(|s| s.last_chance(budget))
+        {
+            return None;
+        }
+        Some(whole_claim(
+            &self.page_id,
+            &self.open_batches,
+            self.suspects.iter().chain(&self.fresh),
+        ))
+    }
+}
+
+/// What a claim needs to know of its page.
+pub(super) struct PageClaims<'a> {
+    pub page_id: &'a [u8; 32],
+    pub open_batches: &'a [(i64, Vec<u8>)],
+    /// The page's bulk call, already claimed with the previous checkpoint.
+    pub claimed: Option<BatchClaim>,
+}
+
+/// How a call's records were claimed.
+pub(super) enum Claimed {
+    /// One batch row holds the keys (a bulk call): its answer completes it.
+    Whole(i64),
+    /// One row per key (per-record calls).
+    PerKey,
+}
+
+impl PageClaims<'_> {
+    /// Claims the records of one call, fenced: refused when a newer fence
+    /// exists. Returns the records still to send (a key completed by another
+    /// run since the lookup is not sent again).
+    pub async fn claim(
+        &mut self,
+        cx: &RunContext<'_>,
+        batch: Vec<Pending>,
+    ) -> Result<(Claimed, Vec<Pending>), RunFailure> {
+        if cx.bulk() {
+            self.claim_whole(cx, batch).await
+        } else {
+            self.claim_per_key(cx, batch).await
+        }
+    }
+
+    /// Claims a bulk call's keys (or takes the claim the previous page's
+    /// checkpoint made for them).
+    async fn claim_whole(
+        &mut self,
+        cx: &RunContext<'_>,
+        batch: Vec<Pending>,
+    ) -> Result<(Claimed, Vec<Pending>), RunFailure> {
+        let claimed = match self.claimed.take() {
+            Some(claimed) => claimed,
+            None => {
+                let request = whole_claim(self.page_id, self.open_batches, batch.iter());
+                let run = cx.run;
+                ledger::claim_batch(
+                    &cx.env.store,
+                    &run.sync_id,
+                    run.id,
+                    cx.lease.fence,
+                    &request,
+                )
+                .await?
+            }
+        };
+        match claimed {
+            BatchClaim::Fenced => Err(RunFailure::fenced_before_claim()),
+            BatchClaim::Claimed {
+                batch: id,
+                completed_meanwhile,
+            } => {
+                let done: HashSet<&[u8]> = completed_meanwhile.chunks_exact(32).collect();
+                let batch = batch
+                    .into_iter()
+                    .filter(|p| !done.contains(&p.key.0[..]))
+                    .collect();
+                Ok((Claimed::Whole(id), batch))
+            }
+        }
+    }
+
+    /// Claims a batch of per-record calls, one row per key.
+    async fn claim_per_key(
+        &self,
+        cx: &RunContext<'_>,
+        batch: Vec<Pending>,
+    ) -> Result<(Claimed, Vec<Pending>), RunFailure> {
+        // Keys with a row of their own are claimed again; the rest (new, or
+        // pending only in a bulk claim) get a row, with what they already spent.
+        let (again, fresh): (Vec<&Pending>, Vec<&Pending>) = batch.iter().partition(|p| p.per_key);
+        let spent: Vec<i32> = fresh.iter().map(|p| p.spent).collect();
+        let keys = |items: Vec<&Pending>| -> Vec<Vec<u8>> {
+            items.into_iter().map(|p| p.key.0.to_vec()).collect()
+        };
+        let (fresh, again) = (keys(fresh), keys(again));
+        let run = cx.run;
+        let claim = ledger::claim_keys(
+            &cx.env.store,
+            &run.sync_id,
+            self.page_id,
+            &fresh,
+            &spent,
+            &again,
+            run.id,
+            cx.lease.fence,
+        )
+        .await?;
+        match claim {
+            Claim::Fenced => Err(RunFailure::fenced_before_claim()),
+            Claim::Claimed { keys, .. } => {
+                let claimed: HashMap<Vec<u8>, i32> = keys.into_iter().collect();
+                let batch = batch
+                    .into_iter()
+                    .filter(|p| claimed.contains_key(&p.key.0[..]))
+                    .collect();
+                Ok((Claimed::PerKey, batch))
+            }
+        }
+    }
+}
+
+/// The claim of a bulk call of these records, read from page `page_id`: one
+/// batch row spending one attempt of every key (the page's keys share a
+/// budget: the next attempt is one more than the most any of them has spent).
+/// Open claims of the page that share keys with it are watched (an older run
+/// may still complete them); those it covers entirely go.
+fn whole_claim<'a>(
+    page_id: &[u8; 32],
+    open_batches: &[(i64, Vec<u8>)],
+    records: impl Iterator<Item = &'a Pending>,
+) -> BatchClaimRequest {
+    let mut packed = Vec::new();
+    let mut attempts = 1;
+    for p in records {
+        packed.extend_from_slice(&p.key.0);
+        attempts = attempts.max(p.spent + 1);
+    }
+    let claiming: HashSet<&[u8]> = packed.chunks_exact(32).collect();
+    let mut superseded = Vec::new();
+    let mut watched = Vec::new();
+    for (id, open) in open_batches {
+        let mut open_keys = open.chunks_exact(32);
+        if open_keys.clone().any(|k| claiming.contains(k)) {
+            watched.push(*id);
+            if open_keys.all(|k| claiming.contains(k)) {
+                superseded.push(*id);
+            }
+        }
+    }
+    BatchClaimRequest {
+        page: *page_id,
+        packed_keys: packed,
+        attempts,
+        superseded,
+        watched,
+    }
+}
+
+/// What one call's records came back as, sorted for settling.
+#[derive(Default)]
+pub(super) struct CallAnswers {
+    pub delivered: Vec<Vec<u8>>,
+    pub results: Vec<Value>,
+    /// Rejected for good: their claims are released.
+    pub refused: Vec<Vec<u8>>,
+    /// Asynchronous writes to check later (Brevo imports), with how many
+    /// records each carried.
+    pub follow_ups: Vec<(FollowUp, i32)>,
+    pub failed: FailedCalls,
+}
+
+/// The records of a call that failed as a whole.
+#[derive(Default)]
+pub(super) struct FailedCalls {
+    pub keys: Vec<Vec<u8>>,
+    /// The first failure: the run's.
+    pub error: Option<DestinationError>,
+    /// Whether any of the failed calls may have written.
+    pub maybe_written: bool,
+}
+
+impl CallAnswers {
+    pub fn fail(&mut self, key: &DeliveryKey, error: DestinationError) {
+        let failed = &mut self.failed;
+        failed.keys.push(key.0.to_vec());
+        failed.maybe_written |= error.maybe_written();
+        failed.error.get_or_insert(error);
+    }
+
+    pub fn deliver(&mut self, key: &DeliveryKey, result: Value, follow_up: Option<FollowUp>) {
+        self.delivered.push(key.0.to_vec());
+        self.results.push(result);
+        if let Some(follow_up) = follow_up {
+            match self.follow_ups.iter_mut().find(|(f, _)| *f == follow_up) {
+                Some((_, records)) => *records += 1,
+                None => self.follow_ups.push((follow_up, 1)),
+            }
+        }
+    }
+
+    /// Settles the call's claims: delivered keys completed with their
+    /// answers, refused ones released, failed ones given their attempt back
+    /// (the run saw the failure). A bulk call answered whole completes its
+    /// one row in the page's checkpoint statement (`completions`).
+    pub async fn settle(
+        &self,
+        cx: &RunContext<'_>,
+        claimed: Claimed,
+        sent: usize,
+        completions: &mut Vec<BatchCompletion>,
+    ) -> Result<(), RunFailure> {
+        let (store, run) = (&cx.env.store, cx.run);
+        let failed = &self.failed;
+        match claimed {
+            Claimed::Whole(id) if self.delivered.is_empty() && self.refused.is_empty() => {
+                if failed.error.is_some() {
+                    ledger::give_back_batch(store, id, failed.maybe_written).await?;
+                }
+            }
+            Claimed::Whole(id)
+                if self.delivered.len() == sent
+                    && self.results.iter().all(|r| r == &self.results[0]) =>
+            {
+                completions.push(BatchCompletion {
+                    batch: id,
+                    result: self.results[0].clone(),
+                    import: self.follow_ups.first().map(|(f, n)| (f.0, *n)),
+                });
+            }
+            Claimed::Whole(id) => {
+                ledger::settle_batch_per_key(
+                    store,
+                    id,
+                    &self.delivered,
+                    &self.results,
+                    &failed.keys,
+                    failed.maybe_written,
+                )
+                .await?;
+                self.record_follow_ups(cx).await?;
+            }
+            Claimed::PerKey => {
+                if !self.delivered.is_empty() {
+                    ledger::complete_keys(store, &run.sync_id, &self.delivered, &self.results)
+                        .await?;
+                    self.record_follow_ups(cx).await?;
+                }
+                if !self.refused.is_empty() {
+                    ledger::release_keys(store, &run.sync_id, &self.refused).await?;
+                }
+                if !failed.keys.is_empty() {
+                    ledger::give_back_keys(
+                        store,
+                        &run.sync_id,
+                        run.id,
+                        &failed.keys,
+                        failed.maybe_written,
+                    )
+                    .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Asynchronous writes are followed up by the sweeper: only the
+    /// destination's later answer says whether the rows arrived.
+    async fn record_follow_ups(&self, cx: &RunContext<'_>) -> Result<(), RunFailure> {
+        if self.follow_ups.is_empty() {
+            return Ok(());
+        }
+        let processes: Vec<(i64, i32)> = self.follow_ups.iter().map(|(f, n)| (f.0, *n)).collect();
+        imports::record_import_processes(&cx.env.store, &cx.run.sync_id, cx.run.id, &processes)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Writes bulk-call answers that cannot wait for a checkpoint.
+pub(super) async fn complete_alone(
+    cx: &RunContext<'_>,
+    completions: Vec<BatchCompletion>,
+) -> Result<(), RunFailure> {
+    for completion in &completions {
+        ledger::complete_batch(&cx.env.store, &cx.run.sync_id, cx.run.id, completion).await?;
+    }
+    Ok(())
+}

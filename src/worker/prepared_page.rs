@@ -1,0 +1,193 @@
+//! A page made ready to send while the page before it is still out: every
+//! record keyed, the keys looked up in the ledger (one query), replayed
+//! records counted and dropped, the rest mapped. Nothing here writes, so a
+//! page prepared ahead is simply dropped if the page before does not end clean.
+
+use serde_json::Value;
+use tracing::warn;
+
+use super::delivery_key::{DeliveryKey, PageKeys};
+use super::run::RunContext;
+use super::run_failure::RunFailure;
+use crate::destination::Outbound;
+use crate::mapping::map_record;
+use crate::source::{Page, SourceError, UNDECODABLE_RECORD};
+use crate::store::ledger::{self, BatchClaim, KeyState};
+use crate::store::rejected::{ATTEMPT_BUDGET_EXHAUSTED, Rejection};
+use crate::store::runs;
+
+/// One record on its way: its key, where it stands, and its mapped contact.
+pub(super) struct Pending {
+    pub key: DeliveryKey,
+    pub outbound: Outbound,
+    /// Found `pending` from an earlier run: its outcome is unknown.
+    pub suspect: bool,
+    /// Attempts already spent on the key.
+    pub spent: i32,
+    /// The key has a `deliveries` row of its own (a per-record claim).
+    pub per_key: bool,
+}
+
+impl Pending {
+    /// A key whose earlier sends died with their process, with one attempt
+    /// left in its budget of `budget`: sent alone.
+    pub fn last_chance(&self, budget: i32) -> bool {
+        self.suspect && self.spent >= 1 && self.spent + 1 >= budget
+    }
+}
+
+/// A page read, keyed, mapped and looked up in the ledger; nothing written.
+pub(super) struct PreparedPage {
+    pub records: usize,
+    /// The cursor the page was read from (`None`: the source's start).
+    pub cursor: Option<Value>,
+    pub next_cursor: Option<Value>,
+    /// The page's identity in the ledger.
+    pub page_id: [u8; 32],
+    /// The page's open batch-only claims (bulk calls left unanswered), with
+    /// their keys packed.
+    pub open_batches: Vec<(i64, Vec<u8>)>,
+    /// Its bulk call, claimed with the previous page's checkpoint.
+    pub claimed: Option<BatchClaim>,
+    /// Records the ledger already holds as `completed`.
+    pub replayed: i64,
+    /// Refused before any call: unmappable, or out of attempts.
+    pub rejections: Vec<Rejection>,
+    /// How many of `rejections` ran out of attempts.
+    pub exhausted: usize,
+    /// Left `pending` by an earlier run: outcome unknown.
+    pub suspects: Vec<Pending>,
+    pub fresh: Vec<Pending>,
+}
+
+/// Derives each record's key, looks the page's keys up in the ledger (one
+/// query), and maps the records to send. Reads only (but for the source's
+/// notices, added to the run's timeline).
+pub(super) async fn prepare_page(
+    cx: &RunContext<'_>,
+    fingerprint: &str,
+    page_cursor: Option<&Value>,
+    page: Page,
+) -> Result<PreparedPage, RunFailure> {
+    let (env, run) = (cx.env, cx.run);
+    let sync_id = run.sync_id.as_str();
+    let Page {
+        records: mut page_records,
+        next_cursor,
+        notices,
+        ..
+    } = page;
+    for notice in notices {
+        warn!(sync = %sync_id, notice = %notice, "Source notice");
+        runs::add_run_event(
+            &env.store,
+            run.id,
+            "source_notice",
+            serde_json::json!({ "message": notice }),
+        )
+        .await?;
+    }
+    let records = page_records.len();
+    let mut page_keys = PageKeys::new(sync_id, fingerprint, page_cursor);
+    let page_id = page_keys.page_id();
+    let mut rejections = Vec::new();
+    // A row the source cannot decode has no canonical bytes, so no key: it
+    // is rejected alone (without one), and the rest of the page goes on.
+    let mut keys = Vec::with_capacity(records);
+    for position in 0..records {
+        match page_keys.key_of(&page_records, position) {
+            Ok(key) => keys.push((position, key)),
+            Err(SourceError::Undecodable(why)) => rejections.push(undecodable(None, why)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let packed: Vec<[u8; 32]> = keys.iter().map(|(_, k)| k.0).collect();
+    let known = ledger::lookup_page(&env.store, sync_id, &page_id, &packed).await?;
+    let mut fresh = Vec::new();
+    let mut suspects = Vec::new();
+    let mut replayed = 0;
+    let mut exhausted = 0;
+    for (position, key) in keys {
+        let state = known.state(&key.0);
+        // A replayed record is not even built, let alone mapped.
+        if state == KeyState::Completed {
+            replayed += 1;
+            continue;
+        }
+        let record = match page_records.take(position) {
+            Ok(record) => record,
+            Err(SourceError::Undecodable(why)) => {
+                rejections.push(undecodable(Some(key.0.to_vec()), why));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let contact = match map_record(&cx.definition.mapping, &record) {
+            Ok(contact) => contact,
+            Err(e) => {
+                rejections.push(Rejection {
+                    key: Some(key.0.to_vec()),
+                    email: None,
+                    code: e.code().to_string(),
+                    message: e.to_string(),
+                });
+                continue;
+            }
+        };
+        let (spent, per_key) = match state {
+            KeyState::Pending { attempts, per_key } => (attempts, per_key),
+            _ => (0, false),
+        };
+        if spent >= env.record_attempts {
+            exhausted += 1;
+            rejections.push(Rejection {
+                key: Some(key.0.to_vec()),
+                email: Some(contact.email),
+                code: ATTEMPT_BUDGET_EXHAUSTED.into(),
+                message: format!(
+                    "its write died with the process {spent} times (no run saw an answer); \
+                     quarantined: `syncward sync retry-rejected` puts it back"
+                ),
+            });
+            continue;
+        }
+        let item = Pending {
+            key,
+            outbound: Outbound {
+                key_hex: key.hex(),
+                contact,
+            },
+            suspect: state != KeyState::Absent,
+            spent,
+            per_key,
+        };
+        if item.suspect {
+            suspects.push(item)
+        } else {
+            fresh.push(item)
+        }
+    }
+    Ok(PreparedPage {
+        records,
+        cursor: page_cursor.cloned(),
+        next_cursor,
+        page_id,
+        open_batches: known.open_batches,
+        claimed: None,
+        replayed,
+        rejections,
+        exhausted,
+        suspects,
+        fresh,
+    })
+}
+
+/// The rejection of a record the source could not decode.
+fn undecodable(key: Option<Vec<u8>>, why: String) -> Rejection {
+    Rejection {
+        key,
+        email: None,
+        code: UNDECODABLE_RECORD.into(),
+        message: why,
+    }
+}

@@ -1,0 +1,119 @@
+//! Three pages in flight: page N is sent while page N+1 (already read) is
+//! keyed and looked up in the ledger and page N+2 is read. All of that only
+//! reads; claiming (which spends attempts) waits until page N is clean. On
+//! the bulk path this overlap is what keeps the source, the ledger lookups
+//! and the destination busy at once (see docs/benchmarks.md).
+
+use serde_json::Value;
+
+use super::prepared_page::{PreparedPage, prepare_page};
+use super::run::RunContext;
+use super::run_failure::RunFailure;
+use crate::source::{AnySource, Page, Source, SourceError};
+use crate::store::ledger::{self, BatchClaim};
+
+/// The pages after the one being sent.
+pub(super) struct ReadAhead<'s> {
+    source: &'s mut AnySource,
+    /// What the source reads: part of every page's identity in the ledger.
+    fingerprint: String,
+    /// The page to send next, keyed and looked up; `None` after the last.
+    /// A source error waits here until the page is due.
+    next: Option<Result<PreparedPage, SourceError>>,
+    /// The page after it, read but not yet keyed.
+    following: Option<Result<Page, SourceError>>,
+}
+
+impl<'s> ReadAhead<'s> {
+    /// Reads the first two pages from `cursor` and prepares the first.
+    pub async fn start(
+        cx: &RunContext<'_>,
+        source: &'s mut AnySource,
+        cursor: Option<&Value>,
+    ) -> Result<Self, RunFailure> {
+        let fingerprint = source.fingerprint();
+        let first = source.fetch_page(cursor).await?;
+        let following = read_following(source, following_cursor(&first)).await;
+        let next = prepare_page(cx, &fingerprint, cursor, first).await?;
+        Ok(ReadAhead {
+            source,
+            fingerprint,
+            next: Some(Ok(next)),
+            following,
+        })
+    }
+
+    /// The page to send now; `None` once the source has no more.
+    pub fn take(&mut self) -> Result<Option<PreparedPage>, SourceError> {
+        match self.next.take() {
+            Some(Ok(page)) if page.records > 0 => Ok(Some(page)),
+            Some(Ok(_)) | None => Ok(None),
+            Some(Err(e)) => Err(e),
+        }
+    }
+
+    /// Prepares the page read ahead (it starts at `from`, where the page
+    /// being sent ends) while the one after it is read. A store failure
+    /// while preparing is returned for the run to raise once the page being
+    /// sent is checkpointed.
+    pub async fn advance(
+        &mut self,
+        cx: &RunContext<'_>,
+        from: Option<&Value>,
+    ) -> Result<(), RunFailure> {
+        let page = self.following.take();
+        let after = match &page {
+            Some(Ok(page)) => following_cursor(page),
+            _ => None,
+        };
+        let fingerprint = &self.fingerprint;
+        let prepare = async {
+            match page {
+                None => Ok::<_, RunFailure>(None),
+                Some(Err(e)) => Ok(Some(Err(e))),
+                Some(Ok(page)) => Ok(Some(Ok(prepare_page(cx, fingerprint, from, page).await?))),
+            }
+        };
+        let (prepared, following) = tokio::join!(prepare, read_following(self.source, after));
+        self.following = following;
+        self.next = prepared?;
+        Ok(())
+    }
+
+    /// The page to send next, once prepared.
+    pub fn next_mut(&mut self) -> Option<&mut PreparedPage> {
+        self.next.as_mut().and_then(|page| page.as_mut().ok())
+    }
+
+    /// A run that stops between pages gives back the attempt the claim of
+    /// the next page spent with the last checkpoint: it was never sent.
+    pub async fn give_back_claim(&mut self, cx: &RunContext<'_>) -> Result<(), RunFailure> {
+        if let Some(PreparedPage {
+            claimed: Some(BatchClaim::Claimed { batch, .. }),
+            ..
+        }) = self.next_mut()
+        {
+            ledger::forget_batch(&cx.env.store, *batch).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Where the page after `page` starts; `None` after the last page. A page
+/// that names no next cursor ends the run too: reading from where it was read
+/// would only give the same page again (while it is still being sent).
+fn following_cursor(page: &Page) -> Option<Value> {
+    if page.last || page.records.is_empty() {
+        return None;
+    }
+    page.next_cursor.clone()
+}
+
+/// Reads the page at `at` (see `following_cursor`); nothing when there is none.
+async fn read_following(
+    source: &mut AnySource,
+    at: Option<Value>,
+) -> Option<Result<Page, SourceError>> {
+    let at = at?;
+    Some(source.fetch_page(Some(&at)).await)
+}

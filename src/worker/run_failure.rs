@@ -1,0 +1,62 @@
+//! `RunFailure`: why a run stops early, as the failure code its reader sees,
+//! raised anywhere in the page loop and recorded once by the caller.
+
+use crate::destination::DestinationError;
+use crate::failure::FailureCode;
+use crate::source::SourceError;
+
+/// A failure with its code and a one-line detail.
+#[derive(Debug)]
+pub(super) struct RunFailure(pub FailureCode, pub String);
+
+impl RunFailure {
+    /// The run no longer owns its sync: it must not move the cursor.
+    pub(super) fn lease_lost(detail: &str) -> Self {
+        RunFailure(FailureCode::LeaseLost, detail.to_string())
+    }
+
+    /// A claim statement found a newer fence: another run owns the sync.
+    pub(super) fn fenced_before_claim() -> Self {
+        Self::lease_lost("a newer fence was issued before the records were claimed")
+    }
+}
+
+impl From<sqlx::Error> for RunFailure {
+    fn from(e: sqlx::Error) -> Self {
+        RunFailure(
+            FailureCode::StoreUnavailable,
+            format!("syncward's database: {e}"),
+        )
+    }
+}
+
+impl From<SourceError> for RunFailure {
+    fn from(e: SourceError) -> Self {
+        let code = match &e {
+            SourceError::Unreachable(_) => FailureCode::SourceUnreachable,
+            SourceError::Unauthorized(_) => FailureCode::SourceAuthFailed,
+            SourceError::Query(_) => FailureCode::SourceQueryFailed,
+            SourceError::InvalidConfig(_) => FailureCode::ConfigInvalid,
+            SourceError::AccountFrozen(_) => FailureCode::SourceAccountFrozen,
+            SourceError::AccountLocked(_) => FailureCode::SourceAccountLocked,
+            SourceError::Redacted(_) => FailureCode::SourceDataRedacted,
+            // Only where a record could not be rejected alone.
+            SourceError::Undecodable(_) => FailureCode::SourceQueryFailed,
+        };
+        RunFailure(code, e.to_string())
+    }
+}
+
+impl From<DestinationError> for RunFailure {
+    fn from(e: DestinationError) -> Self {
+        let code = match &e {
+            DestinationError::Unauthorized(_) => FailureCode::DestinationAuthFailed,
+            DestinationError::Unavailable(_) | DestinationError::Unanswered(_) => {
+                FailureCode::DestinationUnavailable
+            }
+            DestinationError::RateLimited(_) => FailureCode::DestinationRateLimited,
+            DestinationError::InvalidConfig(_) => FailureCode::ConfigInvalid,
+        };
+        RunFailure(code, e.to_string())
+    }
+}
