@@ -38,6 +38,11 @@ pub async fn check(
     settings: &DeadmanSettings,
 ) -> anyhow::Result<DeadmanReport> {
     let store = alerter.store();
+    let watch = Watch {
+        alerter,
+        redis,
+        prefix,
+    };
     let mut report = DeadmanReport::default();
     let syncs = deadman::active_syncs(store).await?;
     let now = chrono::Utc::now();
@@ -64,18 +69,12 @@ pub async fn check(
         if !old_enough(oldest, settings.silence_window) {
             continue;
         }
-        let target = format!("workspace:{workspace}");
-        judge(
-            alerter,
-            redis,
-            prefix,
-            settings.silence_window,
+        let silence = Watched {
             workspace,
-            None,
-            &target,
-            &mut report,
-        )
-        .await?;
+            sync: None,
+            window: settings.silence_window,
+        };
+        judge(&watch, &silence, &mut report).await?;
     }
     if settings.per_sync {
         for s in &syncs {
@@ -83,34 +82,55 @@ pub async fn check(
             if !old_enough(s.activated_at, window) {
                 continue;
             }
-            let target = format!("sync:{}", s.id);
-            judge(
-                alerter,
-                redis,
-                prefix,
+            let silence = Watched {
+                workspace: &s.workspace_id,
+                sync: Some(&s.id),
                 window,
-                &s.workspace_id,
-                Some(&s.id),
-                &target,
-                &mut report,
-            )
-            .await?;
+            };
+            judge(&watch, &silence, &mut report).await?;
         }
     }
     Ok(report)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn judge(
-    alerter: &Alerter,
-    redis: &Pool,
-    prefix: &str,
+/// Where a check reports and keeps its markers.
+struct Watch<'a> {
+    alerter: &'a Alerter,
+    redis: &'a Pool,
+    prefix: &'a str,
+}
+
+/// A workspace, or one of its syncs (`sync`), watched for `window`.
+struct Watched<'a> {
+    workspace: &'a str,
+    sync: Option<&'a str>,
     window: Duration,
-    workspace: &str,
-    sync: Option<&str>,
-    target: &str,
+}
+
+impl Watched<'_> {
+    /// Its name in markers and reports: `workspace:W` or `sync:S`.
+    fn target(&self) -> String {
+        match self.sync {
+            Some(id) => format!("sync:{id}"),
+            None => format!("workspace:{}", self.workspace),
+        }
+    }
+}
+
+/// Opens one incident, and raises one alert, when `watched` had no success
+/// within its window; nothing when it had, or its incident is already open.
+async fn judge(
+    watch: &Watch<'_>,
+    watched: &Watched<'_>,
     report: &mut DeadmanReport,
 ) -> anyhow::Result<()> {
+    let Watched {
+        workspace,
+        sync,
+        window,
+    } = *watched;
+    let target = watched.target();
+    let (alerter, redis, prefix) = (watch.alerter, watch.redis, watch.prefix);
     let store = alerter.store();
     let (succeeded, finished) = deadman::activity(store, workspace, sync, window).await?;
     if succeeded > 0 {
@@ -118,7 +138,7 @@ async fn judge(
     }
     let mut conn = redis.get().await?;
     let opened: Option<String> = redis::cmd("SET")
-        .arg(marker(prefix, target))
+        .arg(marker(prefix, &target))
         .arg("open")
         .arg("NX")
         .query_async(&mut conn)
@@ -139,7 +159,7 @@ async fn judge(
         None
     };
     let Some(_) = incident else {
-        report.still_silent.push(target.to_string());
+        report.still_silent.push(target);
         return Ok(());
     };
     let window_text = humantime::format_duration(window);
@@ -178,7 +198,7 @@ async fn judge(
             failure: None,
         })
         .await;
-    report.alerted.push(target.to_string());
+    report.alerted.push(target);
     Ok(())
 }
 
