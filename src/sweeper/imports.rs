@@ -7,11 +7,11 @@ use deadpool_redis::redis;
 use tracing::{info, warn};
 
 use crate::alerts::Alert;
+use crate::daemon::Daemon;
 use crate::destination::brevo::{BrevoDestination, IMPORT_UNKNOWN, ImportOutcome};
 use crate::destination::{DestinationConfig, RetryPolicy};
 use crate::store::imports::ImportProcessRow;
 use crate::store::{imports, syncs};
-use crate::worker::Daemon;
 
 /// Imports looked at per sweep, at most.
 const PER_SWEEP: i64 = 20;
