@@ -9,7 +9,8 @@
 //! (stuck and dead runs, ledger purge), `shutdown` (the drain), `reload`
 //! (SIGHUP: log filter and alert channels), `daemon` (what the workers,
 //! scheduler and sweeper of one daemon share, and how it is built),
-//! `commands` (what the CLI does), `logging`.
+//! `views` (the overview, sync and run pages, shared by `http` and
+//! `commands`), `commands` (what the CLI does), `logging`.
 
 /// mimalloc for every binary that links syncward (the daemon, its tests and
 /// benchmarks): a run allocates many small maps and strings per record, and
@@ -38,4 +39,5 @@ pub mod source;
 pub mod store;
 pub mod sweeper;
 pub mod telemetry;
+pub mod views;
 pub mod worker;
