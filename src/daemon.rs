@@ -10,7 +10,7 @@ use sqlx::PgPool;
 use crate::alerts::Alerter;
 use crate::config::Settings;
 use crate::lease::LeaseManager;
-use crate::source::postgres::PostgresSourcePools;
+use crate::source::SourceConnections;
 use crate::store::grouped::RunStatements;
 
 /// What every part of a daemon shares.
@@ -21,7 +21,7 @@ pub struct Daemon {
     pub settings: Arc<Settings>,
     pub alerter: Alerter,
     /// Source connections shared by this daemon's runs.
-    pub sources: PostgresSourcePools,
+    pub sources: SourceConnections,
     /// Its workers' queue statements, grouped.
     pub statements: RunStatements,
 }

@@ -34,8 +34,7 @@ use crate::destination::{
 use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
 use crate::mapping::map_record;
-use crate::source::postgres::PostgresSourcePools;
-use crate::source::{AnySource, Page, Source, SourceError, UNDECODABLE_RECORD};
+use crate::source::{AnySource, Page, Source, SourceConnections, SourceError, UNDECODABLE_RECORD};
 use crate::store::cursors;
 use crate::store::grouped::RunStatements;
 use crate::store::imports;
@@ -59,7 +58,7 @@ pub struct RunEnv {
     /// Cancelled when the run should stop at its next clean batch boundary.
     pub stop: CancellationToken,
     /// Source connections shared by the runs of this process.
-    pub sources: PostgresSourcePools,
+    pub sources: SourceConnections,
     /// Benchmarks only: skip the ledger entirely (no keys looked up, claimed or
     /// completed) to measure what it costs. Never set by the daemon.
     pub bench_without_ledger: bool,
