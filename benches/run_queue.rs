@@ -12,11 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use syncward::config::{Settings, SyncDefinition};
+use syncward::daemon::Daemon;
 use syncward::lease::{LeaseManager, refresh_liveness};
 use syncward::shutdown::Shutdown;
 use syncward::store::audit::Actor;
 use syncward::store::{runs, syncs};
-use syncward::worker::{Daemon, start_workers};
+use syncward::worker::start_workers;
 use uuid::Uuid;
 
 fn main() -> anyhow::Result<()> {
@@ -101,15 +102,7 @@ email = "email"
                 // (default size: the workers' queue statements are grouped).
                 settings.database.url = std::env::var("BENCH_SOURCE_URL")?.into();
                 let store = syncward::store::connect(&settings.database).await?;
-                let alerter = syncward::alerts::Alerter::new(store.clone(), &settings.alerts);
-                let daemon = Daemon {
-                    statements: syncward::store::grouped::RunStatements::new(store.clone()),
-                    store,
-                    leases,
-                    settings: Arc::new(settings),
-                    alerter,
-                    sources: Default::default(),
-                };
+                let daemon = Daemon::new(store, leases, Arc::new(settings));
                 start_workers(&daemon, &shutdown);
             }
             let started = Instant::now();

@@ -7,8 +7,10 @@
 //! `source` and `destination` (connectors), `mapping` (record → contact), `canonical_json` (the bytes a delivery key hashes),
 //! `failure` (the failure catalogue), `scheduler` (cron → queue), `sweeper`
 //! (stuck and dead runs, ledger purge), `shutdown` (the drain), `reload`
-//! (SIGHUP: log filter and alert channels), `commands` (what the CLI does),
-//! `logging`.
+//! (SIGHUP: log filter and alert channels), `daemon` (what the workers,
+//! scheduler and sweeper of one daemon share, and how it is built),
+//! `views` (the overview, sync and run pages, shared by `http` and
+//! `commands`), `commands` (what the CLI does), `logging`.
 
 /// mimalloc for every binary that links syncward (the daemon, its tests and
 /// benchmarks): a run allocates many small maps and strings per record, and
@@ -22,6 +24,7 @@ pub mod canonical_json;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod daemon;
 pub mod deadman;
 pub mod destination;
 pub mod failure;
@@ -36,4 +39,5 @@ pub mod source;
 pub mod store;
 pub mod sweeper;
 pub mod telemetry;
+pub mod views;
 pub mod worker;

@@ -13,11 +13,12 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::config::Settings;
+use crate::daemon::Daemon;
 use crate::lease::{LeaseManager, clear_liveness, connect_redis, refresh_liveness};
 use crate::reload::Reload;
 use crate::shutdown::Shutdown;
 use crate::store::processes::ProcessKind;
-use crate::worker::{Daemon, start_workers};
+use crate::worker::start_workers;
 use crate::{scheduler, store, sweeper};
 
 /// Runs until `shutdown` has begun and every task has drained; each ask on
@@ -56,15 +57,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         .await
         .context("registering the daemon in the store failed")?;
     let leases = LeaseManager::new(redis.clone(), &prefix, boot_id, settings.lease.ttl);
-    let alerter = crate::alerts::Alerter::new(store.clone(), &settings.alerts);
-    let daemon = Daemon {
-        statements: crate::store::grouped::RunStatements::new(store.clone()),
-        store,
-        leases,
-        settings: settings.clone(),
-        alerter,
-        sources: Default::default(),
-    };
+    let daemon = Daemon::new(store, leases, settings.clone());
 
     let listener = crate::http::bind(&settings).await?;
     info!(address = %listener.local_addr()?, "Admin HTTP listening");

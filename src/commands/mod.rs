@@ -97,7 +97,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-pub(crate) use crate::http::views::when;
+pub(crate) use crate::views::when;
 
 /// Prints a value as pretty JSON.
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {

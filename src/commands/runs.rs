@@ -4,8 +4,8 @@ use sqlx::PgPool;
 
 use crate::cli::RunsCommand;
 use crate::config::BadInput;
-use crate::http::views::RunView;
 use crate::store::runs;
+use crate::views::RunView;
 
 use super::output::{out, outln};
 use super::{print_json, when};

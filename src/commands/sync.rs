@@ -6,11 +6,11 @@ use sqlx::PgPool;
 use crate::cli::SyncCommand;
 use crate::config::{Settings, load_for_apply};
 use crate::destination::brevo::missing_attributes;
-use crate::http::views::SyncView;
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
 use crate::store::syncs::{PAUSED_MANUAL, PublishOutcome};
 use crate::store::{self, cursors, syncs};
+use crate::views::SyncView;
 
 use super::output::{out, outln};
 use super::run_once::{self, require_sync};

@@ -7,10 +7,10 @@ use serde_json::json;
 
 use super::HttpState;
 use super::path_ids::{RunIdPath, SyncIdPath};
-use super::views::{RunView, SyncView};
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
 use crate::store::{runs, syncs};
+use crate::views::{RunView, SyncView};
 use crate::worker::FORCED_TRIGGER;
 
 pub(super) fn not_found(what: &str) -> Response {

@@ -17,7 +17,6 @@ mod hosts;
 mod pages;
 mod path_ids;
 mod server;
-pub mod views;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

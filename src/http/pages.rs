@@ -9,10 +9,10 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::HttpState;
 use super::path_ids::{RunIdPath, SyncActionPath, SyncIdPath};
-use super::views::{Body, Cell, OverviewView, Page, RunView, SyncView};
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
 use crate::store::{runs, syncs};
+use crate::views::{Body, Cell, OverviewView, Page, RunView, SyncView};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1b1f24}
 h1{font-size:1.5rem}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #d0d7de}

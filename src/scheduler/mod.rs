@@ -13,10 +13,10 @@ use tokio_cron_scheduler::{Job, JobScheduler};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use crate::daemon::Daemon;
 use crate::failure::FailureCode;
 use crate::shutdown::Shutdown;
 use crate::store::{runs, syncs};
-use crate::worker::Daemon;
 
 /// How often the set of syncs is re-read when no NOTIFY arrives.
 const RELOAD_EVERY: Duration = Duration::from_secs(5);

@@ -1,4 +1,6 @@
-//! `AnySource`: the configured source, opened; dispatches to each kind.
+//! `AnySource`: the configured source, opened; dispatches to each kind. And
+//! `SourceConnections`: what sources keep open across runs, held by the run's
+//! environment without naming a kind. The one file that names every source.
 
 use serde_json::Value;
 
@@ -7,6 +9,14 @@ use super::http::HttpSource;
 use super::page::{Page, Source, SourceError};
 use super::postgres::{PostgresSource, PostgresSourcePools};
 use super::shopify::ShopifySource;
+
+/// Connections sources share across the runs of a process (today the
+/// Postgres source's pools and column plans); cheap to clone, and every
+/// clone shares them. Opened lazily, as runs ask.
+#[derive(Debug, Clone, Default)]
+pub struct SourceConnections {
+    postgres: PostgresSourcePools,
+}
 
 #[derive(Debug)]
 pub enum AnySource {
@@ -17,10 +27,16 @@ pub enum AnySource {
 
 impl AnySource {
     /// Resolves secrets from the environment and prepares the client.
-    /// Postgres sources take their connections from `pools`, shared by runs.
-    pub fn open(config: &SourceConfig, pools: &PostgresSourcePools) -> Result<Self, SourceError> {
+    /// Sources that keep connections take them from `connections`, shared by
+    /// runs.
+    pub fn open(
+        config: &SourceConfig,
+        connections: &SourceConnections,
+    ) -> Result<Self, SourceError> {
         match config {
-            SourceConfig::Postgres(c) => PostgresSource::open(c, pools).map(AnySource::Postgres),
+            SourceConfig::Postgres(c) => {
+                PostgresSource::open(c, &connections.postgres).map(AnySource::Postgres)
+            }
             SourceConfig::Shopify(c) => ShopifySource::open(c).map(AnySource::Shopify),
             SourceConfig::Http(c) => HttpSource::open(c).map(AnySource::Http),
         }

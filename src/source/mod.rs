@@ -9,6 +9,6 @@ pub mod postgres;
 mod retry;
 pub mod shopify;
 
-pub use any::AnySource;
+pub use any::{AnySource, SourceConnections};
 pub use config::SourceConfig;
-pub use page::{Page, Records, Source, SourceError, UNDECODABLE_RECORD};
+pub use page::{Page, PageRecords, Records, Source, SourceError, UNDECODABLE_RECORD};

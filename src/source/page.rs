@@ -4,7 +4,6 @@ use std::future::Future;
 
 use serde_json::Value;
 
-use super::postgres::PostgresRows;
 use crate::canonical_json::write_value;
 
 /// One page read from a source.
@@ -24,76 +23,93 @@ pub struct Page {
     pub notices: Vec<String>,
 }
 
-/// A page's records. Most sources hand over JSON values. The Postgres source
-/// hands over its rows, which write their canonical JSON (what a delivery key
-/// hashes) straight from the row's bytes and become values only when asked:
-/// a replayed record, whose key the ledger holds as completed, is never built.
-#[derive(Debug)]
-pub struct Records(Held);
+/// A page's records, however the source holds them. Most sources hand over
+/// JSON values (`Vec<Value>`). A source may keep its own form instead and
+/// build a record's value only when asked: the Postgres source keeps its rows,
+/// which write their canonical JSON (what a delivery key hashes) straight from
+/// the row's bytes, so a replayed record, whose key the ledger holds as
+/// completed, is never built into a value.
+pub trait PageRecords: Send + Sync + std::fmt::Debug {
+    fn len(&self) -> usize;
 
-#[derive(Debug)]
-enum Held {
-    Values(Vec<Value>),
-    Rows(PostgresRows),
-}
-
-impl Default for Records {
-    fn default() -> Self {
-        Records(Held::Values(Vec::new()))
-    }
-}
-
-impl From<Vec<Value>> for Records {
-    fn from(values: Vec<Value>) -> Self {
-        Records(Held::Values(values))
-    }
-}
-
-impl From<PostgresRows> for Records {
-    fn from(rows: PostgresRows) -> Self {
-        Records(Held::Rows(rows))
-    }
-}
-
-impl Records {
-    pub fn len(&self) -> usize {
-        match &self.0 {
-            Held::Values(values) => values.len(),
-            Held::Rows(rows) => rows.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Appends the canonical JSON (`crate::canonical_json`) of record `i` to
     /// `out`: the same bytes as for the value `take(i)` would give.
+    fn write_canonical(&self, i: usize, out: &mut Vec<u8>) -> Result<(), SourceError>;
+
+    /// Record `i` as a JSON value; asked for once per record.
+    fn take(&mut self, i: usize) -> Result<Value, SourceError>;
+
+    /// Every record as a JSON value.
+    fn into_values(mut self: Box<Self>) -> Result<Vec<Value>, SourceError> {
+        (0..self.len()).map(|i| self.take(i)).collect()
+    }
+}
+
+impl PageRecords for Vec<Value> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn write_canonical(&self, i: usize, out: &mut Vec<u8>) -> Result<(), SourceError> {
+        write_value(&self[i], out);
+        Ok(())
+    }
+
+    /// Moves the value out, leaving `null` behind.
+    fn take(&mut self, i: usize) -> Result<Value, SourceError> {
+        Ok(std::mem::take(&mut self[i]))
+    }
+
+    fn into_values(self: Box<Self>) -> Result<Vec<Value>, SourceError> {
+        Ok(*self)
+    }
+}
+
+/// The records of one page: one box per page, whatever the source; each
+/// record is then reached through it (no allocation per record).
+#[derive(Debug)]
+pub struct Records(Box<dyn PageRecords>);
+
+impl Default for Records {
+    fn default() -> Self {
+        Records(Box::new(Vec::new()))
+    }
+}
+
+impl<R: PageRecords + 'static> From<R> for Records {
+    fn from(records: R) -> Self {
+        Records(Box::new(records))
+    }
+}
+
+impl Records {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Appends the canonical JSON (`crate::canonical_json`) of record `i` to
+    /// `out`: the same bytes as for the value `take(i)` would give.
     pub fn write_canonical(&self, i: usize, out: &mut Vec<u8>) -> Result<(), SourceError> {
-        match &self.0 {
-            Held::Values(values) => {
-                write_value(&values[i], out);
-                Ok(())
-            }
-            Held::Rows(rows) => rows.write_canonical(i, out),
-        }
+        self.0.write_canonical(i, out)
     }
 
     /// Record `i` as a JSON value; taken once (a value is moved out, leaving
     /// `null` behind).
     pub fn take(&mut self, i: usize) -> Result<Value, SourceError> {
-        match &mut self.0 {
-            Held::Values(values) => Ok(std::mem::take(&mut values[i])),
-            Held::Rows(rows) => rows.value(i),
-        }
+        self.0.take(i)
     }
 
     /// Every record as a JSON value.
     pub fn into_values(self) -> Result<Vec<Value>, SourceError> {
-        match self.0 {
-            Held::Values(values) => Ok(values),
-            Held::Rows(rows) => (0..rows.len()).map(|i| rows.value(i)).collect(),
-        }
+        self.0.into_values()
     }
 }
 

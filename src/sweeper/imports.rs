@@ -8,12 +8,12 @@ use deadpool_redis::redis;
 use tracing::{info, warn};
 
 use crate::alerts::Alert;
+use crate::daemon::Daemon;
 use crate::destination::{
     AnyDestination, Destination, FollowUp, IMPORT_UNKNOWN, ImportOutcome, RetryPolicy,
 };
 use crate::store::imports::ImportProcessRow;
 use crate::store::{imports, syncs};
-use crate::worker::Daemon;
 
 /// Imports looked at per sweep, at most.
 const PER_SWEEP: i64 = 20;

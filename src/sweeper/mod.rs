@@ -12,12 +12,12 @@ mod imports;
 use chrono::Utc;
 use tracing::{info, warn};
 
+use crate::daemon::Daemon;
 use crate::failure::FailureCode;
 use crate::lease::is_alive;
 use crate::shutdown::Shutdown;
 use crate::store::runs::{self, RunRow};
 use crate::store::{history, ledger, processes};
-use crate::worker::Daemon;
 
 /// What one sweep did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

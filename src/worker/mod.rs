@@ -18,6 +18,6 @@ mod run_failure;
 pub(crate) use delivery_key::arbitrary_json;
 pub use delivery_key::{DeliveryKey, PageKeys};
 pub use outcome::{QUARANTINE_ALERT, Recorded, Thresholds, backoff, record_outcome};
-pub use pool::{Daemon, FORCED_TRIGGER, start_workers};
+pub use pool::{FORCED_TRIGGER, start_workers};
 pub use preview::{Preview, PreviewRecord, preview};
 pub use run::{PageProgress, RunEnv, RunOutcome, RunReport, execute_run};

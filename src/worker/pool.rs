@@ -14,43 +14,25 @@ use tracing::{Instrument, error, info, info_span, warn};
 
 use super::outcome::{Recorded, Thresholds, record_outcome};
 use super::run::{RunEnv, RunOutcome, RunReport, execute_run};
-use crate::alerts::Alerter;
-use crate::config::Settings;
 use crate::config::SyncDefinition;
+use crate::daemon::Daemon;
 use crate::failure::FailureCode;
-use crate::lease::LeaseManager;
 use crate::shutdown::Shutdown;
-use crate::source::postgres::PostgresSourcePools;
-use crate::store::grouped::RunStatements;
 use crate::store::runs::{self, ClaimedRun, Executor, RunCounts, RunRow};
 
 /// Wait between tries to record a run's outcome while the store is away.
 const RECORD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// What every part of a daemon shares.
-#[derive(Debug, Clone)]
-pub struct Daemon {
-    pub store: PgPool,
-    pub leases: LeaseManager,
-    pub settings: Arc<Settings>,
-    pub alerter: Alerter,
-    /// Source connections shared by this daemon's runs.
-    pub sources: PostgresSourcePools,
-    /// Its workers' queue statements, grouped.
-    pub statements: RunStatements,
-}
-
-impl Daemon {
-    fn run_env(&self, shutdown: &Shutdown) -> RunEnv {
-        RunEnv::new(
-            self.store.clone(),
-            self.statements.clone(),
-            self.leases.clone(),
-            self.sources.clone(),
-            &self.settings,
-            shutdown.stop_token(),
-        )
-    }
+/// The environment of one of `daemon`'s runs.
+fn run_env(daemon: &Daemon, shutdown: &Shutdown) -> RunEnv {
+    RunEnv::new(
+        daemon.store.clone(),
+        daemon.statements.clone(),
+        daemon.leases.clone(),
+        daemon.sources.clone(),
+        &daemon.settings,
+        shutdown.stop_token(),
+    )
 }
 
 /// Starts the listener and the workers under `shutdown`'s tracker. Returns how
@@ -184,7 +166,7 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
                 lease: None,
             },
             Ok(definition) => {
-                let env = daemon.run_env(shutdown);
+                let env = run_env(daemon, shutdown);
                 let mut quiet = |_: &super::run::PageProgress| {};
                 let execution = AssertUnwindSafe(execute_run(&env, &run, &definition, &mut quiet)).catch_unwind();
                 tokio::select! {

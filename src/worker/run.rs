@@ -35,8 +35,7 @@ use crate::config::{Settings, SyncDefinition};
 use crate::destination::{AnyDestination, Destination, Outbound, RecordOutcome, RetryPolicy};
 use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
-use crate::source::AnySource;
-use crate::source::postgres::PostgresSourcePools;
+use crate::source::{AnySource, SourceConnections};
 use crate::store::cursors;
 use crate::store::grouped::RunStatements;
 use crate::store::ledger::{BatchClaim, BatchClaimRequest, BatchCompletion};
@@ -59,7 +58,7 @@ pub struct RunEnv {
     /// Cancelled when the run should stop at its next clean batch boundary.
     pub stop: CancellationToken,
     /// Source connections shared by the runs of this process.
-    pub sources: PostgresSourcePools,
+    pub sources: SourceConnections,
 }
 
 impl RunEnv {
@@ -69,7 +68,7 @@ impl RunEnv {
         store: PgPool,
         statements: RunStatements,
         leases: LeaseManager,
-        sources: PostgresSourcePools,
+        sources: SourceConnections,
         settings: &Settings,
         stop: CancellationToken,
     ) -> Self {

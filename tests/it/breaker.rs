@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use syncward::config::Settings;
+use syncward::daemon::Daemon;
 use syncward::lease::LeaseManager;
-use syncward::worker::Daemon;
 use uuid::Uuid;
 
 use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
@@ -56,14 +56,7 @@ fn daemon_for(s: &Scenario) -> Daemon {
         Uuid::new_v4(),
         Duration::from_secs(60),
     );
-    Daemon {
-        statements: syncward::store::grouped::RunStatements::new(s.db.pool.clone()),
-        store: s.db.pool.clone(),
-        leases,
-        settings: Arc::new(Settings::default()),
-        alerter: syncward::alerts::Alerter::new(s.db.pool.clone(), &Settings::default().alerts),
-        sources: Default::default(),
-    }
+    Daemon::new(s.db.pool.clone(), leases, Arc::new(Settings::default()))
 }
 
 #[tokio::test(flavor = "multi_thread")]

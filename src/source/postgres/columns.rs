@@ -24,7 +24,7 @@ use sqlx::postgres::{PgColumn, PgRow, PgTypeInfo};
 use sqlx::{Column, Row, TypeInfo, ValueRef};
 
 use crate::canonical_json::{write_str, write_value};
-use crate::source::page::SourceError;
+use crate::source::page::{PageRecords, SourceError};
 
 /// How one column is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,20 +301,19 @@ impl PostgresRows {
     pub fn new(plan: Arc<ColumnPlan>, rows: Vec<PgRow>) -> Self {
         Self { plan, rows }
     }
+}
 
-    pub fn len(&self) -> usize {
+impl PageRecords for PostgresRows {
+    fn len(&self) -> usize {
         self.rows.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
-    pub fn write_canonical(&self, i: usize, out: &mut Vec<u8>) -> Result<(), SourceError> {
+    fn write_canonical(&self, i: usize, out: &mut Vec<u8>) -> Result<(), SourceError> {
         self.plan.write_canonical(&self.rows[i], out)
     }
 
-    pub fn value(&self, i: usize) -> Result<Value, SourceError> {
+    /// Built from the row on each call: the row stays for `write_canonical`.
+    fn take(&mut self, i: usize) -> Result<Value, SourceError> {
         self.plan.record(&self.rows[i])
     }
 }

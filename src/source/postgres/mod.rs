@@ -6,6 +6,5 @@ mod config;
 mod pools;
 
 pub use client::PostgresSource;
-pub use columns::PostgresRows;
 pub use config::PostgresSourceConfig;
 pub use pools::PostgresSourcePools;

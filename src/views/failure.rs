@@ -1,0 +1,49 @@
+//! A failure code as the pages and the CLI show it: the code with its three
+//! sentences (what happened, what next, whose job).
+
+use serde::Serialize;
+
+use super::layout::Cell;
+use crate::failure::{FailureCode, Owner};
+
+/// Whose job a failure is, addressed to the page's reader.
+pub fn whose_job(owner: Owner) -> &'static str {
+    match owner {
+        Owner::Customer => "you",
+        Owner::Operator => "the operators",
+    }
+}
+
+/// A failure code with its three sentences.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureView {
+    pub code: FailureCode,
+    pub what_happened: &'static str,
+    pub what_next: &'static str,
+    pub owner: Owner,
+}
+
+impl FailureView {
+    pub fn of(code: Option<&str>) -> Option<Self> {
+        let code = FailureCode::parse(code?)?;
+        Some(Self {
+            code,
+            what_happened: code.what_happened(),
+            what_next: code.what_next(),
+            owner: code.owner(),
+        })
+    }
+
+    pub(super) fn facts(&self, detail: Option<&str>) -> Vec<(&'static str, Cell)> {
+        let mut facts = vec![
+            ("failure", Cell::from(self.code.as_str())),
+            ("what happened", self.what_happened.into()),
+            ("what next", self.what_next.into()),
+            ("whose job", whose_job(self.owner).into()),
+        ];
+        if let Some(detail) = detail {
+            facts.push(("detail", detail.into()));
+        }
+        facts
+    }
+}

@@ -1,0 +1,221 @@
+//! A run's page (`/runs/{id}`, `runs show ID`): its status, attempt, cursors
+//! and counts, its failure's three sentences, its timeline, the records it
+//! rejected and the Brevo imports it started.
+
+use serde::Serialize;
+use sqlx::PgPool;
+
+use super::REJECTED_SHOWN;
+use super::failure::FailureView;
+use super::layout::{Body, Page, Section, sync_link, when};
+use crate::store::imports::{self, ImportProcessRow};
+use crate::store::rejected::{self, RejectedRow};
+use crate::store::runs::{self, RunEventRow, RunRow};
+
+/// `/runs/{id}` and `runs show ID`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunView {
+    pub run: RunRow,
+    pub failure: Option<FailureView>,
+    pub events: Vec<RunEventRow>,
+    pub rejected_records: Vec<RejectedRow>,
+    /// Brevo imports the run started, and how each ended.
+    pub imports: Vec<ImportProcessRow>,
+    /// Contacts Brevo's completed imports counted as invalid e-mails (not
+    /// imported); `None` when no import of the run has reported its counts.
+    pub import_invalid_emails: Option<i64>,
+}
+
+impl RunView {
+    pub async fn load(pool: &PgPool, id: i64) -> sqlx::Result<Option<Self>> {
+        let Some(run) = runs::get_run(pool, id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Self {
+            failure: FailureView::of(run.failure_code.as_deref()),
+            events: runs::list_run_events(pool, id).await?,
+            rejected_records: rejected::list_rejections(pool, id, REJECTED_SHOWN).await?,
+            imports: imports::list_import_processes(pool, id).await?,
+            import_invalid_emails: None,
+            run,
+        })
+        .map(|mut view| {
+            view.import_invalid_emails = view
+                .imports
+                .iter()
+                .filter_map(|p| p.invalid_emails)
+                .map(i64::from)
+                .reduce(|a, b| a + b);
+            view
+        }))
+    }
+
+    pub fn page(&self) -> Page {
+        let r = &self.run;
+        let cursor = |c: &Option<sqlx::types::Json<serde_json::Value>>| {
+            c.as_ref()
+                .map(|v| v.0.to_string())
+                .unwrap_or_else(|| "start".into())
+        };
+        let mut sections = vec![Section {
+            title: "Run".into(),
+            body: Body::Facts(vec![
+                ("sync", sync_link(&r.sync_id)),
+                ("workspace", r.workspace_id.clone().into()),
+                ("status", r.status.clone().into()),
+                ("trigger", r.trigger.clone().into()),
+                (
+                    "attempt",
+                    format!("{} of {}", r.attempt, r.max_attempts).into(),
+                ),
+                ("scheduled", when(Some(r.scheduled_at)).into()),
+                ("started", when(r.started_at).into()),
+                ("finished", when(r.finished_at).into()),
+                ("last heartbeat", when(r.heartbeat_at).into()),
+                (
+                    "cursor",
+                    format!("{} -> {}", cursor(&r.cursor_start), cursor(&r.cursor_end)).into(),
+                ),
+            ]),
+        }];
+        sections.push(Section {
+            title: "Records".into(),
+            body: Body::Facts(vec![
+                ("read", r.records_read.to_string().into()),
+                ("written", r.records_written.to_string().into()),
+                ("replayed", r.records_replayed.to_string().into()),
+                ("rejected", r.records_rejected.to_string().into()),
+                ("re-sent pending", r.records_resent.to_string().into()),
+            ]),
+        });
+        if let Some(invalid) = self.import_invalid_emails {
+            // Inside `rejected` too: Brevo counts them but does not name them.
+            if let Body::Facts(facts) = &mut sections[1].body {
+                facts.push((
+                    "invalid e-mails (Brevo imports)",
+                    invalid.to_string().into(),
+                ));
+            }
+        }
+        if let Some(failure) = &self.failure {
+            sections.push(Section {
+                title: "Failure".into(),
+                body: Body::Facts(failure.facts(r.failure_detail.as_deref())),
+            });
+        } else if let Some(code) = &r.failure_code {
+            // A code this build does not know (written by a newer version).
+            sections.push(Section {
+                title: "Failure".into(),
+                body: Body::Facts(vec![
+                    ("failure", code.clone().into()),
+                    (
+                        "detail",
+                        r.failure_detail.clone().unwrap_or_default().into(),
+                    ),
+                ]),
+            });
+        }
+        let timeline = if self.events.is_empty() {
+            Body::Note("No events recorded.".into())
+        } else {
+            Body::Table {
+                headers: vec!["at", "event", "detail"],
+                rows: self
+                    .events
+                    .iter()
+                    .map(|e| {
+                        vec![
+                            when(Some(e.at)).into(),
+                            e.kind.clone().into(),
+                            e.detail.0.to_string().into(),
+                        ]
+                    })
+                    .collect(),
+            }
+        };
+        sections.push(Section {
+            title: "Timeline".into(),
+            body: timeline,
+        });
+        let rejected = if self.rejected_records.is_empty() {
+            Body::Note("No records were rejected.".into())
+        } else {
+            Body::Table {
+                headers: vec!["email", "code", "message"],
+                rows: self
+                    .rejected_records
+                    .iter()
+                    .map(|x| {
+                        vec![
+                            x.email.clone().unwrap_or_else(|| "-".into()).into(),
+                            x.code.clone().into(),
+                            x.message.clone().into(),
+                        ]
+                    })
+                    .collect(),
+            }
+        };
+        let quarantined = self
+            .rejected_records
+            .iter()
+            .filter(|x| x.code == rejected::ATTEMPT_BUDGET_EXHAUSTED)
+            .count();
+        sections.push(Section {
+            title: if quarantined > 0 {
+                format!(
+                    "Rejected records ({quarantined} quarantined: `syncward sync retry-rejected {} --run {}` puts them back)",
+                    self.run.sync_id, self.run.id
+                )
+            } else {
+                "Rejected records".into()
+            },
+            body: rejected,
+        });
+        if !self.imports.is_empty() {
+            let rows = self
+                .imports
+                .iter()
+                .map(|p| {
+                    let counts = p
+                        .counts
+                        .as_ref()
+                        .map(|c| c.0.to_string())
+                        .unwrap_or_default();
+                    let status = match &p.error {
+                        Some(e) => format!("{} ({e})", p.status),
+                        None => p.status.clone(),
+                    };
+                    vec![
+                        p.process_id.to_string().into(),
+                        p.records.to_string().into(),
+                        status.into(),
+                        p.invalid_emails
+                            .map(|n| n.to_string())
+                            .unwrap_or_default()
+                            .into(),
+                        counts.into(),
+                        when(p.checked_at).into(),
+                    ]
+                })
+                .collect();
+            sections.push(Section {
+                title: "Brevo imports".into(),
+                body: Body::Table {
+                    headers: vec![
+                        "process",
+                        "records",
+                        "status",
+                        "invalid e-mails",
+                        "counts",
+                        "last checked",
+                    ],
+                    rows,
+                },
+            });
+        }
+        Page {
+            title: format!("Run {} of sync {}", r.id, r.sync_id),
+            sections,
+        }
+    }
+}

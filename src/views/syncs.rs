@@ -1,0 +1,304 @@
+//! The overview (`/`) and a sync's page (`/syncs/{id}`, `sync show ID`):
+//! each sync's status, why it is paused, its cursor, what it did not deliver
+//! and its recent runs.
+
+use serde::Serialize;
+use sqlx::PgPool;
+
+use super::REJECTED_SHOWN;
+use super::failure::FailureView;
+use super::layout::{Body, Cell, Page, Section, run_link, sync_link, when};
+use crate::store::cursors::{self, CursorRow};
+use crate::store::deadman::{self, IncidentRow};
+use crate::store::rejected::{self, OpenRejections, RejectedRow};
+use crate::store::runs::{self, RunEventRow, RunRow};
+use crate::store::syncs::{self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncSummary};
+
+/// How many recent runs the sync page lists.
+const RECENT_RUNS: i64 = 10;
+/// Latest undelivered records listed on a sync's page.
+const REJECTED_ON_SYNC_PAGE: usize = 20;
+
+fn silence_words(silence: &str) -> &'static str {
+    if silence == "no_runs" {
+        "no runs were recorded at all"
+    } else {
+        "runs were recorded but none succeeded"
+    }
+}
+
+fn paused_words(reason: &str) -> String {
+    match reason {
+        PAUSED_BY_BREAKER => format!("paused by the circuit breaker ({reason})"),
+        PAUSED_MANUAL => format!("paused by a person ({reason})"),
+        other => format!("paused ({other})"),
+    }
+}
+
+/// `/`: every sync by workspace, with its status and last runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverviewView {
+    pub syncs: Vec<SyncSummary>,
+}
+
+impl OverviewView {
+    pub async fn load(pool: &PgPool) -> sqlx::Result<Self> {
+        Ok(Self {
+            syncs: syncs::list_syncs(pool).await?,
+        })
+    }
+
+    pub fn page(&self) -> Page {
+        let mut sections = Vec::new();
+        let mut workspaces: Vec<&str> =
+            self.syncs.iter().map(|s| s.workspace_id.as_str()).collect();
+        workspaces.dedup();
+        for workspace in workspaces {
+            let rows = self
+                .syncs
+                .iter()
+                .filter(|s| s.workspace_id == workspace)
+                .map(|s| {
+                    let mut status = match &s.paused_reason {
+                        Some(reason) => paused_words(reason),
+                        None => s.status.clone(),
+                    };
+                    if let Some(silence) = &s.silence {
+                        status.push_str(&format!("; silent: {}", silence_words(silence)));
+                    }
+                    let last = match (s.last_run_id, &s.last_run_status) {
+                        (Some(id), Some(st)) => {
+                            Cell::linked(format!("#{id} {st}"), format!("/runs/{id}"))
+                        }
+                        _ => "-".into(),
+                    };
+                    vec![
+                        sync_link(&s.id),
+                        status.into(),
+                        s.schedule.clone().unwrap_or_default().into(),
+                        last,
+                        when(s.last_success_at).into(),
+                    ]
+                })
+                .collect();
+            sections.push(Section {
+                title: format!("Workspace {workspace}"),
+                body: Body::Table {
+                    headers: vec!["sync", "status", "schedule", "last run", "last success"],
+                    rows,
+                },
+            });
+        }
+        if sections.is_empty() {
+            sections.push(Section {
+                title: "Syncs".into(),
+                body: Body::Note(
+                    "No syncs yet: publish one with `syncward sync apply FILE`.".into(),
+                ),
+            });
+        }
+        Page {
+            title: "syncward: workspaces and syncs".into(),
+            sections,
+        }
+    }
+}
+
+/// `/syncs/{id}` and `sync show ID`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SyncView {
+    pub sync: SyncRow,
+    pub cursor: Option<CursorRow>,
+    pub deadman_incidents: Vec<IncidentRow>,
+    /// Quarantined and rejected records not put back yet.
+    pub rejections: OpenRejections,
+    pub recent_runs: Vec<RunRow>,
+    /// What the source said on its latest run that the operator should know
+    /// (e.g. Shopify serving another API version than the pinned one).
+    pub source_notices: Vec<RunEventRow>,
+}
+
+impl SyncView {
+    pub async fn load(pool: &PgPool, id: &str) -> sqlx::Result<Option<Self>> {
+        let Some(sync) = syncs::get_sync(pool, id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Self {
+            cursor: cursors::get_cursor(pool, id).await?,
+            deadman_incidents: deadman::open_incidents_for_sync(pool, id).await?,
+            rejections: rejected::open_rejections(pool, id, REJECTED_SHOWN).await?,
+            recent_runs: runs::list_runs(pool, Some(id), RECENT_RUNS).await?,
+            source_notices: runs::latest_source_notices(pool, id).await?,
+            sync,
+        }))
+    }
+
+    pub fn page(&self) -> Page {
+        let s = &self.sync;
+        let mut sections = Vec::new();
+        let status = match &s.paused_reason {
+            Some(reason) => format!("{} since {}", paused_words(reason), when(s.paused_at)),
+            None => format!("active since {}", when(s.activated_at)),
+        };
+        let cursor = match self
+            .cursor
+            .as_ref()
+            .and_then(|c| c.cursor.as_ref().map(|v| (c, v)))
+        {
+            Some((c, value)) => format!(
+                "{} (written by run {} with fence {}, {})",
+                value.0,
+                c.run_id
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                c.fence,
+                when(Some(c.updated_at))
+            ),
+            None => "none (the next run starts at the beginning of the source)".into(),
+        };
+        sections.push(Section {
+            title: "Sync".into(),
+            body: Body::Facts(vec![
+                ("workspace", s.workspace_id.clone().into()),
+                ("status", status.into()),
+                (
+                    "version",
+                    format!("{} (last changed {})", s.version, when(Some(s.changed_at))).into(),
+                ),
+                ("cursor", cursor.into()),
+            ]),
+        });
+        if let Some(error) = &s.last_error {
+            let error = &error.0;
+            let title = if s.paused_reason.as_deref() == Some(PAUSED_BY_BREAKER) {
+                "Why it is paused: the last failure"
+            } else {
+                "Last failure"
+            };
+            let mut facts = Vec::new();
+            if let Some(run) = error["run_id"].as_i64() {
+                facts.push(("run", run_link(run)));
+            }
+            let at = error["at"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&chrono::Utc));
+            facts.push(("at", when(at).into()));
+            if let Some(view) = FailureView::of(error["code"].as_str()) {
+                facts.extend(view.facts(error["detail"].as_str()));
+            }
+            sections.push(Section {
+                title: title.into(),
+                body: Body::Facts(facts),
+            });
+        }
+        if !self.deadman_incidents.is_empty() {
+            let rows = self
+                .deadman_incidents
+                .iter()
+                .map(|i| {
+                    vec![
+                        format!(
+                            "{} {}",
+                            i.scope,
+                            i.sync_id.as_deref().unwrap_or(&i.workspace_id)
+                        )
+                        .into(),
+                        silence_words(&i.silence).into(),
+                        when(Some(i.opened_at)).into(),
+                    ]
+                })
+                .collect();
+            sections.push(Section {
+                title: "Silent (dead-man incidents open)".into(),
+                body: Body::Table {
+                    headers: vec!["scope", "silence", "since"],
+                    rows,
+                },
+            });
+        }
+        let open = &self.rejections;
+        if open.quarantined + open.rejected > 0 {
+            let mut rows: Vec<Vec<Cell>> = open.latest.iter().map(rejected_row).collect();
+            rows.truncate(REJECTED_ON_SYNC_PAGE);
+            sections.push(Section {
+                title: format!(
+                    "Records not delivered: {} quarantined, {} rejected (`syncward sync retry-rejected {}` puts them back)",
+                    open.quarantined, open.rejected, s.id
+                ),
+                body: Body::Table {
+                    headers: vec!["run", "email", "code", "message", "at"],
+                    rows,
+                },
+            });
+        }
+        if !self.source_notices.is_empty() {
+            sections.push(Section {
+                title: "Source notices (latest run)".into(),
+                body: Body::Table {
+                    headers: vec!["run", "at", "notice"],
+                    rows: self
+                        .source_notices
+                        .iter()
+                        .map(|e| {
+                            vec![
+                                e.run_id.to_string().into(),
+                                when(Some(e.at)).into(),
+                                e.detail.0["message"]
+                                    .as_str()
+                                    .unwrap_or_default()
+                                    .to_string()
+                                    .into(),
+                            ]
+                        })
+                        .collect(),
+                },
+            });
+        }
+        let body = if self.recent_runs.is_empty() {
+            Body::Note("No runs yet.".into())
+        } else {
+            Body::Table {
+                headers: vec!["run", "status", "trigger", "attempt", "at", "failure"],
+                rows: self.recent_runs.iter().map(run_row).collect(),
+            }
+        };
+        sections.push(Section {
+            title: "Recent runs".into(),
+            body,
+        });
+        // The stored JSON came from a validated definition, so it renders as TOML.
+        let definition =
+            toml::to_string(&s.definition.0).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
+        sections.push(Section {
+            title: "Definition (secrets are named by environment variable only)".into(),
+            body: Body::Text(definition),
+        });
+        Page {
+            title: format!("Sync {}", s.id),
+            sections,
+        }
+    }
+}
+
+fn run_row(r: &RunRow) -> Vec<Cell> {
+    vec![
+        run_link(r.id),
+        r.status.clone().into(),
+        r.trigger.clone().into(),
+        format!("{}/{}", r.attempt, r.max_attempts).into(),
+        when(r.finished_at.or(r.started_at).or(Some(r.scheduled_at))).into(),
+        r.failure_code.clone().unwrap_or_default().into(),
+    ]
+}
+
+/// One undelivered record on a sync's page.
+fn rejected_row(x: &RejectedRow) -> Vec<Cell> {
+    vec![
+        run_link(x.run_id),
+        x.email.clone().unwrap_or_else(|| "-".into()).into(),
+        x.code.clone().into(),
+        x.message.clone().into(),
+        when(Some(x.created_at)).into(),
+    ]
+}
