@@ -18,58 +18,82 @@ use uuid::Uuid;
 use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
 use crate::helpers::{TestDb, TestRedis};
 
-/// A sync `s1` and two queued runs of it, 1 and 2; no fence issued yet.
-async fn seed(db: &TestDb) -> anyhow::Result<()> {
-    sqlx::raw_sql(
-        "INSERT INTO workspaces (id) VALUES ('acme');
-         INSERT INTO syncs (id, workspace_id, definition) VALUES ('s1', 'acme', '{}');
-         INSERT INTO runs (id, sync_id, workspace_id, sync_version, trigger, max_attempts, status)
-           OVERRIDING SYSTEM VALUE
-           VALUES (1, 's1', 'acme', 1, 'manual', 5, 'running'),
-                  (2, 's1', 'acme', 1, 'manual', 5, 'queued');",
-    )
-    .execute(&db.pool)
-    .await?;
-    Ok(())
+/// A store with a sync `s1` and two runs of it, 1 (running, in no live
+/// process) and 2 (queued), no fence issued yet; Redis; and the daemon's
+/// grouped run statements.
+struct Rig {
+    db: TestDb,
+    redis: TestRedis,
+    statements: RunStatements,
 }
 
-/// A daemon's lease manager, with leases that outlive the test.
-fn daemon(redis: &TestRedis, boot_id: Uuid) -> LeaseManager {
-    LeaseManager::new(
-        redis.pool.clone(),
-        &redis.prefix,
-        boot_id,
-        Duration::from_secs(600),
-    )
-}
-
-/// Starts run `run_id` of `s1` as a worker does: the Redis lease, then in one
-/// statement the fence, the lease recorded on the run and the saved cursor.
-/// `None` when the lease is held.
-async fn start(
-    leases: &LeaseManager,
-    statements: &RunStatements,
-    run_id: i64,
-) -> anyhow::Result<Option<(Lease, Option<Value>)>> {
-    Ok(leases
-        .acquire_with("s1", |lease_value| {
-            statements.begin_leased(LeaseStart {
-                run_id,
-                sync_id: "s1".into(),
-                lease_value,
-            })
-        })
-        .await?)
-}
-
-/// Forgets a lease in Redis, as a Redis restart or an expiry would.
-async fn forget(redis: &TestRedis, leases: &LeaseManager) -> anyhow::Result<()> {
-    let mut conn = redis.pool.get().await?;
-    let _: () = deadpool_redis::redis::cmd("DEL")
-        .arg(leases.key("s1"))
-        .query_async(&mut conn)
+impl Rig {
+    async fn new() -> anyhow::Result<Self> {
+        let db = TestDb::new().await?;
+        sqlx::raw_sql(
+            "INSERT INTO workspaces (id) VALUES ('acme');
+             INSERT INTO syncs (id, workspace_id, definition) VALUES ('s1', 'acme', '{}');
+             INSERT INTO runs (id, sync_id, workspace_id, sync_version, trigger, max_attempts, status)
+               OVERRIDING SYSTEM VALUE
+               VALUES (1, 's1', 'acme', 1, 'manual', 5, 'running'),
+                      (2, 's1', 'acme', 1, 'manual', 5, 'queued');",
+        )
+        .execute(&db.pool)
         .await?;
-    Ok(())
+        let statements = RunStatements::new(db.pool.clone());
+        Ok(Self {
+            db,
+            redis: TestRedis::new().await?,
+            statements,
+        })
+    }
+
+    /// A daemon's lease manager, with leases that outlive the test.
+    fn daemon(&self) -> LeaseManager {
+        LeaseManager::new(
+            self.redis.pool.clone(),
+            &self.redis.prefix,
+            Uuid::new_v4(),
+            Duration::from_secs(600),
+        )
+    }
+
+    /// Marks a daemon alive, as its liveness loop does.
+    async fn alive(&self, leases: &LeaseManager) -> anyhow::Result<()> {
+        let (pool, prefix) = (&self.redis.pool, &self.redis.prefix);
+        syncward::lease::refresh_liveness(pool, prefix, leases.boot_id(), Duration::from_secs(60))
+            .await?;
+        Ok(())
+    }
+
+    /// Starts run `run_id` of `s1` as a worker does: the Redis lease, then in
+    /// one statement the fence, the lease recorded on the run and the saved
+    /// cursor. `None` when the lease is held.
+    async fn start(
+        &self,
+        leases: &LeaseManager,
+        run_id: i64,
+    ) -> anyhow::Result<Option<(Lease, Option<Value>)>> {
+        Ok(leases
+            .acquire_with("s1", |lease_value| {
+                self.statements.begin_leased(LeaseStart {
+                    run_id,
+                    sync_id: "s1".into(),
+                    lease_value,
+                })
+            })
+            .await?)
+    }
+
+    /// Forgets a lease in Redis, as a Redis restart or an expiry would.
+    async fn forget(&self, leases: &LeaseManager) -> anyhow::Result<()> {
+        let mut conn = self.redis.pool.get().await?;
+        let _: () = deadpool_redis::redis::cmd("DEL")
+            .arg(leases.key("s1"))
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
 }
 
 fn at(value: i64) -> Value {
@@ -98,33 +122,19 @@ fn counts(read: i64) -> RunCounts {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() -> anyhow::Result<()>
 {
-    let db = TestDb::new().await?;
-    let redis = TestRedis::new().await?;
-    seed(&db).await?;
-    let statements = RunStatements::new(db.pool.clone());
-    let (old_daemon, new_daemon) = (
-        daemon(&redis, Uuid::new_v4()),
-        daemon(&redis, Uuid::new_v4()),
-    );
-    syncward::lease::refresh_liveness(
-        &redis.pool,
-        &redis.prefix,
-        old_daemon.boot_id(),
-        Duration::from_secs(60),
-    )
-    .await?;
+    let rig = Rig::new().await?;
+    let (old_daemon, new_daemon) = (rig.daemon(), rig.daemon());
+    rig.alive(&old_daemon).await?;
 
-    let (first, saved) = start(&old_daemon, &statements, 1)
-        .await?
-        .expect("the lease is free");
+    let (first, saved) = rig.start(&old_daemon, 1).await?.expect("the lease is free");
     assert_eq!(saved, None, "a sync never run starts at the source's start");
     assert!(
-        start(&new_daemon, &statements, 2).await?.is_none(),
+        rig.start(&new_daemon, 2).await?.is_none(),
         "one holder at a time"
     );
     // Page 1 is clean: the cursor moves, and page 2's claim rides along.
     let (moved, claimed) = checkpoint::record_clean_page(
-        &db.pool,
+        &rig.db.pool,
         1,
         "s1",
         first.fence,
@@ -141,10 +151,8 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
 
     // The first holder's lease is gone; a new one takes over with a newer
     // fence and the saved cursor, and moves it on.
-    forget(&redis, &old_daemon).await?;
-    let (second, saved) = start(&new_daemon, &statements, 2)
-        .await?
-        .expect("free again");
+    rig.forget(&old_daemon).await?;
+    let (second, saved) = rig.start(&new_daemon, 2).await?.expect("free again");
     assert!(second.fence > first.fence);
     assert_eq!(saved, Some(at(10)));
     assert!(
@@ -152,7 +160,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         "the old holder can tell it lost the lease"
     );
     let (moved, _) = checkpoint::record_clean_page(
-        &db.pool,
+        &rig.db.pool,
         2,
         "s1",
         second.fence,
@@ -173,7 +181,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         import: None,
     };
     let (moved, claimed) = checkpoint::record_clean_page(
-        &db.pool,
+        &rig.db.pool,
         1,
         "s1",
         first.fence,
@@ -186,22 +194,22 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
     assert!(!moved, "the stale fence wrote the cursor");
     assert!(claimed.is_none(), "the stale fence claimed: {claimed:?}");
     // So is its last attempt to save its cursor on the way out.
-    assert!(!cursors::checkpoint_cursor(&db.pool, "s1", Some(&at(30)), first.fence, 1).await?);
+    assert!(!cursors::checkpoint_cursor(&rig.db.pool, "s1", Some(&at(30)), first.fence, 1).await?);
 
-    let saved = cursors::get_cursor(&db.pool, "s1")
+    let saved = cursors::get_cursor(&rig.db.pool, "s1")
         .await?
         .expect("cursor row");
     assert_eq!(saved.cursor.map(|c| c.0), Some(at(20)));
     assert_eq!((saved.fence, saved.run_id), (second.fence, Some(2)));
     let old_run: (i64, Option<sqlx::types::Json<Value>>) =
         sqlx::query_as("SELECT records_read, cursor_end FROM runs WHERE id = 1")
-            .fetch_one(&db.pool)
+            .fetch_one(&rig.db.pool)
             .await?;
     assert_eq!((old_run.0, old_run.1.map(|c| c.0)), (10, Some(at(10))));
     let batches: Vec<(i64, bool)> = sqlx::query_as(
         "SELECT id, completed_at IS NOT NULL FROM delivery_batches WHERE run_id = 1 ORDER BY id",
     )
-    .fetch_all(&db.pool)
+    .fetch_all(&rig.db.pool)
     .await?;
     assert_eq!(batches, vec![(page_2, true)], "the call made is completed");
 
@@ -214,62 +222,62 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
     Ok(())
 }
 
+/// Claims page 1's two records both ways the run does, for run `run_id`
+/// under `fence`: as a bulk call's batch, and key by key.
+async fn claim_page_1(
+    pool: &sqlx::PgPool,
+    run_id: i64,
+    fence: i64,
+) -> sqlx::Result<(BatchClaim, Claim)> {
+    let batch = ledger::claim_batch(pool, "s1", run_id, fence, &next_claim(1)).await?;
+    let keys = [vec![1; 32], vec![2; 32]];
+    let per_key =
+        ledger::claim_keys(pool, "s1", &[1; 32], &keys, &[0, 0], &[], run_id, fence).await?;
+    Ok((batch, per_key))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_older_fence_cannot_claim_records_after_a_newer_one_was_issued() -> anyhow::Result<()> {
-    let db = TestDb::new().await?;
-    let redis = TestRedis::new().await?;
-    seed(&db).await?;
-    let statements = RunStatements::new(db.pool.clone());
-    let leases = daemon(&redis, Uuid::new_v4());
-    let (first, _) = start(&leases, &statements, 1).await?.expect("free");
-    forget(&redis, &leases).await?;
-    let (second, _) = start(&leases, &statements, 2).await?.expect("free");
+    let rig = Rig::new().await?;
+    let leases = rig.daemon();
+    let (first, _) = rig.start(&leases, 1).await?.expect("free");
+    rig.forget(&leases).await?;
+    let (second, _) = rig.start(&leases, 2).await?.expect("free");
 
-    let page = [1; 32];
-    let stale_batch = ledger::claim_batch(&db.pool, "s1", 1, first.fence, &next_claim(1)).await?;
-    assert!(matches!(stale_batch, BatchClaim::Fenced), "{stale_batch:?}");
-    let keys = vec![vec![1; 32], vec![2; 32]];
-    let stale_keys =
-        ledger::claim_keys(&db.pool, "s1", &page, &keys, &[0, 0], &[], 1, first.fence).await?;
-    assert!(matches!(stale_keys, Claim::Fenced), "{stale_keys:?}");
+    let stale = claim_page_1(&rig.db.pool, 1, first.fence).await?;
+    assert!(
+        matches!(stale, (BatchClaim::Fenced, Claim::Fenced)),
+        "{stale:?}"
+    );
     let claimed: i64 = sqlx::query_scalar(
         "SELECT (SELECT count(*) FROM delivery_batches) + (SELECT count(*) FROM deliveries)",
     )
-    .fetch_one(&db.pool)
+    .fetch_one(&rig.db.pool)
     .await?;
     assert_eq!(claimed, 0, "nothing was claimed under the stale fence");
 
     // The newest fence claims.
-    let fresh_batch = ledger::claim_batch(&db.pool, "s1", 2, second.fence, &next_claim(1)).await?;
+    let fresh = claim_page_1(&rig.db.pool, 2, second.fence).await?;
     assert!(
-        matches!(fresh_batch, BatchClaim::Claimed { .. }),
-        "{fresh_batch:?}"
-    );
-    let fresh_keys =
-        ledger::claim_keys(&db.pool, "s1", &page, &keys, &[0, 0], &[], 2, second.fence).await?;
-    assert!(
-        matches!(fresh_keys, Claim::Claimed { .. }),
-        "{fresh_keys:?}"
+        matches!(fresh, (BatchClaim::Claimed { .. }, Claim::Claimed { .. })),
+        "{fresh:?}"
     );
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fences_only_grow_even_when_redis_forgets_everything() -> anyhow::Result<()> {
-    let db = TestDb::new().await?;
-    let redis = TestRedis::new().await?;
-    seed(&db).await?;
-    let statements = RunStatements::new(db.pool.clone());
-    let leases = daemon(&redis, Uuid::new_v4());
+    let rig = Rig::new().await?;
+    let leases = rig.daemon();
     let mut last = 0;
     for _ in 0..3 {
-        let (lease, _) = start(&leases, &statements, 2).await?.expect("free");
+        let (lease, _) = rig.start(&leases, 2).await?.expect("free");
         assert!(lease.fence > last);
         last = lease.fence;
         // Simulates a Redis restart: the key is simply gone.
-        forget(&redis, &leases).await?;
+        rig.forget(&leases).await?;
     }
-    let (lease, _) = start(&leases, &statements, 2).await?.expect("free");
+    let (lease, _) = rig.start(&leases, 2).await?.expect("free");
     let holder = leases.holder("s1").await?.expect("held");
     assert_eq!(holder.value, lease.value);
     assert_eq!(
@@ -279,7 +287,7 @@ async fn fences_only_grow_even_when_redis_forgets_everything() -> anyhow::Result
     );
     let recorded: (Option<String>, Option<i64>) =
         sqlx::query_as("SELECT lease_token, fence FROM runs WHERE id = 2")
-            .fetch_one(&db.pool)
+            .fetch_one(&rig.db.pool)
             .await?;
     assert_eq!(
         recorded,
@@ -293,29 +301,15 @@ async fn fences_only_grow_even_when_redis_forgets_everything() -> anyhow::Result
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lease_whose_holder_is_dead_is_taken_over_at_once_with_a_newer_fence()
 -> anyhow::Result<()> {
-    let db = TestDb::new().await?;
-    let redis = TestRedis::new().await?;
-    seed(&db).await?;
-    let statements = RunStatements::new(db.pool.clone());
-    let (dead, next) = (
-        daemon(&redis, Uuid::new_v4()),
-        daemon(&redis, Uuid::new_v4()),
-    );
-    syncward::lease::refresh_liveness(
-        &redis.pool,
-        &redis.prefix,
-        dead.boot_id(),
-        Duration::from_secs(60),
-    )
-    .await?;
-    let (held, _) = start(&dead, &statements, 1).await?.expect("free");
-    assert!(
-        start(&next, &statements, 2).await?.is_none(),
-        "alive: not free"
-    );
+    let rig = Rig::new().await?;
+    let (dead, next) = (rig.daemon(), rig.daemon());
+    rig.alive(&dead).await?;
+    let (held, _) = rig.start(&dead, 1).await?.expect("free");
+    assert!(rig.start(&next, 2).await?.is_none(), "alive: not free");
     // The holder dies: its liveness key goes; its lease (10 min) stays.
-    syncward::lease::clear_liveness(&redis.pool, &redis.prefix, dead.boot_id()).await?;
-    let (taken, _) = start(&next, &statements, 2)
+    syncward::lease::clear_liveness(&rig.redis.pool, &rig.redis.prefix, dead.boot_id()).await?;
+    let (taken, _) = rig
+        .start(&next, 2)
         .await?
         .expect("a dead holder's lease is free");
     assert!(taken.fence > held.fence);
