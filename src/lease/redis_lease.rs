@@ -9,12 +9,10 @@ use anyhow::Context;
 use deadpool_redis::redis::{self, AsyncCommands, Script};
 use deadpool_redis::{Config, Pool, Runtime};
 use secrecy::ExposeSecret;
-use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::SharedConnection;
 use crate::config::{RedisSettings, redact_url};
-use crate::store::cursors;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -154,21 +152,6 @@ impl LeaseManager {
     /// The Redis key of a sync's lease.
     pub fn key(&self, sync_id: &str) -> String {
         format!("{}:lease:{sync_id}", self.prefix)
-    }
-
-    /// Takes the lease if it is free (or its holder is dead), then a new
-    /// fence from Postgres. `None` when a live holder has it.
-    pub async fn acquire(
-        &self,
-        store: &PgPool,
-        sync_id: &str,
-    ) -> Result<Option<Lease>, LeaseError> {
-        let taken = self
-            .acquire_with(sync_id, |_| async {
-                Ok(Some((cursors::issue_fence(store, sync_id).await?, ())))
-            })
-            .await?;
-        Ok(taken.map(|(lease, ())| lease))
     }
 
     /// Takes the lease if it is free or its holder is dead, then runs `begin`

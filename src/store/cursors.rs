@@ -1,4 +1,5 @@
-//! Sync cursors and fencing tokens.
+//! Sync cursors: where each sync's next run starts, and which fence wrote
+//! it. The fence's own SQL is in `fence.rs`.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -6,6 +7,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
 use super::audit::{Actor, record_audit};
+use super::fence::take_fence;
 
 #[derive(Debug, Clone, Serialize, FromRow)]
 pub struct CursorRow {
@@ -28,13 +30,14 @@ pub async fn get_cursor(pool: &PgPool, sync_id: &str) -> sqlx::Result<Option<Cur
 /// cannot write its old position back over the reset.
 pub async fn reset_cursor(pool: &PgPool, sync_id: &str, actor: Actor) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
-    let previous: Option<Option<Json<serde_json::Value>>> = sqlx::query_scalar(
-        "UPDATE sync_cursors c SET cursor = NULL, fence_issued = c.fence_issued + 1,
-                fence = c.fence_issued + 1, run_id = NULL, updated_at = now()
+    let previous: Option<Option<Json<serde_json::Value>>> = sqlx::query_scalar(concat!(
+        "UPDATE sync_cursors c SET cursor = NULL, ",
+        take_fence!(row: "c"),
+        ", run_id = NULL, updated_at = now()
          FROM (SELECT sync_id, cursor FROM sync_cursors WHERE sync_id = $1 FOR UPDATE) old
          WHERE c.sync_id = old.sync_id
-         RETURNING old.cursor",
-    )
+         RETURNING old.cursor"
+    ))
     .bind(sync_id)
     .fetch_optional(&mut *tx)
     .await?;
@@ -54,21 +57,26 @@ pub async fn reset_cursor(pool: &PgPool, sync_id: &str, actor: Actor) -> sqlx::R
     Ok(previous.is_some())
 }
 
-/// Issues the next fencing token of a sync: one statement, durable, only grows.
-pub async fn issue_fence(pool: &PgPool, sync_id: &str) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
-        "INSERT INTO sync_cursors (sync_id, fence_issued) VALUES ($1, 1)
-         ON CONFLICT (sync_id) DO UPDATE SET fence_issued = sync_cursors.fence_issued + 1
-         RETURNING fence_issued",
-    )
-    .bind(sync_id)
-    .fetch_one(pool)
-    .await
+/// The checkpoint's cursor write (guarantee 1): the sync's cursor moves to
+/// `cursor`, recorded as written by `run` under `fence`, only while that
+/// fence is the newest issued (`fence_held`). The statement says whether it
+/// wrote (rows affected, or a `RETURNING`).
+#[rustfmt::skip]
+macro_rules! move_cursor {
+    (sync: $sync:literal, cursor: $cursor:literal, fence: $fence:literal, run: $run:literal) => {
+        concat!("
+       UPDATE sync_cursors SET cursor = ", $cursor, ", fence = ", $fence, ", run_id = ", $run, ",
+              updated_at = now()
+       WHERE ", $crate::store::fence::fence_held!(sync: $sync, fence: $fence)
+        )
+    };
 }
+pub(crate) use move_cursor;
 
-/// Moves the cursor, only if `fence` is still the newest issued: a run whose
-/// lease was taken over (or whose cursor was reset) cannot write. Returns
-/// whether the write happened.
+/// Moves the cursor alone, only if `fence` is still the newest issued: a run
+/// whose lease was taken over (or whose cursor was reset) cannot write.
+/// Returns whether the write happened. (A clean page moves it with the rest of
+/// its commit: `checkpoint::record_clean_page`.)
 pub async fn checkpoint_cursor(
     pool: &PgPool,
     sync_id: &str,
@@ -76,16 +84,13 @@ pub async fn checkpoint_cursor(
     fence: i64,
     run_id: i64,
 ) -> sqlx::Result<bool> {
-    let written = sqlx::query(
-        "UPDATE sync_cursors SET cursor = $2, fence = $3, run_id = $4, updated_at = now()
-         WHERE sync_id = $1 AND fence_issued = $3",
-    )
-    .bind(sync_id)
-    .bind(cursor.map(Json))
-    .bind(fence)
-    .bind(run_id)
-    .execute(pool)
-    .await?
-    .rows_affected();
+    let written = sqlx::query(move_cursor!(sync: "$1", cursor: "$2", fence: "$3", run: "$4"))
+        .bind(sync_id)
+        .bind(cursor.map(Json))
+        .bind(fence)
+        .bind(run_id)
+        .execute(pool)
+        .await?
+        .rows_affected();
     Ok(written == 1)
 }

@@ -152,9 +152,8 @@ impl RunStatements {
         self.claims.call(executor.clone()).await
     }
 
-    /// As `runs::begin_leased_runs` for one run: its fence and saved cursor.
-    /// As `runs::begin_leased_runs` for one run: `None` when another run of
-    /// the sync is alive in Postgres.
+    /// As `runs::begin_leased_runs` for one run: its fence and saved cursor,
+    /// or `None` when another run of the sync is alive in Postgres.
     pub async fn begin_leased(
         &self,
         start: LeaseStart,

@@ -15,6 +15,8 @@ use std::time::Duration;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
+use super::fence::fence_guard;
+
 /// A key's per-key row in the ledger.
 #[derive(Debug, Clone, FromRow)]
 pub struct LedgerEntry {
@@ -238,12 +240,12 @@ pub async fn claim_keys(
     run_id: i64,
     fence: i64,
 ) -> sqlx::Result<Claim> {
-    // FOR SHARE holds off a new fence until this claim commits. The last
-    // branch yields one row with no key (and the batch) when the fence is
-    // still ours.
-    let rows: Result<Vec<ClaimRow>, sqlx::Error> = sqlx::query_as(
-        "WITH f AS (
-               SELECT 1 FROM sync_cursors WHERE sync_id = $1 AND fence_issued = $4 FOR SHARE),
+    // The last branch yields one row with no key (and the batch) when the
+    // fence is still ours.
+    let rows: Result<Vec<ClaimRow>, sqlx::Error> = sqlx::query_as(concat!(
+        "WITH f AS (",
+        fence_guard!(sync: "$1", fence: "$4"),
+        "),
              b AS (
                INSERT INTO delivery_batches (sync_id, run_id, fence, page, keys, per_key)
                SELECT $1, $3, $4, $6, $2::bytea[] || $5::bytea[], true FROM f
@@ -262,8 +264,8 @@ pub async fn claim_keys(
                RETURNING d.key, d.attempts)
              SELECT key, attempts, NULL::bigint FROM fresh
              UNION ALL SELECT key, attempts, NULL FROM again
-             UNION ALL SELECT NULL, NULL, (SELECT id FROM b) FROM f",
-    )
+             UNION ALL SELECT NULL, NULL, (SELECT id FROM b) FROM f"
+    ))
     .bind(sync_id)
     .bind(fresh)
     .bind(run_id)
@@ -322,8 +324,42 @@ pub struct BatchClaimRequest {
     pub watched: Vec<i64>,
 }
 
+/// A bulk call's claim (guarantee 2: the attempt is spent before the call),
+/// as two CTEs, `gone` and `claimed`, made only when `guard` (a CTE) has a
+/// row: the superseded open claims are deleted and the claim's batch row is
+/// inserted (`claimed` returns its id). The statement answers with that id
+/// and `completed_meanwhile!`.
+#[rustfmt::skip]
+macro_rules! claim_batch_ctes {
+    (guard: $guard:literal, sync: $sync:literal, run: $run:literal, fence: $fence:literal,
+     page: $page:literal, packed_keys: $packed:literal, attempts: $attempts:literal,
+     superseded: $superseded:literal) => { concat!("
+     gone AS (
+       DELETE FROM delivery_batches o USING ", $guard, "
+       WHERE o.id = ANY(", $superseded, "::bigint[]) AND o.completed_at IS NULL AND NOT o.per_key),
+     claimed AS (
+       INSERT INTO delivery_batches
+         (sync_id, run_id, fence, page, keys, packed_keys, attempts, per_key)
+       SELECT ", $sync, ", ", $run, ", ", $fence, ", ", $page, ", '{}', ", $packed, ", ", $attempts, ", false
+       FROM ", $guard, "
+       RETURNING id)"
+    ) };
+}
+pub(crate) use claim_batch_ctes;
+
+/// The keys (packed) of the `watched` claims that completed since the page
+/// was looked up: a claim's second answer, not to be sent.
+#[rustfmt::skip]
+macro_rules! completed_meanwhile {
+    (watched: $watched:literal) => { concat!("
+     (SELECT string_agg(packed_keys, ''::bytea) FROM delivery_batches
+      WHERE id = ANY(", $watched, "::bigint[]) AND completed_at IS NOT NULL)"
+    ) };
+}
+pub(crate) use completed_meanwhile;
+
 /// Makes a bulk call's claim, after checking the run's fence is still the
-/// newest (alone; `runs::record_clean_page` makes it with a checkpoint).
+/// newest (alone; `checkpoint::record_clean_page` makes it with a checkpoint).
 pub async fn claim_batch(
     pool: &PgPool,
     sync_id: &str,
@@ -331,31 +367,26 @@ pub async fn claim_batch(
     fence: i64,
     claim: &BatchClaimRequest,
 ) -> sqlx::Result<BatchClaim> {
-    let (batch, completed_meanwhile): (Option<i64>, Option<Vec<u8>>) = sqlx::query_as(
-        "WITH f AS (
-           SELECT 1 FROM sync_cursors WHERE sync_id = $1 AND fence_issued = $6 FOR SHARE),
-         gone AS (
-           DELETE FROM delivery_batches o USING f
-           WHERE o.id = ANY($7::bigint[]) AND o.completed_at IS NULL AND NOT o.per_key),
-         b AS (
-           INSERT INTO delivery_batches
-             (sync_id, run_id, fence, page, keys, packed_keys, attempts, per_key)
-           SELECT $1, $5, $6, $2, '{}', $3, $4, false FROM f
-           RETURNING id)
-         SELECT (SELECT id FROM b),
-                (SELECT string_agg(packed_keys, ''::bytea) FROM delivery_batches
-                 WHERE id = ANY($8::bigint[]) AND completed_at IS NOT NULL)",
-    )
-    .bind(sync_id)
-    .bind(&claim.page[..])
-    .bind(&claim.packed_keys)
-    .bind(claim.attempts)
-    .bind(run_id)
-    .bind(fence)
-    .bind(&claim.superseded)
-    .bind(&claim.watched)
-    .fetch_one(pool)
-    .await?;
+    const CLAIM: &str = concat!(
+        "WITH f AS (",
+        fence_guard!(sync: "$1", fence: "$6"),
+        "), ",
+        claim_batch_ctes!(guard: "f", sync: "$1", run: "$5", fence: "$6", page: "$2",
+                          packed_keys: "$3", attempts: "$4", superseded: "$7"),
+        " SELECT (SELECT id FROM claimed), ",
+        completed_meanwhile!(watched: "$8")
+    );
+    let (batch, completed_meanwhile): (Option<i64>, Option<Vec<u8>>) = sqlx::query_as(CLAIM)
+        .bind(sync_id)
+        .bind(&claim.page[..])
+        .bind(&claim.packed_keys)
+        .bind(claim.attempts)
+        .bind(run_id)
+        .bind(fence)
+        .bind(&claim.superseded)
+        .bind(&claim.watched)
+        .fetch_one(pool)
+        .await?;
     Ok(BatchClaim::from_row(batch, completed_meanwhile))
 }
 
@@ -434,7 +465,7 @@ pub async fn give_back_keys(
 }
 
 /// A bulk call's one answer for its whole batch, to be written (with the
-/// page's checkpoint, `runs::record_clean_page`, or alone).
+/// page's checkpoint, `checkpoint::record_clean_page`, or alone).
 #[derive(Debug, Clone)]
 pub struct BatchCompletion {
     pub batch: i64,
@@ -444,6 +475,25 @@ pub struct BatchCompletion {
     pub import: Option<(i64, i32)>,
 }
 
+/// A bulk call's answer written (guarantee 2: a delivered batch is replayed,
+/// never sent again), as two CTEs: `done` completes batch `batch` with
+/// `result`; `followed` records the Brevo import it names (`process`, `records`;
+/// none when `process` is NULL) for the sweeper to follow up.
+#[rustfmt::skip]
+macro_rules! complete_batch_ctes {
+    (batch: $batch:literal, result: $result:literal, sync: $sync:literal, run: $run:literal,
+     process: $process:literal, records: $records:literal) => { concat!("
+     done AS (
+       UPDATE delivery_batches SET result = ", $result, ", completed_at = now()
+       WHERE id = ", $batch, "),
+     followed AS (
+       INSERT INTO import_processes (sync_id, run_id, process_id, records)
+       SELECT ", $sync, ", ", $run, ", ", $process, ", ", $records, " WHERE ", $process, " IS NOT NULL
+       ON CONFLICT (sync_id, process_id) DO NOTHING)"
+    ) };
+}
+pub(crate) use complete_batch_ctes;
+
 /// Completes every key claimed in the batch with its one answer: one row;
 /// with the import the answer names, recorded in the same statement.
 pub async fn complete_batch(
@@ -452,21 +502,21 @@ pub async fn complete_batch(
     run_id: i64,
     completion: &BatchCompletion,
 ) -> sqlx::Result<()> {
-    sqlx::query(
-        "WITH done AS (
-           UPDATE delivery_batches SET result = $2, completed_at = now() WHERE id = $1)
-         INSERT INTO import_processes (sync_id, run_id, process_id, records)
-         SELECT $3, $4, $5, $6 WHERE $5 IS NOT NULL
-         ON CONFLICT (sync_id, process_id) DO NOTHING",
-    )
-    .bind(completion.batch)
-    .bind(Json(&completion.result))
-    .bind(sync_id)
-    .bind(run_id)
-    .bind(completion.import.map(|i| i.0))
-    .bind(completion.import.map(|i| i.1))
-    .execute(pool)
-    .await?;
+    const COMPLETE: &str = concat!(
+        "WITH ",
+        complete_batch_ctes!(batch: "$1", result: "$2", sync: "$3", run: "$4",
+                             process: "$5", records: "$6"),
+        " SELECT 1"
+    );
+    sqlx::query(COMPLETE)
+        .bind(completion.batch)
+        .bind(Json(&completion.result))
+        .bind(sync_id)
+        .bind(run_id)
+        .bind(completion.import.map(|i| i.0))
+        .bind(completion.import.map(|i| i.1))
+        .execute(pool)
+        .await?;
     Ok(())
 }
 

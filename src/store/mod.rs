@@ -3,8 +3,10 @@
 
 pub mod alerts;
 pub mod audit;
+pub mod checkpoint;
 pub mod cursors;
 pub mod deadman;
+mod fence;
 pub mod grouped;
 pub mod history;
 pub mod imports;

@@ -252,16 +252,16 @@ pub async fn put_back(
         .min_by_key(|r| r.4)
         .map(|r| (r.4, r.2.clone().map(|c| c.0).unwrap_or_default()));
     if let Some((id, cursor)) = earliest {
-        let moved: Option<i64> = sqlx::query_scalar(
+        let moved: Option<i64> = sqlx::query_scalar(concat!(
             "UPDATE sync_cursors c
-             SET cursor = CASE WHEN $2 = 'null'::jsonb THEN NULL ELSE $2 END,
-                 fence_issued = c.fence_issued + 1, fence = c.fence_issued + 1,
-                 run_id = NULL, updated_at = now()
+             SET cursor = CASE WHEN $2 = 'null'::jsonb THEN NULL ELSE $2 END, ",
+            super::fence::take_fence!(row: "c"),
+            ", run_id = NULL, updated_at = now()
              WHERE c.sync_id = $1 AND NOT EXISTS (
                SELECT 1 FROM audit_log a WHERE a.sync_id = $1 AND a.action = 'reset_cursor'
                  AND a.at > (SELECT created_at FROM rejected_records WHERE id = $3))
-             RETURNING c.fence",
-        )
+             RETURNING c.fence"
+        ))
         .bind(sync_id)
         .bind(Json(&cursor))
         .bind(id)

@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
 use super::deadman::IncidentRow;
-use super::ledger::{BatchClaim, BatchClaimRequest, BatchCompletion};
+use super::fence::issue_fence;
 
 /// A run as stored.
 #[derive(Debug, Clone, Serialize, FromRow)]
@@ -169,7 +169,7 @@ pub async fn begin_leased_runs(
     pool: &PgPool,
     starts: &[LeaseStart],
 ) -> sqlx::Result<Vec<Option<(i64, Option<serde_json::Value>)>>> {
-    let rows: Vec<(i64, Option<i64>, Option<Json<serde_json::Value>>)> = sqlx::query_as(
+    let rows: Vec<(i64, Option<i64>, Option<Json<serde_json::Value>>)> = sqlx::query_as(concat!(
         "WITH want AS (
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS w(run_id, sync_id, lease_value)),
          free AS (
@@ -177,10 +177,9 @@ pub async fn begin_leased_runs(
              SELECT 1 FROM runs r JOIN processes p ON p.boot_id = r.boot_id
              WHERE r.sync_id = w.sync_id AND r.status = 'running' AND r.id <> w.run_id
                AND p.heartbeat_at > now() - make_interval(secs => p.liveness_ttl_ms / 1000.0))),
-         f AS (
-           INSERT INTO sync_cursors (sync_id, fence_issued) SELECT sync_id, 1 FROM free
-           ON CONFLICT (sync_id) DO UPDATE SET fence_issued = sync_cursors.fence_issued + 1
-           RETURNING sync_id, fence_issued, cursor),
+         f AS (",
+        issue_fence!(from: "free"),
+        " RETURNING sync_id, fence_issued, cursor),
          held AS (
            UPDATE runs SET lease_token = w.lease_value, fence = f.fence_issued, cursor_start = f.cursor,
                   cursor_end = f.cursor, heartbeat_at = now()
@@ -189,8 +188,8 @@ pub async fn begin_leased_runs(
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
            SELECT id, 'lease', jsonb_build_object('fence', fence_issued) FROM held)
-         SELECT w.run_id, f.fence_issued, f.cursor FROM want w LEFT JOIN f USING (sync_id)",
-    )
+         SELECT w.run_id, f.fence_issued, f.cursor FROM want w LEFT JOIN f USING (sync_id)"
+    ))
     .bind(starts.iter().map(|s| s.run_id).collect::<Vec<_>>())
     .bind(starts.iter().map(|s| s.sync_id.as_str()).collect::<Vec<_>>())
     .bind(starts.iter().map(|s| s.lease_value.as_str()).collect::<Vec<_>>())
@@ -215,77 +214,9 @@ fn one<T>(mut answers: Vec<T>) -> sqlx::Result<T> {
     answers.pop().ok_or(sqlx::Error::RowNotFound)
 }
 
-/// After a clean page: moves the sync's cursor, only if `fence` is still the
-/// newest issued (as `cursors::checkpoint_cursor`), and with it the run's
-/// counts and position; completes the page's bulk call (`completion`, written
-/// whether or not the cursor moves: the call was made); and, when the cursor
-/// moved, claims the next page's bulk call (`claim`). One statement, so one
-/// round trip and one commit. Returns whether the cursor moved, and the claim.
-#[allow(clippy::too_many_arguments)]
-pub async fn record_clean_page(
-    pool: &PgPool,
-    run_id: i64,
-    sync_id: &str,
-    fence: i64,
-    counts: &RunCounts,
-    cursor: Option<&serde_json::Value>,
-    completion: Option<&BatchCompletion>,
-    claim: Option<&BatchClaimRequest>,
-) -> sqlx::Result<(bool, Option<BatchClaim>)> {
-    let (moved, batch, completed_meanwhile): (bool, Option<i64>, Option<Vec<u8>>) = sqlx::query_as(
-        "WITH done AS (
-               UPDATE delivery_batches SET result = $11, completed_at = now()
-               WHERE id = $10 AND $10 IS NOT NULL),
-             followed AS (
-               INSERT INTO import_processes (sync_id, run_id, process_id, records)
-               SELECT $2, $1, $12, $13 WHERE $12 IS NOT NULL
-               ON CONFLICT (sync_id, process_id) DO NOTHING),
-             moved AS (
-               UPDATE sync_cursors SET cursor = $8, fence = $3, run_id = $1, updated_at = now()
-               WHERE sync_id = $2 AND fence_issued = $3
-               RETURNING 1),
-             progress AS (
-               UPDATE runs SET records_read = $4, records_written = $5, records_replayed = $6,
-                      records_rejected = $7, records_resent = $9, cursor_end = $8,
-                      heartbeat_at = now()
-               WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)),
-             -- The claim as `ledger::claim_batch` makes it, fenced by `moved`.
-             gone AS (
-               DELETE FROM delivery_batches o USING moved
-               WHERE o.id = ANY($17::bigint[]) AND o.completed_at IS NULL AND NOT o.per_key),
-             claimed AS (
-               INSERT INTO delivery_batches
-                 (sync_id, run_id, fence, page, keys, packed_keys, attempts, per_key)
-               SELECT $2, $1, $3, $14, '{}', $15, $16, false FROM moved WHERE $14 IS NOT NULL
-               RETURNING id)
-             SELECT EXISTS (SELECT 1 FROM moved), (SELECT id FROM claimed),
-                    (SELECT string_agg(packed_keys, ''::bytea) FROM delivery_batches
-                     WHERE id = ANY($18::bigint[]) AND completed_at IS NOT NULL)",
-    )
-    .bind(run_id)
-    .bind(sync_id)
-    .bind(fence)
-    .bind(counts.read)
-    .bind(counts.written)
-    .bind(counts.replayed)
-    .bind(counts.rejected)
-    .bind(cursor.map(Json))
-    .bind(counts.resent)
-    .bind(completion.map(|c| c.batch))
-    .bind(completion.map(|c| Json(&c.result)))
-    .bind(completion.and_then(|c| c.import.map(|i| i.0)))
-    .bind(completion.and_then(|c| c.import.map(|i| i.1)))
-    .bind(claim.map(|c| &c.page[..]))
-    .bind(claim.map(|c| &c.packed_keys))
-    .bind(claim.map(|c| c.attempts))
-    .bind(claim.map(|c| &c.superseded[..]).unwrap_or(&[]))
-    .bind(claim.map(|c| &c.watched[..]).unwrap_or(&[]))
-    .fetch_one(pool)
-    .await?;
-    let claimed =
-        (moved && claim.is_some()).then(|| BatchClaim::from_row(batch, completed_meanwhile));
-    Ok((moved, claimed))
-}
+/// The checkpoint of a clean page lives in `checkpoint.rs`, the one statement
+/// that writes several tables for one commit; here for the run loop's calls.
+pub use super::checkpoint::record_clean_page;
 
 /// The run proved itself alive (its lease was renewed).
 pub async fn touch_heartbeat(pool: &PgPool, run_id: i64) -> sqlx::Result<()> {

@@ -1,92 +1,217 @@
 //! Leases and fences (guarantee 3): one holder at a time, and a stale holder
-//! cannot move the cursor once a newer fence exists.
+//! can neither move the cursor nor claim records once a newer fence exists.
+//! Driven through the statements the daemon runs: the lease start
+//! (`RunStatements::begin_leased`), the page checkpoint
+//! (`checkpoint::record_clean_page`) and the claims.
 
 use std::time::Duration;
 
-use syncward::lease::LeaseManager;
-use syncward::store::cursors;
+use serde_json::{Value, json};
+use syncward::lease::{Lease, LeaseManager};
+use syncward::store::audit::Actor;
+use syncward::store::grouped::RunStatements;
+use syncward::store::ledger::{self, BatchClaim, BatchClaimRequest, BatchCompletion, Claim};
+use syncward::store::runs::{LeaseStart, RunCounts};
+use syncward::store::{checkpoint, cursors};
 use uuid::Uuid;
 
+use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
 use crate::helpers::{TestDb, TestRedis};
 
-async fn seed(db: &TestDb) -> anyhow::Result<()> {
-    sqlx::raw_sql(
-        "INSERT INTO workspaces (id) VALUES ('acme');
-         INSERT INTO syncs (id, workspace_id, definition) VALUES ('s1', 'acme', '{}');
-         INSERT INTO sync_cursors (sync_id) VALUES ('s1');
-         INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts) VALUES ('s1', 'acme', 1, 'manual', 5);",
-    )
-    .execute(&db.pool)
-    .await?;
-    Ok(())
+/// A store with a sync `s1` and two runs of it, 1 (running, in no live
+/// process) and 2 (queued), no fence issued yet; Redis; and the daemon's
+/// grouped run statements.
+struct Rig {
+    db: TestDb,
+    redis: TestRedis,
+    statements: RunStatements,
 }
 
-#[tokio::test]
+impl Rig {
+    async fn new() -> anyhow::Result<Self> {
+        let db = TestDb::new().await?;
+        sqlx::raw_sql(
+            "INSERT INTO workspaces (id) VALUES ('acme');
+             INSERT INTO syncs (id, workspace_id, definition) VALUES ('s1', 'acme', '{}');
+             INSERT INTO runs (id, sync_id, workspace_id, sync_version, trigger, max_attempts, status)
+               OVERRIDING SYSTEM VALUE
+               VALUES (1, 's1', 'acme', 1, 'manual', 5, 'running'),
+                      (2, 's1', 'acme', 1, 'manual', 5, 'queued');",
+        )
+        .execute(&db.pool)
+        .await?;
+        let statements = RunStatements::new(db.pool.clone());
+        Ok(Self {
+            db,
+            redis: TestRedis::new().await?,
+            statements,
+        })
+    }
+
+    /// A daemon's lease manager, with leases that outlive the test.
+    fn daemon(&self) -> LeaseManager {
+        LeaseManager::new(
+            self.redis.pool.clone(),
+            &self.redis.prefix,
+            Uuid::new_v4(),
+            Duration::from_secs(600),
+        )
+    }
+
+    /// Marks a daemon alive, as its liveness loop does.
+    async fn alive(&self, leases: &LeaseManager) -> anyhow::Result<()> {
+        let (pool, prefix) = (&self.redis.pool, &self.redis.prefix);
+        syncward::lease::refresh_liveness(pool, prefix, leases.boot_id(), Duration::from_secs(60))
+            .await?;
+        Ok(())
+    }
+
+    /// Starts run `run_id` of `s1` as a worker does: the Redis lease, then in
+    /// one statement the fence, the lease recorded on the run and the saved
+    /// cursor. `None` when the lease is held.
+    async fn start(
+        &self,
+        leases: &LeaseManager,
+        run_id: i64,
+    ) -> anyhow::Result<Option<(Lease, Option<Value>)>> {
+        Ok(leases
+            .acquire_with("s1", |lease_value| {
+                self.statements.begin_leased(LeaseStart {
+                    run_id,
+                    sync_id: "s1".into(),
+                    lease_value,
+                })
+            })
+            .await?)
+    }
+
+    /// Forgets a lease in Redis, as a Redis restart or an expiry would.
+    async fn forget(&self, leases: &LeaseManager) -> anyhow::Result<()> {
+        let mut conn = self.redis.pool.get().await?;
+        let _: () = deadpool_redis::redis::cmd("DEL")
+            .arg(leases.key("s1"))
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+}
+
+fn at(value: i64) -> Value {
+    json!({"type": "bigint", "value": value.to_string()})
+}
+
+/// A bulk claim of one key on page `n`.
+fn next_claim(n: u8) -> BatchClaimRequest {
+    BatchClaimRequest {
+        page: [n; 32],
+        packed_keys: vec![n; 32],
+        attempts: 1,
+        superseded: Vec::new(),
+        watched: Vec::new(),
+    }
+}
+
+fn counts(read: i64) -> RunCounts {
+    RunCounts {
+        read,
+        written: read,
+        ..RunCounts::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() -> anyhow::Result<()>
 {
-    let db = TestDb::new().await?;
-    let redis = TestRedis::new().await?;
-    seed(&db).await?;
-    let old_daemon = LeaseManager::new(
-        redis.pool.clone(),
-        &redis.prefix,
-        Uuid::new_v4(),
-        Duration::from_secs(60),
-    );
-    let new_daemon = LeaseManager::new(
-        redis.pool.clone(),
-        &redis.prefix,
-        Uuid::new_v4(),
-        Duration::from_secs(60),
-    );
+    let rig = Rig::new().await?;
+    let (old_daemon, new_daemon) = (rig.daemon(), rig.daemon());
+    rig.alive(&old_daemon).await?;
 
-    // The first holder is alive: its liveness key is there.
-    syncward::lease::refresh_liveness(
-        &redis.pool,
-        &redis.prefix,
-        old_daemon.boot_id(),
-        Duration::from_secs(60),
-    )
-    .await?;
-    let first = old_daemon
-        .acquire(&db.pool, "s1")
-        .await?
-        .expect("the lease is free");
+    let (first, saved) = rig.start(&old_daemon, 1).await?.expect("the lease is free");
+    assert_eq!(saved, None, "a sync never run starts at the source's start");
     assert!(
-        new_daemon.acquire(&db.pool, "s1").await?.is_none(),
+        rig.start(&new_daemon, 2).await?.is_none(),
         "one holder at a time"
     );
-    let page_1 = serde_json::json!({"type": "bigint", "value": "10"});
-    assert!(cursors::checkpoint_cursor(&db.pool, "s1", Some(&page_1), first.fence, 1).await?);
+    // Page 1 is clean: the cursor moves, and page 2's claim rides along.
+    let (moved, claimed) = checkpoint::record_clean_page(
+        &rig.db.pool,
+        1,
+        "s1",
+        first.fence,
+        &counts(10),
+        Some(&at(10)),
+        None,
+        Some(&next_claim(2)),
+    )
+    .await?;
+    assert!(moved);
+    let Some(BatchClaim::Claimed { batch: page_2, .. }) = claimed else {
+        anyhow::bail!("page 2 was not claimed: {claimed:?}");
+    };
 
-    // The first holder's lease is gone (expired, or Redis lost it); a new one takes over.
-    let mut conn = redis.pool.get().await?;
-    let _: () = deadpool_redis::redis::cmd("DEL")
-        .arg(old_daemon.key("s1"))
-        .query_async(&mut conn)
-        .await?;
-    let second = new_daemon
-        .acquire(&db.pool, "s1")
-        .await?
-        .expect("free again");
+    // The first holder's lease is gone; a new one takes over with a newer
+    // fence and the saved cursor, and moves it on.
+    rig.forget(&old_daemon).await?;
+    let (second, saved) = rig.start(&new_daemon, 2).await?.expect("free again");
     assert!(second.fence > first.fence);
+    assert_eq!(saved, Some(at(10)));
     assert!(
         !old_daemon.prove(&first).await?,
         "the old holder can tell it lost the lease"
     );
+    let (moved, _) = checkpoint::record_clean_page(
+        &rig.db.pool,
+        2,
+        "s1",
+        second.fence,
+        &counts(20),
+        Some(&at(20)),
+        None,
+        None,
+    )
+    .await?;
+    assert!(moved);
 
-    let page_2 = serde_json::json!({"type": "bigint", "value": "20"});
-    assert!(cursors::checkpoint_cursor(&db.pool, "s1", Some(&page_2), second.fence, 1).await?);
-    let stale = serde_json::json!({"type": "bigint", "value": "30"});
-    assert!(
-        !cursors::checkpoint_cursor(&db.pool, "s1", Some(&stale), first.fence, 1).await?,
-        "the stale fence wrote"
-    );
-    let saved = cursors::get_cursor(&db.pool, "s1")
+    // The old holder finishes page 2 regardless: its checkpoint is refused
+    // (the run stops: "a newer fence wrote the cursor"). The call it made is
+    // still recorded; its counts and its next claim are not.
+    let completion = BatchCompletion {
+        batch: page_2,
+        result: json!({"processId": 7}),
+        import: None,
+    };
+    let (moved, claimed) = checkpoint::record_clean_page(
+        &rig.db.pool,
+        1,
+        "s1",
+        first.fence,
+        &counts(30),
+        Some(&at(30)),
+        Some(&completion),
+        Some(&next_claim(3)),
+    )
+    .await?;
+    assert!(!moved, "the stale fence wrote the cursor");
+    assert!(claimed.is_none(), "the stale fence claimed: {claimed:?}");
+    // So is its last attempt to save its cursor on the way out.
+    assert!(!cursors::checkpoint_cursor(&rig.db.pool, "s1", Some(&at(30)), first.fence, 1).await?);
+
+    let saved = cursors::get_cursor(&rig.db.pool, "s1")
         .await?
         .expect("cursor row");
-    assert_eq!(saved.cursor.map(|c| c.0), Some(page_2));
-    assert_eq!(saved.fence, second.fence);
+    assert_eq!(saved.cursor.map(|c| c.0), Some(at(20)));
+    assert_eq!((saved.fence, saved.run_id), (second.fence, Some(2)));
+    let old_run: (i64, Option<sqlx::types::Json<Value>>) =
+        sqlx::query_as("SELECT records_read, cursor_end FROM runs WHERE id = 1")
+            .fetch_one(&rig.db.pool)
+            .await?;
+    assert_eq!((old_run.0, old_run.1.map(|c| c.0)), (10, Some(at(10))));
+    let batches: Vec<(i64, bool)> = sqlx::query_as(
+        "SELECT id, completed_at IS NOT NULL FROM delivery_batches WHERE run_id = 1 ORDER BY id",
+    )
+    .fetch_all(&rig.db.pool)
+    .await?;
+    assert_eq!(batches, vec![(page_2, true)], "the call made is completed");
 
     // Renew and release act only on one's own lease.
     assert!(!old_daemon.renew(&first).await?);
@@ -97,79 +222,143 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
     Ok(())
 }
 
-#[tokio::test]
-async fn fences_only_grow_even_when_redis_forgets_everything() -> anyhow::Result<()> {
-    let db = TestDb::new().await?;
-    let redis = TestRedis::new().await?;
-    seed(&db).await?;
-    let leases = LeaseManager::new(
-        redis.pool.clone(),
-        &redis.prefix,
-        Uuid::new_v4(),
-        Duration::from_secs(60),
+/// Claims page 1's two records both ways the run does, for run `run_id`
+/// under `fence`: as a bulk call's batch, and key by key.
+async fn claim_page_1(
+    pool: &sqlx::PgPool,
+    run_id: i64,
+    fence: i64,
+) -> sqlx::Result<(BatchClaim, Claim)> {
+    let batch = ledger::claim_batch(pool, "s1", run_id, fence, &next_claim(1)).await?;
+    let keys = [vec![1; 32], vec![2; 32]];
+    let per_key =
+        ledger::claim_keys(pool, "s1", &[1; 32], &keys, &[0, 0], &[], run_id, fence).await?;
+    Ok((batch, per_key))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_fence_cannot_claim_records_after_a_newer_one_was_issued() -> anyhow::Result<()> {
+    let rig = Rig::new().await?;
+    let leases = rig.daemon();
+    let (first, _) = rig.start(&leases, 1).await?.expect("free");
+    rig.forget(&leases).await?;
+    let (second, _) = rig.start(&leases, 2).await?.expect("free");
+
+    let stale = claim_page_1(&rig.db.pool, 1, first.fence).await?;
+    assert!(
+        matches!(stale, (BatchClaim::Fenced, Claim::Fenced)),
+        "{stale:?}"
     );
+    let claimed: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM delivery_batches) + (SELECT count(*) FROM deliveries)",
+    )
+    .fetch_one(&rig.db.pool)
+    .await?;
+    assert_eq!(claimed, 0, "nothing was claimed under the stale fence");
+
+    // The newest fence claims.
+    let fresh = claim_page_1(&rig.db.pool, 2, second.fence).await?;
+    assert!(
+        matches!(fresh, (BatchClaim::Claimed { .. }, Claim::Claimed { .. })),
+        "{fresh:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fences_only_grow_even_when_redis_forgets_everything() -> anyhow::Result<()> {
+    let rig = Rig::new().await?;
+    let leases = rig.daemon();
     let mut last = 0;
     for _ in 0..3 {
-        let lease = leases.acquire(&db.pool, "s1").await?.expect("free");
+        let (lease, _) = rig.start(&leases, 2).await?.expect("free");
         assert!(lease.fence > last);
         last = lease.fence;
         // Simulates a Redis restart: the key is simply gone.
-        let mut conn = redis.pool.get().await?;
-        let _: () = deadpool_redis::redis::cmd("DEL")
-            .arg(leases.key("s1"))
-            .query_async(&mut conn)
-            .await?;
+        rig.forget(&leases).await?;
     }
-    let holder_value = {
-        let lease = leases.acquire(&db.pool, "s1").await?.expect("free");
-        lease.value
-    };
+    let (lease, _) = rig.start(&leases, 2).await?.expect("free");
     let holder = leases.holder("s1").await?.expect("held");
-    assert_eq!(holder.value, holder_value);
+    assert_eq!(holder.value, lease.value);
     assert_eq!(
         holder.boot_id,
         Some(leases.boot_id()),
         "the lease value names the holder's boot id"
     );
+    let recorded: (Option<String>, Option<i64>) =
+        sqlx::query_as("SELECT lease_token, fence FROM runs WHERE id = 2")
+            .fetch_one(&rig.db.pool)
+            .await?;
+    assert_eq!(
+        recorded,
+        (Some(lease.value.clone()), Some(lease.fence)),
+        "the run records the lease it holds"
+    );
     assert!(leases.break_lease("s1", &holder.value).await?);
     Ok(())
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread")]
 async fn a_lease_whose_holder_is_dead_is_taken_over_at_once_with_a_newer_fence()
 -> anyhow::Result<()> {
-    let db = TestDb::new().await?;
-    let redis = TestRedis::new().await?;
-    seed(&db).await?;
-    let manager = |boot| {
-        LeaseManager::new(
-            redis.pool.clone(),
-            &redis.prefix,
-            boot,
-            Duration::from_secs(600),
-        )
-    };
-    let (dead, next) = (manager(Uuid::new_v4()), manager(Uuid::new_v4()));
-    syncward::lease::refresh_liveness(
-        &redis.pool,
-        &redis.prefix,
-        dead.boot_id(),
-        Duration::from_secs(60),
-    )
-    .await?;
-    let held = dead.acquire(&db.pool, "s1").await?.expect("free");
-    assert!(
-        next.acquire(&db.pool, "s1").await?.is_none(),
-        "alive: not free"
-    );
+    let rig = Rig::new().await?;
+    let (dead, next) = (rig.daemon(), rig.daemon());
+    rig.alive(&dead).await?;
+    let (held, _) = rig.start(&dead, 1).await?.expect("free");
+    assert!(rig.start(&next, 2).await?.is_none(), "alive: not free");
     // The holder dies: its liveness key goes; its lease (10 min) stays.
-    syncward::lease::clear_liveness(&redis.pool, &redis.prefix, dead.boot_id()).await?;
-    let taken = next
-        .acquire(&db.pool, "s1")
+    syncward::lease::clear_liveness(&rig.redis.pool, &rig.redis.prefix, dead.boot_id()).await?;
+    let (taken, _) = rig
+        .start(&next, 2)
         .await?
         .expect("a dead holder's lease is free");
     assert!(taken.fence > held.fence);
     assert!(!dead.prove(&held).await?, "the old holder can tell it lost");
     assert!(next.prove(&taken).await?);
+    Ok(())
+}
+
+/// Resets the sync's cursor as an operator would, from a fake's hook (which
+/// cannot await): on a thread and runtime of its own, done before it returns.
+fn reset_cursor_now(url: String) {
+    let reset = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let pool = sqlx::PgPool::connect(&url)
+                .await
+                .expect("the test database");
+            cursors::reset_cursor(&pool, SYNC_ID, Actor::Cli)
+                .await
+                .expect("the reset");
+        });
+    });
+    reset.join().expect("the reset thread");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_whose_cursor_is_reset_mid_run_stops_at_its_next_checkpoint_and_writes_nothing_back()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let url = s.db.url.clone();
+    // The reset issues a newer fence while page 2's call is answered; the
+    // run still holds its Redis lease, so only the fence check refuses it.
+    s.fake.on_write(move |event| {
+        if event.request == 2 {
+            reset_cursor_now(url.clone());
+        }
+    });
+    let out = s.run_foreground().await?;
+    assert_eq!(out.code, 1, "{out:?}");
+    let run = s.last_run().await?;
+    assert_eq!(run["status"], "failed", "{run}");
+    assert_eq!(run["failure_code"], "lease_lost", "{run}");
+    assert_eq!(
+        run["failure_detail"], "a newer fence wrote the cursor",
+        "{run}"
+    );
+    assert_eq!(s.cursor().await?, None, "the reset stands");
     Ok(())
 }

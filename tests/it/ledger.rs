@@ -4,21 +4,19 @@
 //! still probed key by key.
 
 use serde_json::json;
-use syncward::store::cursors;
 use syncward::store::ledger::{self, BatchClaim, Claim, KeyState};
 use syncward::worker::PageKeys;
 
-use crate::helpers::TestDb;
+use crate::helpers::{TestDb, start_fenced_run};
 
 async fn seed(db: &TestDb) -> anyhow::Result<i64> {
     sqlx::raw_sql(
         "INSERT INTO workspaces (id) VALUES ('acme');
-         INSERT INTO syncs (id, workspace_id, definition) VALUES ('s1', 'acme', '{}');
-         INSERT INTO sync_cursors (sync_id) VALUES ('s1');",
+         INSERT INTO syncs (id, workspace_id, definition) VALUES ('s1', 'acme', '{}');",
     )
     .execute(&db.pool)
     .await?;
-    Ok(cursors::issue_fence(&db.pool, "s1").await?)
+    Ok(start_fenced_run(&db.pool, "s1").await?.1)
 }
 
 /// A page of `n` keys (records {"i": 0..n}) read from `cursor`.
@@ -158,7 +156,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     assert_eq!(states, vec![("completed".to_string(), 5)]);
 
     // A stale fence claims nothing.
-    cursors::issue_fence(&db.pool, "s1").await?;
+    start_fenced_run(&db.pool, "s1").await?;
     let (other_page, other_keys) = page(5, 2);
     assert!(matches!(
         claim_batch(
@@ -495,7 +493,7 @@ async fn a_record_is_given_up_only_after_budget_sends_no_run_saw_end() -> anyhow
                 .bind(&sync)
                 .execute(pool)
                 .await?;
-                let fence = cursors::issue_fence(pool, &sync).await?;
+                let (_, fence) = start_fenced_run(pool, &sync).await?;
                 // Per key: sends that died, whether it may have been written
                 // since, whether it arrived.
                 let mut deaths = 0;

@@ -173,3 +173,24 @@ fn with_database(url: &str, database: &str) -> anyhow::Result<String> {
     parsed.set_path(&format!("/{database}"));
     Ok(parsed.to_string())
 }
+
+/// Starts a run of `sync_id` the way a worker does once it holds the lease:
+/// the run is queued (`runs::enqueue_run`), then given the sync's next fence by
+/// the daemon's lease-start statement (`runs::begin_leased_runs`). Returns the
+/// run and its fence. The sync must exist.
+pub async fn start_fenced_run(pool: &PgPool, sync_id: &str) -> anyhow::Result<(i64, i64)> {
+    use syncward::store::runs;
+    let (run_id, _) = runs::enqueue_run(pool, sync_id, "manual", 5).await?;
+    let start = runs::LeaseStart {
+        run_id,
+        sync_id: sync_id.to_owned(),
+        lease_value: format!("test/{run_id}"),
+    };
+    let started = runs::begin_leased_runs(pool, &[start]).await?;
+    let (fence, _cursor) = started
+        .into_iter()
+        .next()
+        .flatten()
+        .context("no fence: another run of the sync is alive")?;
+    Ok((run_id, fence))
+}

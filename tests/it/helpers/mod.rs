@@ -9,7 +9,7 @@ pub mod scenario;
 pub mod servers;
 
 pub use cli::Syncward;
-pub use db::TestDb;
+pub use db::{TestDb, start_fenced_run};
 pub use redis::TestRedis;
 
 /// reqwest, sqlx and sentry are built without a default crypto provider; every

@@ -1,0 +1,90 @@
+//! THE statement that writes several tables for one commit: a clean page's checkpoint.
+//! One commit (one round trip) per page: the fenced cursor, the run's counts, the bulk
+//! call's answer, the next page's claim; built from the single-effect statements' fragments.
+
+use sqlx::PgPool;
+use sqlx::types::Json;
+
+use super::cursors::move_cursor;
+use super::ledger::{
+    BatchClaim, BatchClaimRequest, BatchCompletion, claim_batch_ctes, complete_batch_ctes,
+    completed_meanwhile,
+};
+use super::runs::RunCounts;
+
+/// The checkpoint. Binds: $1 run, $2 sync, $3 fence, $4-$7 and $9 the counts,
+/// $8 the cursor, $10-$13 the completion, $14-$18 the claim.
+///
+/// - `done`, `followed`: the page's bulk answer, as `ledger::complete_batch`
+///   writes it, whether or not the cursor moves (the call was made).
+/// - `moved`: the cursor, as `cursors::checkpoint_cursor` moves it, under the
+///   fence check; it is what every later effect hangs on.
+/// - `progress`: the run's counts and position, only with the cursor.
+/// - `gone`, `claimed`: the next page's claim, as `ledger::claim_batch` makes
+///   it, fenced by `moved` instead of a `FOR SHARE` check (the cursor row is
+///   already locked by its update), and only when one is asked for.
+const CLEAN_PAGE: &str = concat!(
+    "WITH ",
+    complete_batch_ctes!(batch: "$10", result: "$11", sync: "$2", run: "$1",
+                         process: "$12", records: "$13"),
+    ",
+     moved AS (",
+    move_cursor!(sync: "$2", cursor: "$8", fence: "$3", run: "$1"),
+    " RETURNING 1),
+     progress AS (
+       UPDATE runs SET records_read = $4, records_written = $5, records_replayed = $6,
+              records_rejected = $7, records_resent = $9, cursor_end = $8,
+              heartbeat_at = now()
+       WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)),
+     next_claim AS (SELECT 1 FROM moved WHERE $14 IS NOT NULL), ",
+    claim_batch_ctes!(guard: "next_claim", sync: "$2", run: "$1", fence: "$3", page: "$14",
+                      packed_keys: "$15", attempts: "$16", superseded: "$17"),
+    " SELECT EXISTS (SELECT 1 FROM moved), (SELECT id FROM claimed), ",
+    completed_meanwhile!(watched: "$18")
+);
+
+/// After a clean page: moves the sync's cursor, only if `fence` is still the
+/// newest issued, and with it the run's counts and position; completes the
+/// page's bulk call (`completion`, written whether or not the cursor moves:
+/// the call was made); and, when the cursor moved, claims the next page's bulk
+/// call (`claim`). Returns whether the cursor moved (`false`: a newer fence
+/// was issued, and the run must stop), and the claim.
+// The run loop calls this with the page's parts as it holds them; a struct
+// for them waits for the run loop's own reshaping.
+#[allow(clippy::too_many_arguments)]
+pub async fn record_clean_page(
+    pool: &PgPool,
+    run_id: i64,
+    sync_id: &str,
+    fence: i64,
+    counts: &RunCounts,
+    cursor: Option<&serde_json::Value>,
+    completion: Option<&BatchCompletion>,
+    claim: Option<&BatchClaimRequest>,
+) -> sqlx::Result<(bool, Option<BatchClaim>)> {
+    let (moved, batch, completed_meanwhile): (bool, Option<i64>, Option<Vec<u8>>) =
+        sqlx::query_as(CLEAN_PAGE)
+            .bind(run_id)
+            .bind(sync_id)
+            .bind(fence)
+            .bind(counts.read)
+            .bind(counts.written)
+            .bind(counts.replayed)
+            .bind(counts.rejected)
+            .bind(cursor.map(Json))
+            .bind(counts.resent)
+            .bind(completion.map(|c| c.batch))
+            .bind(completion.map(|c| Json(&c.result)))
+            .bind(completion.and_then(|c| c.import.map(|i| i.0)))
+            .bind(completion.and_then(|c| c.import.map(|i| i.1)))
+            .bind(claim.map(|c| &c.page[..]))
+            .bind(claim.map(|c| &c.packed_keys))
+            .bind(claim.map(|c| c.attempts))
+            .bind(claim.map(|c| &c.superseded[..]).unwrap_or(&[]))
+            .bind(claim.map(|c| &c.watched[..]).unwrap_or(&[]))
+            .fetch_one(pool)
+            .await?;
+    let claimed =
+        (moved && claim.is_some()).then(|| BatchClaim::from_row(batch, completed_meanwhile));
+    Ok((moved, claimed))
+}

@@ -1,0 +1,70 @@
+//! The fence's SQL (guarantee 3), written once: how a fence is issued and how
+//! a write checks that its fence is still the newest. Every statement that
+//! issues or checks a fence is composed from these fragments with `concat!`.
+//!
+//! Each fragment is a macro that expands to a string literal, so a statement
+//! built from it is one `&'static str`: the same text every time, which
+//! sqlx's per-connection statement cache keys on. The arguments are the
+//! statement's placeholders (`"$3"`) or the names of its CTEs.
+
+/// Issues the next fence of each sync in `from` (a row source with a
+/// `sync_id` column): one more than the last issued, or 1 for a sync never
+/// fenced. Durable and only growing, so a fence outlives any Redis lease: the
+/// holder of a lease Redis forgot still holds an older fence than the next
+/// holder. Append `RETURNING` as the statement needs.
+#[rustfmt::skip]
+macro_rules! issue_fence {
+    (from: $from:literal) => { concat!("
+       INSERT INTO sync_cursors (sync_id, fence_issued) SELECT sync_id, 1 FROM ", $from, "
+       ON CONFLICT (sync_id) DO UPDATE SET fence_issued = ",
+           $crate::store::fence::next_fence!(row: "sync_cursors")
+    ) };
+}
+pub(crate) use issue_fence;
+
+/// The fence after the last one issued on `row` (a `sync_cursors` row or its
+/// alias): fences only grow, one at a time.
+macro_rules! next_fence {
+    (row: $row:literal) => {
+        concat!($row, ".fence_issued + 1")
+    };
+}
+pub(crate) use next_fence;
+
+/// For an operator's write to the cursor (a reset, a rewind), as `SET` items
+/// on the sync's `sync_cursors` row `row`: issues the next fence and records
+/// it as the cursor's writer. No run holds that fence, so every run under an
+/// older one is refused from then on and cannot write its position back.
+#[rustfmt::skip]
+macro_rules! take_fence {
+    (row: $row:literal) => { concat!(
+        "fence_issued = ", $crate::store::fence::next_fence!(row: $row),
+        ", fence = ", $crate::store::fence::next_fence!(row: $row)
+    ) };
+}
+pub(crate) use take_fence;
+
+/// The fence check, as a condition on a `sync_cursors` row: the sync's row,
+/// and `fence` still the newest issued. A write made under it is refused once
+/// a newer fence exists (a lease taken over, a cursor reset), which is what
+/// keeps a stale run from moving the cursor or claiming keys.
+macro_rules! fence_held {
+    (sync: $sync:literal, fence: $fence:literal) => {
+        concat!("sync_id = ", $sync, " AND fence_issued = ", $fence)
+    };
+}
+pub(crate) use fence_held;
+
+/// The fence check for a write to other tables (a claim): one row when the
+/// fence is still the newest, none otherwise, to select the write from.
+/// `FOR SHARE` holds off a new fence until the write commits, so no newer
+/// fence can be issued between the check and the write.
+#[rustfmt::skip]
+macro_rules! fence_guard {
+    (sync: $sync:literal, fence: $fence:literal) => { concat!(
+        "SELECT 1 FROM sync_cursors WHERE ",
+        $crate::store::fence::fence_held!(sync: $sync, fence: $fence),
+        " FOR SHARE"
+    ) };
+}
+pub(crate) use fence_guard;
