@@ -43,25 +43,42 @@ const CLEAN_PAGE: &str = concat!(
     completed_meanwhile!(watched: "$18")
 );
 
+/// One clean page, as the run holds it at its checkpoint.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanPage<'a> {
+    pub run_id: i64,
+    pub sync_id: &'a str,
+    /// The run's fence: the write is refused once a newer one was issued.
+    pub fence: i64,
+    /// The run's counts so far.
+    pub counts: &'a RunCounts,
+    /// Where the page ended (`None`: the source's start).
+    pub cursor: Option<&'a serde_json::Value>,
+    /// The page's bulk-call answer, written whether or not the cursor moves.
+    pub completion: Option<&'a BatchCompletion>,
+    /// The next page's bulk call, claimed only if the cursor moves.
+    pub claim: Option<&'a BatchClaimRequest>,
+}
+
 /// After a clean page: moves the sync's cursor, only if `fence` is still the
 /// newest issued, and with it the run's counts and position; completes the
-/// page's bulk call (`completion`, written whether or not the cursor moves:
-/// the call was made); and, when the cursor moved, claims the next page's bulk
-/// call (`claim`). Returns whether the cursor moved (`false`: a newer fence
-/// was issued, and the run must stop), and the claim.
-// The run loop calls this with the page's parts as it holds them; a struct
-// for them waits for the run loop's own reshaping.
-#[allow(clippy::too_many_arguments)]
+/// page's bulk call (written whether or not the cursor moves: the call was
+/// made); and, when the cursor moved, claims the next page's bulk call.
+/// Returns whether the cursor moved (`false`: a newer fence was issued, and
+/// the run must stop), and the claim.
 pub async fn record_clean_page(
     pool: &PgPool,
-    run_id: i64,
-    sync_id: &str,
-    fence: i64,
-    counts: &RunCounts,
-    cursor: Option<&serde_json::Value>,
-    completion: Option<&BatchCompletion>,
-    claim: Option<&BatchClaimRequest>,
+    page: &CleanPage<'_>,
 ) -> sqlx::Result<(bool, Option<BatchClaim>)> {
+    let CleanPage {
+        run_id,
+        sync_id,
+        fence,
+        counts,
+        cursor,
+        completion,
+        claim,
+    } = *page;
     let (moved, batch, completed_meanwhile): (bool, Option<i64>, Option<Vec<u8>>) =
         sqlx::query_as(CLEAN_PAGE)
             .bind(run_id)

@@ -214,10 +214,6 @@ fn one<T>(mut answers: Vec<T>) -> sqlx::Result<T> {
     answers.pop().ok_or(sqlx::Error::RowNotFound)
 }
 
-/// The checkpoint of a clean page lives in `checkpoint.rs`, the one statement
-/// that writes several tables for one commit; here for the run loop's calls.
-pub use super::checkpoint::record_clean_page;
-
 /// The run proved itself alive (its lease was renewed).
 pub async fn touch_heartbeat(pool: &PgPool, run_id: i64) -> sqlx::Result<()> {
     sqlx::query("UPDATE runs SET heartbeat_at = now() WHERE id = $1")

@@ -36,6 +36,7 @@ use crate::destination::{AnyDestination, Destination, Outbound, RecordOutcome, R
 use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
 use crate::source::{AnySource, SourceConnections};
+use crate::store::checkpoint::{self, CleanPage};
 use crate::store::cursors;
 use crate::store::grouped::RunStatements;
 use crate::store::ledger::{BatchClaim, BatchClaimRequest, BatchCompletion};
@@ -413,18 +414,16 @@ async fn checkpoint(
     // One answer rides with the checkpoint (a bulk page has one call).
     let with_checkpoint = completions.pop();
     complete_alone(cx, completions).await?;
-    let (run, fence) = (cx.run, cx.lease.fence);
-    let (moved, claimed) = runs::record_clean_page(
-        &cx.env.store,
-        run.id,
-        &run.sync_id,
-        fence,
-        &state.counts,
-        at.as_ref(),
-        with_checkpoint.as_ref(),
-        claim_next,
-    )
-    .await?;
+    let page = CleanPage {
+        run_id: cx.run.id,
+        sync_id: &cx.run.sync_id,
+        fence: cx.lease.fence,
+        counts: &state.counts,
+        cursor: at.as_ref(),
+        completion: with_checkpoint.as_ref(),
+        claim: claim_next,
+    };
+    let (moved, claimed) = checkpoint::record_clean_page(&cx.env.store, &page).await?;
     if !moved {
         return Err(RunFailure::lease_lost("a newer fence wrote the cursor"));
     }

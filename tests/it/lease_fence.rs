@@ -9,10 +9,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use syncward::lease::{Lease, LeaseManager};
 use syncward::store::audit::Actor;
+use syncward::store::checkpoint::{self, CleanPage};
+use syncward::store::cursors;
 use syncward::store::grouped::RunStatements;
 use syncward::store::ledger::{self, BatchClaim, BatchClaimRequest, BatchCompletion, Claim};
 use syncward::store::runs::{LeaseStart, RunCounts};
-use syncward::store::{checkpoint, cursors};
 use uuid::Uuid;
 
 use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
@@ -135,13 +136,15 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
     // Page 1 is clean: the cursor moves, and page 2's claim rides along.
     let (moved, claimed) = checkpoint::record_clean_page(
         &rig.db.pool,
-        1,
-        "s1",
-        first.fence,
-        &counts(10),
-        Some(&at(10)),
-        None,
-        Some(&next_claim(2)),
+        &CleanPage {
+            run_id: 1,
+            sync_id: "s1",
+            fence: first.fence,
+            counts: &counts(10),
+            cursor: Some(&at(10)),
+            completion: None,
+            claim: Some(&next_claim(2)),
+        },
     )
     .await?;
     assert!(moved);
@@ -161,13 +164,15 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
     );
     let (moved, _) = checkpoint::record_clean_page(
         &rig.db.pool,
-        2,
-        "s1",
-        second.fence,
-        &counts(20),
-        Some(&at(20)),
-        None,
-        None,
+        &CleanPage {
+            run_id: 2,
+            sync_id: "s1",
+            fence: second.fence,
+            counts: &counts(20),
+            cursor: Some(&at(20)),
+            completion: None,
+            claim: None,
+        },
     )
     .await?;
     assert!(moved);
@@ -182,13 +187,15 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
     };
     let (moved, claimed) = checkpoint::record_clean_page(
         &rig.db.pool,
-        1,
-        "s1",
-        first.fence,
-        &counts(30),
-        Some(&at(30)),
-        Some(&completion),
-        Some(&next_claim(3)),
+        &CleanPage {
+            run_id: 1,
+            sync_id: "s1",
+            fence: first.fence,
+            counts: &counts(30),
+            cursor: Some(&at(30)),
+            completion: Some(&completion),
+            claim: Some(&next_claim(3)),
+        },
     )
     .await?;
     assert!(!moved, "the stale fence wrote the cursor");

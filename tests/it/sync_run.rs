@@ -166,49 +166,6 @@ async fn deleting_the_lease_mid_run_stops_it_with_lease_lost_before_the_next_che
     Ok(())
 }
 
-/// The fenced cursor write is the last word on ownership. A run whose lease
-/// still proves in Redis, but whose fence was passed in Postgres while its
-/// page was out (here by an operator's `reset-cursor`; a newer run's start
-/// issues one the same way), has its checkpoint refused by the daemon's own
-/// checkpoint statement: the run fails `lease_lost` and the newer writer's
-/// cursor stands.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_checkpoint_after_a_newer_fence_is_refused_and_the_newer_cursor_stands()
--> anyhow::Result<()> {
-    let s = Scenario::new(SyncOptions::default()).await?;
-    s.fake.hold_writes();
-    let run = s.run_foreground();
-    let intervene = async {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while s.fake.held_writes() == 0 {
-            anyhow::ensure!(Instant::now() < deadline, "no write arrived");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        s.cli.run(&["sync", "reset-cursor", SYNC_ID]).await?.ok()?;
-        s.fake.release_writes();
-        anyhow::Ok(())
-    };
-    let (out, intervened) = tokio::join!(run, intervene);
-    intervened?;
-    let out = out?;
-    assert_eq!(out.code, 1, "{out:?}");
-    assert!(out.stdout.contains(LEASE_LOST), "{}", out.stdout);
-    let run = s.last_run().await?;
-    assert_eq!(run["status"], "failed");
-    assert_eq!(run["failure_code"], "lease_lost");
-    // Not "the lease was gone at the checkpoint": the lease still proved in
-    // Redis, and only the fenced statement refused.
-    assert_eq!(run["failure_detail"], "a newer fence wrote the cursor");
-    assert_eq!(s.cursor().await?, None, "the reset cursor stands");
-    let mut conn = s.redis.pool.get().await?;
-    let lease: Option<String> = deadpool_redis::redis::cmd("GET")
-        .arg(s.lease_key())
-        .query_async(&mut conn)
-        .await?;
-    assert!(lease.is_none(), "the failed run released its lease");
-    Ok(())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_foreground_run_while_a_live_holder_has_the_lease_exits_3_and_sends_nothing()
 -> anyhow::Result<()> {
