@@ -21,7 +21,7 @@ mod support;
 use std::time::Instant;
 
 use syncward::config::SyncDefinition;
-use syncward::destination::RetryPolicy;
+use syncward::destination::DESTINATION_RETRY;
 use syncward::lease::LeaseManager;
 use syncward::store::audit::Actor;
 use syncward::store::runs::{self, Executor as RunExecutor};
@@ -120,7 +120,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
         leases,
         record_attempts: 3,
         renew_every: std::time::Duration::from_secs(300),
-        retry: RetryPolicy::default(),
+        retry: DESTINATION_RETRY,
         stop: CancellationToken::new(),
         sources: Default::default(),
         bench_without_ledger: false,

@@ -4,7 +4,8 @@
 //! Parts (DESIGN §2): `breaker` (pauses failing syncs), `alerts`, `config` (settings and sync files), `store` (every SQL
 //! statement: syncs, runs, cursors, ledger, audit, alerts), `lease` (Redis
 //! leases and fencing), `worker` (one run's batch loop and delivery keys),
-//! `source` and `destination` (connectors), `mapping` (record → contact), `canonical_json` (the bytes a delivery key hashes),
+//! `source` and `destination` (connectors), `outbound` (the HTTP client, webhook
+//! signing and retry policy shared by connectors and `alerts`), `mapping` (record → contact), `canonical_json` (the bytes a delivery key hashes),
 //! `failure` (the failure catalogue), `scheduler` (cron → queue), `sweeper`
 //! (stuck and dead runs, ledger purge), `shutdown` (the drain), `reload`
 //! (SIGHUP: log filter and alert channels), `commands` (what the CLI does),
@@ -29,6 +30,7 @@ pub mod http;
 pub mod lease;
 pub mod logging;
 pub mod mapping;
+pub mod outbound;
 pub mod reload;
 pub mod scheduler;
 pub mod shutdown;

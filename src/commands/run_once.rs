@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::config::{BadInput, Settings, SyncDefinition};
-use crate::destination::RetryPolicy;
+use crate::destination::DESTINATION_RETRY;
 use crate::failure::FailureCode;
 use std::time::{Duration, Instant};
 
@@ -181,7 +181,7 @@ pub async fn foreground(
                 leases: leases.clone(),
                 record_attempts: i32::try_from(settings.ledger.record_attempts).unwrap_or(i32::MAX),
                 renew_every: settings.lease.renew_every,
-                retry: RetryPolicy::default(),
+                retry: DESTINATION_RETRY,
                 stop: CancellationToken::new(),
                 sources: Default::default(),
                 bench_without_ledger: false,

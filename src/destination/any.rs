@@ -4,8 +4,8 @@ use super::DestinationConfig;
 use super::brevo::BrevoDestination;
 use super::delivery::Destination;
 use super::record::{DestinationError, Outbound, RecordOutcome};
-use super::retry::RetryPolicy;
 use super::webhook::WebhookDestination;
+use crate::outbound::RetryPolicy;
 
 #[derive(Debug)]
 pub enum AnyDestination {

@@ -8,7 +8,7 @@ use tracing::{info, warn};
 
 use crate::alerts::Alert;
 use crate::destination::brevo::{BrevoDestination, IMPORT_UNKNOWN, ImportOutcome};
-use crate::destination::{DestinationConfig, RetryPolicy};
+use crate::destination::{DESTINATION_RETRY, DestinationConfig};
 use crate::store::imports::ImportProcessRow;
 use crate::store::{imports, syncs};
 use crate::worker::Daemon;
@@ -64,7 +64,7 @@ pub async fn check_imports(daemon: &Daemon) -> anyhow::Result<usize> {
         let DestinationConfig::Brevo(config) = &definition.destination else {
             continue;
         };
-        let brevo = match BrevoDestination::open(config, RetryPolicy::default()) {
+        let brevo = match BrevoDestination::open(config, DESTINATION_RETRY) {
             Ok(b) => b,
             Err(e) => {
                 warn!(sync.id = %process.sync_id, error = %e, "Cannot check Brevo imports");

@@ -10,7 +10,7 @@ mod run;
 #[cfg(test)]
 pub(crate) use delivery_key::arbitrary_json;
 pub use delivery_key::{DeliveryKey, PageKeys};
-pub use outcome::{QUARANTINE_ALERT, Recorded, Thresholds, backoff, record_outcome};
+pub use outcome::{QUARANTINE_ALERT, Recorded, Thresholds, record_outcome, run_retry};
 pub use pool::{Daemon, FORCED_TRIGGER, start_workers};
 pub use preview::{Preview, PreviewRecord, preview};
 pub use run::{PageProgress, RunEnv, RunOutcome, RunReport, execute_run};

@@ -17,7 +17,7 @@ use super::run::{RunEnv, RunOutcome, RunReport, execute_run};
 use crate::alerts::Alerter;
 use crate::config::Settings;
 use crate::config::SyncDefinition;
-use crate::destination::RetryPolicy;
+use crate::destination::DESTINATION_RETRY;
 use crate::failure::FailureCode;
 use crate::lease::LeaseManager;
 use crate::shutdown::Shutdown;
@@ -50,7 +50,7 @@ impl Daemon {
             record_attempts: i32::try_from(self.settings.ledger.record_attempts)
                 .unwrap_or(i32::MAX),
             renew_every: self.settings.lease.renew_every,
-            retry: RetryPolicy::default(),
+            retry: DESTINATION_RETRY,
             stop: shutdown.stop_token(),
             sources: self.sources.clone(),
             bench_without_ledger: false,

@@ -12,7 +12,7 @@ use tracing::warn;
 
 use super::client::BrevoDestination;
 use crate::config::SyncDefinition;
-use crate::destination::{DestinationConfig, DestinationError, RetryPolicy};
+use crate::destination::{DESTINATION_RETRY, DestinationConfig, DestinationError};
 
 /// The mapped attributes the account lacks, sorted; `None` when there is
 /// nothing to check: the destination is not Brevo, the mapping has no
@@ -27,7 +27,7 @@ pub async fn missing_attributes(
     if definition.mapping.attributes.is_empty() || config.api_key_env.read().is_none() {
         return None;
     }
-    let brevo = match BrevoDestination::open(config, RetryPolicy::default()) {
+    let brevo = match BrevoDestination::open(config, DESTINATION_RETRY) {
         Ok(b) => b,
         Err(e) => return Some(Err(e)),
     };
