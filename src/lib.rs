@@ -5,7 +5,8 @@
 //! statement: syncs, runs, cursors, ledger, audit, alerts), `lease` (Redis
 //! leases and fencing), `worker` (one run's batch loop and delivery keys),
 //! `source` and `destination` (connectors), `outbound` (the HTTP client, webhook
-//! signing and retry policy shared by connectors and `alerts`), `mapping` (record → contact), `canonical_json` (the bytes a delivery key hashes),
+//! signing and retry policy shared by connectors and `alerts`), `connector_config`
+//! (what connector configs are made of, below them and `config`), `mapping` (record → contact), `canonical_json` (the bytes a delivery key hashes),
 //! `failure` (the failure catalogue), `scheduler` (cron → queue), `sweeper`
 //! (stuck and dead runs, ledger purge), `shutdown` (the drain), `reload`
 //! (SIGHUP: log filter and alert channels), `commands` (what the CLI does),
@@ -23,6 +24,7 @@ pub mod canonical_json;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod connector_config;
 pub mod deadman;
 pub mod destination;
 pub mod failure;
