@@ -22,7 +22,7 @@ mod support;
 use std::time::Instant;
 
 use syncward::config::{Settings, SyncDefinition};
-use syncward::destination::{AnyDestination, Destination, Outbound, RetryPolicy};
+use syncward::destination::{AnyDestination, DESTINATION_RETRY, Destination, Outbound};
 use syncward::lease::LeaseManager;
 use syncward::mapping::map_record;
 use syncward::source::{AnySource, Source};
@@ -230,7 +230,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
 async fn bare_loop(definition: &SyncDefinition) -> anyhow::Result<(std::time::Duration, i64)> {
     let started = Instant::now();
     let mut source = AnySource::open(&definition.source, &Default::default())?;
-    let destination = AnyDestination::open(&definition.destination, RetryPolicy::default())?;
+    let destination = AnyDestination::open(&definition.destination, DESTINATION_RETRY)?;
     let fingerprint = source.fingerprint();
     let id = definition.id.to_string();
     let mut cursor = None;

@@ -4,7 +4,9 @@
 //! Parts (DESIGN §2): `breaker` (pauses failing syncs), `alerts`, `config` (settings and sync files), `store` (every SQL
 //! statement: syncs, runs, cursors, ledger, audit, alerts), `lease` (Redis
 //! leases and fencing), `worker` (one run's batch loop and delivery keys),
-//! `source` and `destination` (connectors), `mapping` (record → contact), `canonical_json` (the bytes a delivery key hashes),
+//! `source` and `destination` (connectors), `outbound` (the HTTP client, webhook
+//! signing and retry policy shared by connectors and `alerts`), `connector_config`
+//! (what connector configs are made of, below them and `config`), `mapping` (record → contact), `canonical_json` (the bytes a delivery key hashes),
 //! `failure` (the failure catalogue), `scheduler` (cron → queue), `sweeper`
 //! (stuck and dead runs, ledger purge), `shutdown` (the drain), `reload`
 //! (SIGHUP: log filter and alert channels), `daemon` (what the workers,
@@ -24,6 +26,7 @@ pub mod canonical_json;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod connector_config;
 pub mod daemon;
 pub mod deadman;
 pub mod destination;
@@ -32,6 +35,7 @@ pub mod http;
 pub mod lease;
 pub mod logging;
 pub mod mapping;
+pub mod outbound;
 pub mod reload;
 pub mod scheduler;
 pub mod shutdown;

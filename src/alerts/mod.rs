@@ -16,7 +16,7 @@ use sqlx::PgPool;
 use tracing::{error, warn};
 
 use crate::config::AlertSettings;
-use crate::destination::webhook::WebhookSigner;
+use crate::outbound::{RetryPolicy, WebhookSigner};
 
 use crate::failure::FailureCode;
 use crate::store::alerts::{NewAlert, record_alert};
@@ -49,8 +49,16 @@ pub fn sentry_client(settings: &AlertSettings) -> Option<Arc<sentry::Client>> {
     ))))
 }
 
-/// Tries per alert webhook delivery, and the timeout of each.
-const WEBHOOK_TRIES: u32 = 3;
+/// Retries of an alert webhook delivery: three tries in all, 500 ms then
+/// 1 s apart. The webhook's 429s are not waited out: an alert is not held.
+const WEBHOOK_RETRY: RetryPolicy = RetryPolicy {
+    retries: 2,
+    backoff_base: Duration::from_millis(500),
+    backoff_max: Duration::from_secs(1),
+    waits: 0,
+    max_wait: Duration::ZERO,
+};
+/// The timeout of each try.
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Sends alerts to every configured channel and records the outcome. Clones
@@ -61,7 +69,6 @@ pub struct Alerter {
     /// Swapped whole by `reload`; an alert being delivered keeps the channels
     /// it started with.
     channels: Arc<RwLock<Arc<Channels>>>,
-    retry_base: Duration,
 }
 
 /// The configured channels besides the log.
@@ -163,7 +170,6 @@ impl Alerter {
         Self {
             store,
             channels: Arc::new(RwLock::new(Arc::new(Channels::new(settings)))),
-            retry_base: Duration::from_millis(500),
         }
     }
 
@@ -265,15 +271,12 @@ impl Alerter {
         .to_string();
         // One id for every try of this alert, so a receiver can drop repeats.
         let id = format!("alert_{}", uuid::Uuid::new_v4().simple());
-        let client = match crate::destination::http_client() {
+        let client = match crate::outbound::http_client() {
             Ok(c) => c,
             Err(e) => return format!("failed: {e}"),
         };
-        let mut last = String::new();
-        for attempt in 0..WEBHOOK_TRIES {
-            if attempt > 0 {
-                tokio::time::sleep(self.retry_base * 2u32.pow(attempt - 1)).await;
-            }
+        let mut failures = 0;
+        let last = loop {
             // Signed per try: the timestamp is the try's.
             let mut request = client
                 .post(url.as_str())
@@ -283,16 +286,21 @@ impl Alerter {
                 request = request.header(name, value);
             }
             let sent = request.body(body.clone()).send().await;
-            match sent {
+            let problem = match sent {
                 Ok(r) if r.status().is_success() => return "sent".into(),
-                Ok(r) => last = format!("HTTP {}", r.status()),
+                Ok(r) => format!("HTTP {}", r.status()),
                 // Without the URL: its query may hold a token, and this
                 // outcome is stored and shown with the alert.
-                Err(e) => last = e.without_url().to_string(),
+                Err(e) => e.without_url().to_string(),
+            };
+            failures += 1;
+            match WEBHOOK_RETRY.backoff(failures) {
+                Some(backoff) => tokio::time::sleep(backoff).await,
+                None => break problem,
             }
-        }
+        };
         warn!(alert.kind = alert.kind, error = %last, "Alert webhook failed");
-        format!("failed after {WEBHOOK_TRIES} tries: {last}")
+        format!("failed after {} tries: {last}", WEBHOOK_RETRY.retries + 1)
     }
 }
 

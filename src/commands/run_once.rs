@@ -13,11 +13,10 @@ use std::time::{Duration, Instant};
 use super::output::outln;
 use crate::lease::{LeaseManager, clear_liveness, connect_redis, is_alive, refresh_liveness};
 use crate::store::processes::{self, ProcessKind};
-use crate::store::runs::{self, Executor, RunCounts};
+use crate::store::runs::{self, Executor, FORCED_TRIGGER, RunCounts};
 use crate::store::syncs;
 use crate::worker::{
-    FORCED_TRIGGER, PageProgress, Recorded, RunEnv, RunOutcome, RunReport, Thresholds, execute_run,
-    record_outcome,
+    PageProgress, Recorded, RunEnv, RunOutcome, RunReport, Thresholds, execute_run, record_outcome,
 };
 
 /// Queues a run; `forced` ones run although the sync is paused.

@@ -134,7 +134,12 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 .definition()
                 .context("the stored definition no longer validates")?;
             let preview = crate::worker::preview(&pool, &definition, limit).await?;
-            let warning = match missing_attributes(&definition).await {
+            let warning = match missing_attributes(
+                &definition.destination,
+                mapped_attributes(&definition),
+            )
+            .await
+            {
                 Some(Ok(missing)) if !missing.is_empty() => Some(format!(
                     "warning: the Brevo account has no attribute {}: imports drop {} without a word \
                      (single upserts are refused); create {} in Brevo or change the mapping",
@@ -234,6 +239,11 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
     }
 }
 
+/// The attribute names a sync's mapping writes.
+fn mapped_attributes(definition: &crate::config::SyncDefinition) -> impl Iterator<Item = &str> {
+    definition.mapping.attributes.keys().map(String::as_str)
+}
+
 /// `sync apply`'s attribute check of one file (see `missing_attributes`):
 /// attributes the account lacks refuse the file unless `skip`; a check that
 /// cannot be made (Brevo unreachable, the key refused) is a warning, so
@@ -246,7 +256,7 @@ async fn check_attributes(
     if skip {
         return Ok(());
     }
-    match missing_attributes(definition).await {
+    match missing_attributes(&definition.destination, mapped_attributes(definition)).await {
         Some(Ok(missing)) if !missing.is_empty() => Err(crate::config::BadInput::new(
             file.display().to_string(),
             "mapping.attributes",

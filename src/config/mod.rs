@@ -9,9 +9,8 @@ mod sync_file;
 mod url_secrets;
 
 pub use bad_input::BadInput;
-pub use ids::{EnvVarName, SyncId, WorkspaceId};
+pub use ids::{SyncId, WorkspaceId};
 pub use schedule::Schedule;
 pub use settings::*;
-pub(crate) use sync_file::field_error;
 pub use sync_file::{ConsentRule, MappingConfig, SyncDefinition, load_for_apply};
 pub use url_secrets::{REDACTED, redact_url, redact_url_text};

@@ -667,7 +667,7 @@ impl Settings {
             );
         }
         if let Some(secret) = &self.alerts.webhook_secret
-            && let Err(problem) = crate::destination::webhook::WebhookSigner::from_secret(secret)
+            && let Err(problem) = crate::outbound::WebhookSigner::from_secret(secret)
         {
             return bad("alerts.webhook_secret", problem);
         }

@@ -291,17 +291,6 @@ fn diagnose_section(text: &str, section: &str) -> Option<(String, String)> {
     }
 }
 
-/// Deserializes one connector table (without its `kind`) to name the field of
-/// the first error: `(field path, problem)`.
-pub(crate) fn field_error<T: serde::de::DeserializeOwned>(
-    table: toml::Table,
-) -> Option<(String, String)> {
-    match serde_path_to_error::deserialize::<_, T>(toml::Value::Table(table)) {
-        Ok(_) => None,
-        Err(e) => Some((e.path().to_string(), e.inner().message().to_string())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,8 @@ use super::delivery::Destination;
 use serde_json::Value;
 
 use super::record::{DestinationError, FollowUp, ImportOutcome, Outbound, RecordOutcome};
-use super::retry::RetryPolicy;
 use super::webhook::WebhookDestination;
+use crate::outbound::RetryPolicy;
 
 #[derive(Debug)]
 pub enum AnyDestination {

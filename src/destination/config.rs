@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::brevo::BrevoDestinationConfig;
 use super::webhook::WebhookDestinationConfig;
-use crate::config::EnvVarName;
+use crate::connector_config::EnvVarName;
 
 /// The `[destination]` table of a sync file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,8 +31,8 @@ impl DestinationConfig {
     pub(crate) fn diagnose(mut table: toml::Table) -> Option<(String, String)> {
         let kind = table.remove("kind")?;
         match kind.as_str()? {
-            "brevo" => crate::config::field_error::<BrevoDestinationConfig>(table),
-            "webhook" => crate::config::field_error::<WebhookDestinationConfig>(table),
+            "brevo" => crate::connector_config::field_error::<BrevoDestinationConfig>(table),
+            "webhook" => crate::connector_config::field_error::<WebhookDestinationConfig>(table),
             _ => None,
         }
     }

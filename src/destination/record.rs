@@ -109,3 +109,11 @@ impl DestinationError {
         matches!(self, DestinationError::Unanswered(_))
     }
 }
+
+/// The shared HTTP client cannot be built: no call can be made with these
+/// settings on this machine.
+impl From<crate::outbound::ClientError> for DestinationError {
+    fn from(e: crate::outbound::ClientError) -> Self {
+        DestinationError::InvalidConfig(e.to_string())
+    }
+}

@@ -1,45 +1,28 @@
 //! Sending one HTTP request with the in-run retries every destination shares:
 //! 429 waits for the server's reset, 5xx / timeouts / garbage back off, both a
-//! bounded number of times.
+//! bounded number of times (`DESTINATION_RETRY`).
 
 use std::time::Duration;
 
 use reqwest::{RequestBuilder, StatusCode};
 
-use super::http_client::{
-    BodyError, DESTINATION_ANSWER_CAP, cap_text, describe_error, read_capped, redirect_target,
-};
 use super::record::DestinationError;
+use crate::outbound::{
+    BodyError, DESTINATION_ANSWER_CAP, RetryPolicy, cap_text, describe_error, header_wait,
+    read_capped, redirect_target, retry_after,
+};
 
-/// How hard a destination call tries before giving up for this run.
-#[derive(Debug, Clone)]
-pub struct RetryPolicy {
-    /// Retries after a 5xx, a timeout, a transport error or an unreadable body.
-    pub server_retries: u32,
-    /// First backoff; doubles per retry, with ±20 % jitter.
-    pub backoff_base: Duration,
-    pub backoff_max: Duration,
-    /// 429 answers waited out before the run gives up as rate limited.
-    pub rate_limit_waits: u32,
-    /// Longest single wait for a rate-limit reset.
-    pub rate_limit_max_wait: Duration,
-    /// Paces every try (first sends and retries) of the calls made with this
-    /// policy, shared by the calls in flight; `None`: only answers pace.
-    pub pacer: Option<std::sync::Arc<Pacer>>,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            server_retries: 4,
-            backoff_base: Duration::from_millis(250),
-            backoff_max: Duration::from_secs(8),
-            rate_limit_waits: 6,
-            rate_limit_max_wait: Duration::from_secs(60),
-            pacer: None,
-        }
-    }
-}
+/// How hard a destination call tries before giving up for this run: 4 retries
+/// after a 5xx, a timeout, a transport error or an unreadable body (backoff
+/// from 250 ms, doubling, at most 8 s); 6 rate-limit resets waited out, each
+/// at most 60 s.
+pub const DESTINATION_RETRY: RetryPolicy = RetryPolicy {
+    retries: 4,
+    backoff_base: Duration::from_millis(250),
+    backoff_max: Duration::from_secs(8),
+    waits: 6,
+    max_wait: Duration::from_secs(60),
+};
 
 /// A request rate shared by concurrent calls: each try takes the next free
 /// slot, `interval` after the previous one, so however many calls are in
@@ -104,21 +87,14 @@ impl Pacer {
     /// Reads the quota headers of an answer: none left holds the next slot
     /// until the reset (at most `max_wait`).
     pub fn observe(&self, headers: &reqwest::header::HeaderMap, max_wait: Duration) {
-        let number = |name: &str| {
-            headers
-                .get(name)?
-                .to_str()
-                .ok()?
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|n| n.is_finite() && *n >= 0.0)
-        };
-        if number(self.remaining_header) != Some(0.0) {
+        let remaining = headers
+            .get(self.remaining_header)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok());
+        if remaining != Some(0.0) {
             return;
         }
-        let reset = number(self.reset_header)
-            .map(|s| Duration::from_secs_f64(s.min(24.0 * 3600.0)))
+        let reset = header_wait(headers, self.reset_header)
             .unwrap_or(Duration::from_secs(1))
             .min(max_wait);
         let until = tokio::time::Instant::now() + reset;
@@ -149,7 +125,8 @@ impl<T> Verdict<T> {
 }
 
 /// Sends the request built by `build` until `judge` accepts an answer or the
-/// policy runs out. `reset_header` names the header holding seconds until a
+/// policy runs out; every try waits for `pacer`'s slot first, when there is
+/// one. `reset_header` names the header holding seconds until a
 /// rate limit resets (`Retry-After` is honoured too); `url_setting` names the
 /// setting that holds the destination's address (for a redirect's message).
 /// Redirects are not followed (`http_client`) and answers are read up to
@@ -157,6 +134,7 @@ impl<T> Verdict<T> {
 pub async fn send_with_retry<T>(
     build: impl Fn() -> RequestBuilder,
     policy: &RetryPolicy,
+    pacer: Option<&Pacer>,
     reset_header: &str,
     url_setting: &str,
     judge: impl Fn(StatusCode, &[u8]) -> Verdict<T>,
@@ -166,13 +144,13 @@ pub async fn send_with_retry<T>(
     // Whether any try may have been written (sent, then left unanswered).
     let mut maybe_written = false;
     loop {
-        if let Some(pacer) = &policy.pacer {
+        if let Some(pacer) = pacer {
             pacer.wait().await;
         }
         let started = std::time::Instant::now();
         let sent = build().send().await;
-        if let (Some(pacer), Ok(response)) = (&policy.pacer, &sent) {
-            pacer.observe(response.headers(), policy.rate_limit_max_wait);
+        if let (Some(pacer), Ok(response)) = (pacer, &sent) {
+            pacer.observe(response.headers(), policy.max_wait);
         }
         let status_label = match &sent {
             Ok(r) => r.status().as_u16().to_string(),
@@ -193,19 +171,18 @@ pub async fn send_with_retry<T>(
                 let status = response.status();
                 if status == StatusCode::TOO_MANY_REQUESTS {
                     rate_limited += 1;
-                    if rate_limited > policy.rate_limit_waits {
+                    let told = reset_wait(response.headers(), reset_header);
+                    let Some(wait) = policy.told_wait(rate_limited, told) else {
                         return Err(DestinationError::RateLimited(format!(
                             "still rate limited (HTTP 429) after waiting {} times",
-                            policy.rate_limit_waits
+                            policy.waits
                         )));
-                    }
-                    let wait = reset_wait(response.headers(), reset_header)
-                        .min(policy.rate_limit_max_wait);
+                    };
                     tracing::info!(
                         wait_ms = wait.as_millis() as u64,
                         "Destination rate limited; waiting for its reset"
                     );
-                    tokio::time::sleep(jitter(wait, 0.0, 0.2)).await;
+                    tokio::time::sleep(wait).await;
                     continue;
                 }
                 if status.is_redirection() {
@@ -245,23 +222,16 @@ pub async fn send_with_retry<T>(
             }
         };
         server_failures += 1;
-        if server_failures > policy.server_retries {
-            let detail = format!(
-                "{problem} (gave up after {} tries)",
-                policy.server_retries + 1
-            );
+        let Some(backoff) = policy.backoff(server_failures) else {
+            let detail = format!("{problem} (gave up after {} tries)", policy.retries + 1);
             return Err(if maybe_written {
                 DestinationError::Unanswered(detail)
             } else {
                 DestinationError::Unavailable(detail)
             });
-        }
-        let backoff = policy
-            .backoff_base
-            .saturating_mul(1 << (server_failures - 1).min(16))
-            .min(policy.backoff_max);
+        };
         tracing::info!(problem = %problem, backoff_ms = backoff.as_millis() as u64, "Destination call failed; retrying");
-        tokio::time::sleep(jitter(backoff, -0.2, 0.2)).await;
+        tokio::time::sleep(backoff).await;
     }
 }
 
@@ -288,27 +258,13 @@ pub fn redirect_refused(response: &reqwest::Response, url_setting: &str) -> Dest
     ))
 }
 
-/// Seconds from the reset header (or `Retry-After`); 1 s when neither parses.
+/// The wait the reset header (or `Retry-After`) asks for, at least 50 ms;
+/// 1 s when neither parses.
 fn reset_wait(headers: &reqwest::header::HeaderMap, reset_header: &str) -> Duration {
-    [reset_header, "retry-after"]
-        .iter()
-        .filter_map(|name| {
-            headers
-                .get(*name)?
-                .to_str()
-                .ok()?
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .find(|s| s.is_finite() && *s >= 0.0)
-        // Clamped before the conversion, which panics on huge values.
-        .map(|s| Duration::from_secs_f64(s.clamp(0.05, 24.0 * 3600.0)))
+    header_wait(headers, reset_header)
+        .or_else(|| retry_after(headers))
+        .map(|wait| wait.max(Duration::from_millis(50)))
         .unwrap_or(Duration::from_secs(1))
-}
-
-fn jitter(d: Duration, low: f64, high: f64) -> Duration {
-    d.mul_f64(1.0 + rand::random_range(low..=high))
 }
 
 #[cfg(test)]

@@ -9,9 +9,9 @@ use super::HttpState;
 use super::path_ids::{RunIdPath, SyncIdPath};
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
+use crate::store::runs::FORCED_TRIGGER;
 use crate::store::{runs, syncs};
 use crate::views::{RunView, SyncView};
-use crate::worker::FORCED_TRIGGER;
 
 pub(super) fn not_found(what: &str) -> Response {
     (

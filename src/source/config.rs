@@ -34,16 +34,16 @@ impl SourceConfig {
     pub(crate) fn diagnose(mut table: toml::Table) -> Option<(String, String)> {
         let kind = table.remove("kind")?;
         match kind.as_str()? {
-            "postgres" => crate::config::field_error::<PostgresSourceConfig>(table),
-            "shopify" => crate::config::field_error::<ShopifySourceConfig>(table),
-            "http" => crate::config::field_error::<HttpSourceConfig>(table),
+            "postgres" => crate::connector_config::field_error::<PostgresSourceConfig>(table),
+            "shopify" => crate::connector_config::field_error::<ShopifySourceConfig>(table),
+            "http" => crate::connector_config::field_error::<HttpSourceConfig>(table),
             _ => None,
         }
     }
 
     /// The environment variables holding this source's secrets, with the field
     /// that names each.
-    pub fn secret_env_vars(&self) -> Vec<(&'static str, &crate::config::EnvVarName)> {
+    pub fn secret_env_vars(&self) -> Vec<(&'static str, &crate::connector_config::EnvVarName)> {
         match self {
             SourceConfig::Postgres(c) => vec![("url_env", &c.url_env)],
             SourceConfig::Shopify(c) => vec![("access_token_env", &c.access_token_env)],

@@ -1,6 +1,6 @@
 //! The request loop the HTTP sources share: an answer is a page, a throttle
 //! (wait as told, then ask again), a failure worth retrying after a backoff,
-//! or a final failure. Waits are bounded per page.
+//! or a final failure. Waits are bounded per page (`SOURCE_RETRY`).
 
 use std::future::Future;
 use std::time::Duration;
@@ -8,13 +8,19 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::page::{Page, SourceError};
+use crate::outbound::RetryPolicy;
 
-/// Throttled answers waited out per page before the attempt gives up.
-const THROTTLE_WAITS: u32 = 20;
-/// Transport errors, 5xx and unreadable bodies retried per page.
-const SERVER_RETRIES: u32 = 4;
-/// Longest single wait, whatever the server says.
-pub const MAX_WAIT: Duration = Duration::from_secs(60);
+/// How hard a source tries per page: 4 retries after transport errors, 5xx
+/// and unreadable bodies (backoff from 250 ms, doubling); 20 throttled answers
+/// waited out. No single wait (nor pause between pages) is longer than 60 s,
+/// whatever the server says.
+pub const SOURCE_RETRY: RetryPolicy = RetryPolicy {
+    retries: 4,
+    backoff_base: Duration::from_millis(250),
+    backoff_max: Duration::from_secs(8),
+    waits: 20,
+    max_wait: Duration::from_secs(60),
+};
 
 /// What one answer said.
 #[derive(Debug)]
@@ -46,49 +52,35 @@ where
         }
         match ask().await {
             Answer::Page(page, pause) => {
-                *next_send = pause.map(|p| Instant::now() + p.min(MAX_WAIT));
+                *next_send = pause.map(|p| Instant::now() + p.min(SOURCE_RETRY.max_wait));
                 return Ok(page);
             }
             Answer::Throttled(wait) => {
                 throttles += 1;
-                if throttles > THROTTLE_WAITS {
+                let Some(wait) = SOURCE_RETRY.told_wait(throttles, wait) else {
                     return Err(SourceError::Unreachable(format!(
-                        "{service} kept throttling after {THROTTLE_WAITS} waits"
+                        "{service} kept throttling after {} waits",
+                        SOURCE_RETRY.waits
                     )));
-                }
+                };
                 tracing::info!(
                     wait_ms = wait.as_millis() as u64,
                     "{service} throttled the request; waiting"
                 );
-                *next_send = Some(Instant::now() + wait.min(MAX_WAIT));
+                *next_send = Some(Instant::now() + wait);
             }
             Answer::Retry(why) => {
                 failures += 1;
-                if failures > SERVER_RETRIES {
+                let Some(backoff) = SOURCE_RETRY.backoff(failures) else {
                     return Err(SourceError::Unreachable(format!(
                         "{why} (gave up after {} tries)",
-                        SERVER_RETRIES + 1
+                        SOURCE_RETRY.retries + 1
                     )));
-                }
-                let backoff = Duration::from_millis(250) * (1 << (failures - 1));
+                };
                 tracing::info!(problem = %why, backoff_ms = backoff.as_millis() as u64, "{service} call failed; retrying");
                 *next_send = Some(Instant::now() + backoff);
             }
             Answer::Fail(e) => return Err(e),
         }
     }
-}
-
-/// Seconds from a `Retry-After` header (delta-seconds form).
-pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    headers
-        .get("retry-after")?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        // Clamped before the conversion, which panics on huge values.
-        .map(|s| Duration::from_secs_f64(s.min(MAX_WAIT.as_secs_f64())))
 }

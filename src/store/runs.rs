@@ -8,6 +8,10 @@ use sqlx::{FromRow, PgPool};
 use super::deadman::IncidentRow;
 use super::fence::issue_fence;
 
+/// The trigger of a run a person started on a paused sync (`sync run --force`):
+/// it runs although the sync is paused.
+pub const FORCED_TRIGGER: &str = "forced";
+
 /// A run as stored.
 #[derive(Debug, Clone, Serialize, FromRow)]
 pub struct RunRow {

@@ -10,7 +10,7 @@ use tracing::{info, warn};
 use crate::alerts::Alert;
 use crate::daemon::Daemon;
 use crate::destination::{
-    AnyDestination, Destination, FollowUp, IMPORT_UNKNOWN, ImportOutcome, RetryPolicy,
+    AnyDestination, DESTINATION_RETRY, Destination, FollowUp, IMPORT_UNKNOWN, ImportOutcome,
 };
 use crate::store::imports::ImportProcessRow;
 use crate::store::{imports, syncs};
@@ -60,14 +60,13 @@ pub async fn check_imports(daemon: &Daemon) -> anyhow::Result<usize> {
         let Ok(definition) = sync.definition() else {
             continue;
         };
-        let destination =
-            match AnyDestination::open(&definition.destination, RetryPolicy::default()) {
-                Ok(d) => d,
-                Err(e) => {
-                    warn!(sync.id = %process.sync_id, error = %e, "Cannot check imports");
-                    continue;
-                }
-            };
+        let destination = match AnyDestination::open(&definition.destination, DESTINATION_RETRY) {
+            Ok(d) => d,
+            Err(e) => {
+                warn!(sync.id = %process.sync_id, error = %e, "Cannot check imports");
+                continue;
+            }
+        };
         if let Some(budget) = destination.follow_up_budget()
             && !take_check(daemon, &budget).await?
         {

@@ -17,7 +17,7 @@ mod run_failure;
 #[cfg(test)]
 pub(crate) use delivery_key::arbitrary_json;
 pub use delivery_key::{DeliveryKey, PageKeys};
-pub use outcome::{QUARANTINE_ALERT, Recorded, Thresholds, backoff, record_outcome};
-pub use pool::{FORCED_TRIGGER, start_workers};
+pub use outcome::{QUARANTINE_ALERT, Recorded, Thresholds, record_outcome, run_retry};
+pub use pool::start_workers;
 pub use preview::{Preview, PreviewRecord, preview};
 pub use run::{PageProgress, RunEnv, RunOutcome, RunReport, execute_run};

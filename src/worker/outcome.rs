@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use super::run::{RunOutcome, RunReport};
 use crate::config::RetrySettings;
 use crate::failure::FailureCode;
+use crate::outbound::RetryPolicy;
 use crate::store::grouped::RunStatements;
 use crate::store::rejected;
 use crate::store::runs::{self, RunCounts, RunRow};
@@ -30,18 +31,20 @@ pub enum Recorded {
     Superseded,
 }
 
-/// Wait before attempt `attempt + 1`: `backoff_base × 2^(attempt−1)`, ±10 %
-/// jitter, at most `backoff_max`.
-pub fn backoff(retry: &RetrySettings, attempt: i32) -> Duration {
-    let exponent = u32::try_from(attempt.saturating_sub(1))
-        .unwrap_or(0)
-        .min(20);
-    let wait = retry
-        .backoff_base
-        .saturating_mul(1 << exponent)
-        .min(retry.backoff_max);
-    wait.mul_f64(rand::random_range(0.9..=1.1))
-        .min(retry.backoff_max)
+/// The policy a sync's failed runs are retried by: `retry.backoff_base`
+/// doubling per attempt up to `retry.backoff_max`, for as many retries as the
+/// run has attempts after its first (`max_attempts`, which a sync may set).
+pub fn run_retry(retry: &RetrySettings, max_attempts: i32) -> RetryPolicy {
+    RetryPolicy {
+        // A run without attempts left (or a nonsensical count) is not retried.
+        retries: u32::try_from(max_attempts.saturating_sub(1)).unwrap_or(0),
+        backoff_base: retry.backoff_base,
+        backoff_max: retry.backoff_max,
+        // Runs are not told to wait by a server: their waits are the
+        // connectors' own, within the run.
+        waits: 0,
+        max_wait: Duration::ZERO,
+    }
 }
 
 /// The settings a run's end is judged by.
@@ -198,9 +201,14 @@ async fn record(
                 .await
             }
         },
-        RunOutcome::Failed { code, detail } => match retry {
-            Some(settings) if code.is_retryable() && run.attempt < run.max_attempts => {
-                let due_in = backoff(settings, run.attempt);
+        RunOutcome::Failed { code, detail } => match retry
+            .filter(|_| code.is_retryable())
+            // The run's attempt (1 for the first) is the retry it would need.
+            .and_then(|settings| {
+                run_retry(settings, run.max_attempts)
+                    .backoff(u32::try_from(run.attempt).unwrap_or(0))
+            }) {
+            Some(due_in) => {
                 let reason = format!("{code}: {detail}");
                 let requeued =
                     runs::requeue_run(store, run, due_in, false, "retry", counts, &reason).await?;
@@ -259,24 +267,4 @@ async fn finish(
         failure: failure.map(|f| f.0),
         closed_incidents,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
-        let retry = RetrySettings {
-            max_attempts: 5,
-            backoff_base: Duration::from_secs(60),
-            backoff_max: Duration::from_secs(3600),
-        };
-        let near = |d: Duration, secs: f64| (d.as_secs_f64() - secs).abs() <= secs * 0.1 + 1e-9;
-        assert!(near(backoff(&retry, 1), 60.0));
-        assert!(near(backoff(&retry, 2), 120.0));
-        assert!(near(backoff(&retry, 4), 480.0));
-        assert!(backoff(&retry, 30) <= Duration::from_secs(3600));
-        assert!(near(backoff(&retry, 30), 3600.0));
-    }
 }

@@ -18,7 +18,7 @@ use crate::config::SyncDefinition;
 use crate::daemon::Daemon;
 use crate::failure::FailureCode;
 use crate::shutdown::Shutdown;
-use crate::store::runs::{self, ClaimedRun, Executor, RunCounts, RunRow};
+use crate::store::runs::{self, ClaimedRun, Executor, FORCED_TRIGGER, RunCounts, RunRow};
 
 /// Wait between tries to record a run's outcome while the store is away.
 const RECORD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -132,10 +132,6 @@ async fn worker_loop(
         }
     }
 }
-
-/// The trigger of a run a person started on a paused sync (`sync run --force`):
-/// it runs although the sync is paused.
-pub const FORCED_TRIGGER: &str = "forced";
 
 async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
     let ClaimedRun {

@@ -32,7 +32,9 @@ use super::prepared_page::{Pending, PreparedPage};
 use super::read_ahead::ReadAhead;
 use super::run_failure::RunFailure;
 use crate::config::{Settings, SyncDefinition};
-use crate::destination::{AnyDestination, Destination, Outbound, RecordOutcome, RetryPolicy};
+use crate::destination::{
+    AnyDestination, DESTINATION_RETRY, Destination, Outbound, RecordOutcome, RetryPolicy,
+};
 use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
 use crate::source::{AnySource, SourceConnections};
@@ -80,7 +82,7 @@ impl RunEnv {
             // Bounded far below i32::MAX by the config's validation.
             record_attempts: i32::try_from(settings.ledger.record_attempts).unwrap_or(i32::MAX),
             renew_every: settings.lease.renew_every,
-            retry: RetryPolicy::default(),
+            retry: DESTINATION_RETRY,
             stop,
             sources,
         }

@@ -11,32 +11,33 @@ use std::time::{Duration, Instant};
 use tracing::warn;
 
 use super::client::BrevoDestination;
-use crate::config::SyncDefinition;
-use crate::destination::{DestinationConfig, DestinationError, RetryPolicy};
+use crate::destination::{DESTINATION_RETRY, DestinationConfig, DestinationError};
 
 /// The mapped attributes the account lacks, sorted; `None` when there is
 /// nothing to check: the destination is not Brevo, the mapping has no
 /// attributes, or the API key's variable is not set here (the check needs the
 /// key; the daemon's machine may be the only one that has it).
-pub async fn missing_attributes(
-    definition: &SyncDefinition,
+pub async fn missing_attributes<'a>(
+    destination: &DestinationConfig,
+    mapped: impl IntoIterator<Item = &'a str>,
 ) -> Option<Result<Vec<String>, DestinationError>> {
-    let DestinationConfig::Brevo(config) = &definition.destination else {
+    let DestinationConfig::Brevo(config) = destination else {
         return None;
     };
-    if definition.mapping.attributes.is_empty() || config.api_key_env.read().is_none() {
+    let mapped: Vec<&str> = mapped.into_iter().collect();
+    if mapped.is_empty() || config.api_key_env.read().is_none() {
         return None;
     }
-    let brevo = match BrevoDestination::open(config, RetryPolicy::default()) {
+    let brevo = match BrevoDestination::open(config, DESTINATION_RETRY) {
         Ok(b) => b,
         Err(e) => return Some(Err(e)),
     };
-    Some(brevo.attribute_names().await.map(|names| {
-        missing(
-            definition.mapping.attributes.keys().map(String::as_str),
-            &names,
-        )
-    }))
+    Some(
+        brevo
+            .attribute_names()
+            .await
+            .map(|names| missing(mapped.into_iter(), &names)),
+    )
 }
 
 /// How long a run reuses the account's attribute list another run of this

@@ -12,13 +12,14 @@ use serde_json::{Value, json};
 
 use super::config::{BrevoDestinationConfig, BrevoMode};
 use crate::destination::delivery::Destination;
-use crate::destination::http_client::{
-    BodyError, DESTINATION_ANSWER_CAP, cap_text, describe_error, http_client, read_capped,
-};
 use crate::destination::record::{
     DestinationError, FollowUp, IMPORT_UNKNOWN, ImportOutcome, Outbound, RecordOutcome,
 };
-use crate::destination::retry::{Pacer, RetryPolicy, Verdict, redirect_refused, send_with_retry};
+use crate::destination::retry::{Pacer, Verdict, redirect_refused, send_with_retry};
+use crate::outbound::{
+    BodyError, DESTINATION_ANSWER_CAP, RetryPolicy, cap_text, describe_error, http_client,
+    read_capped,
+};
 
 /// Largest import body sent; Brevo takes 10 MB and recommends about 8 MB.
 pub const IMPORT_BODY_LIMIT: usize = 8_000_000;
@@ -35,8 +36,8 @@ pub struct BrevoDestination {
     config: BrevoDestinationConfig,
     api_key: SecretString,
     policy: RetryPolicy,
-    /// `policy` with the pace of single `POST /contacts` writes.
-    create_policy: RetryPolicy,
+    /// The pace of single `POST /contacts` writes.
+    create_pacer: Pacer,
     /// Mapped attributes the account lacks (found by `start`): left out of
     /// every body, since an import would drop them silently anyway.
     unknown: Vec<String>,
@@ -72,18 +73,14 @@ impl BrevoDestination {
         // One destination per run, and one run per sync: the sync's single
         // contact writes share this pace, whatever `concurrency` keeps in
         // flight. Imports (one per page) are not paced.
-        let mut create_policy = policy.clone();
-        create_policy.pacer = Some(std::sync::Arc::new(Pacer::per_second(
-            config.requests_per_second,
-            REMAINING_HEADER,
-            RESET_HEADER,
-        )));
+        let create_pacer =
+            Pacer::per_second(config.requests_per_second, REMAINING_HEADER, RESET_HEADER);
         Ok(Self {
             client,
             config: config.clone(),
             api_key: SecretString::from(api_key),
             policy,
-            create_policy,
+            create_pacer,
             unknown: Vec::new(),
         })
     }
@@ -247,7 +244,8 @@ impl BrevoDestination {
         let build = || self.post(&url, &body);
         send_with_retry(
             build,
-            &self.create_policy,
+            &self.policy,
+            Some(&self.create_pacer),
             RESET_HEADER,
             URL_SETTING,
             judge_create,
@@ -286,6 +284,7 @@ impl BrevoDestination {
             let answer = send_with_retry(
                 build,
                 &self.policy,
+                None,
                 RESET_HEADER,
                 URL_SETTING,
                 |status, bytes| judge_import(status, bytes, rows.len()),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::EnvVarName;
+use crate::connector_config::EnvVarName;
 
 fn default_base_url() -> url::Url {
     // A constant, valid URL.

@@ -12,11 +12,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::config::WebhookDestinationConfig;
-use super::signature::WebhookSigner;
 use crate::destination::delivery::Destination;
-use crate::destination::http_client::http_client;
 use crate::destination::record::{Contact, DestinationError, Outbound, RecordOutcome};
-use crate::destination::retry::{RetryPolicy, Verdict, send_with_retry};
+use crate::destination::retry::{Verdict, send_with_retry};
+use crate::outbound::{RetryPolicy, WebhookSigner, http_client};
 
 /// Requests in flight at once without `batch`.
 const CONCURRENCY: usize = 4;
@@ -92,6 +91,7 @@ impl WebhookDestination {
         send_with_retry(
             build,
             &self.policy,
+            None,
             "retry-after",
             "destination.url",
             |status, bytes| {

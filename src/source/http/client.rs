@@ -10,11 +10,11 @@ use tokio::time::Instant;
 
 use super::config::HttpSourceConfig;
 use crate::canonical_json::canonical_json;
-use crate::destination::http_client::{
-    BodyError, SOURCE_PAGE_CAP, cap_text, describe_error, read_capped, redirect_target,
+use crate::outbound::{
+    BodyError, SOURCE_PAGE_CAP, cap_text, describe_error, read_capped, redirect_target, retry_after,
 };
 use crate::source::page::{Page, Source, SourceError};
-use crate::source::retry::{Answer, MAX_WAIT, fetch_with_retries, retry_after};
+use crate::source::retry::{Answer, SOURCE_RETRY, fetch_with_retries};
 
 /// Empty pages with a next cursor followed in one fetch before giving up.
 const EMPTY_PAGES: usize = 100;
@@ -44,7 +44,7 @@ impl HttpSource {
                 ))
             })?),
         };
-        let client = crate::destination::http_client()
+        let client = crate::outbound::http_client()
             .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
         Ok(Self {
             config: config.clone(),
@@ -111,7 +111,7 @@ fn judge(
         return Answer::Throttled(
             retry_after
                 .unwrap_or(std::time::Duration::from_secs(1))
-                .min(MAX_WAIT),
+                .min(SOURCE_RETRY.max_wait),
         );
     }
     if status.is_server_error() {

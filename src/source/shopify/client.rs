@@ -17,11 +17,11 @@ use tokio::time::Instant;
 
 use super::config::ShopifySourceConfig;
 use crate::canonical_json::canonical_json;
-use crate::destination::http_client::{
-    BodyError, SOURCE_PAGE_CAP, cap_text, describe_error, read_capped, redirect_target,
+use crate::outbound::{
+    BodyError, SOURCE_PAGE_CAP, cap_text, describe_error, read_capped, redirect_target, retry_after,
 };
 use crate::source::page::{Page, Source, SourceError};
-use crate::source::retry::{Answer, MAX_WAIT, fetch_with_retries, retry_after};
+use crate::source::retry::{Answer, SOURCE_RETRY, fetch_with_retries};
 
 const QUERY: &str = "query SyncwardCustomers($first: Int!, $after: String, $query: String) {
   customers(first: $first, after: $after, sortKey: UPDATED_AT, query: $query) {
@@ -58,7 +58,7 @@ impl ShopifySource {
                 config.access_token_env
             ))
         })?;
-        let client = crate::destination::http_client()
+        let client = crate::outbound::http_client()
             .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
         Ok(Self {
             endpoint: config.endpoint(),
@@ -170,7 +170,7 @@ fn missing_cost_wait(body: &Value) -> Option<Duration> {
     let available = number("/throttleStatus/currentlyAvailable")?;
     let rate = number("/throttleStatus/restoreRate").filter(|r| *r > 0.0)?;
     // Clamped before the conversion, which panics on huge values.
-    let seconds = ((requested - available) / rate).clamp(0.0, MAX_WAIT.as_secs_f64());
+    let seconds = ((requested - available) / rate).clamp(0.0, SOURCE_RETRY.max_wait.as_secs_f64());
     seconds
         .is_finite()
         .then(|| Duration::from_secs_f64(seconds))
@@ -226,7 +226,11 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
     }
     let Some(body) = parsed else {
         return if status == StatusCode::TOO_MANY_REQUESTS {
-            Answer::Throttled(retry_after.unwrap_or(Duration::from_secs(1)).min(MAX_WAIT))
+            Answer::Throttled(
+                retry_after
+                    .unwrap_or(Duration::from_secs(1))
+                    .min(SOURCE_RETRY.max_wait),
+            )
         } else {
             Answer::Retry(format!("HTTP {status} with a body that is not JSON"))
         };
@@ -241,7 +245,7 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
         let wait = computed
             .max(retry_after.unwrap_or_default())
             .max(Duration::from_secs(1))
-            .min(MAX_WAIT);
+            .min(SOURCE_RETRY.max_wait);
         return Answer::Throttled(wait);
     }
     if status.is_server_error() {
@@ -420,7 +424,7 @@ mod tests {
         // A bucket that would take ages to refill waits at most a minute.
         assert_eq!(
             wait(StatusCode::OK, &throttled_body(1e300, 0.0, 1e-300), None),
-            MAX_WAIT
+            SOURCE_RETRY.max_wait
         );
     }
 

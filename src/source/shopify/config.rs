@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::EnvVarName;
+use crate::connector_config::EnvVarName;
 
 const fn default_page_size() -> u32 {
     250

@@ -1,14 +1,14 @@
-//! The HTTP client every connector shares (destinations and the HTTP
-//! sources), and how it reads answers. Every request carries a credential or
-//! a signed body (Brevo's `api-key`, an `http` source's `auth_header`,
-//! Shopify's access token, a webhook's signature), so the client follows no
-//! redirect: a 3xx is a failure that names where it pointed. Answers are read
-//! up to a cap, and a transport error is described without its URL, which
-//! can carry a secret.
+//! The HTTP client every outbound request shares (connectors, the alert webhook) and how it reads
+//! answers. Requests carry a credential or a signed body, so no redirect is followed (a 3xx names
+//! where it pointed); answers are read up to a cap; errors leave out the URL, which may hold a secret.
 
 use std::error::Error as _;
 
-use super::record::DestinationError;
+/// The client could not be built (the TLS roots cannot be loaded): the
+/// machine's setup, not a request, is at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the HTTP client: {0}")]
+pub struct ClientError(String);
 
 /// Largest destination answer read. Brevo answers a write with a few hundred
 /// bytes and the webhook's answer is only kept as a short message, so 16 MiB
@@ -21,10 +21,11 @@ pub const DESTINATION_ANSWER_CAP: usize = 16 * 1024 * 1024;
 /// below this. Past it the page size, not the run, has to give.
 pub const SOURCE_PAGE_CAP: usize = 64 * 1024 * 1024;
 
-/// The HTTP client every connector shares (a User-Agent naming syncward; no
-/// redirects; timeouts are set per request). Built once per process: building
-/// one loads the TLS roots, which costs more than a whole no-op run.
-pub fn http_client() -> Result<reqwest::Client, DestinationError> {
+/// The HTTP client every outbound request shares (a User-Agent naming
+/// syncward; no redirects; timeouts are set per request). Built once per
+/// process: building one loads the TLS roots, which costs more than a whole
+/// no-op run.
+pub fn http_client() -> Result<reqwest::Client, ClientError> {
     static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
     if let Some(client) = CLIENT.get() {
         return Ok(client.clone());
@@ -35,12 +36,7 @@ pub fn http_client() -> Result<reqwest::Client, DestinationError> {
         // whoever the Location names.
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| {
-            DestinationError::InvalidConfig(format!(
-                "cannot build the HTTP client: {}",
-                describe_error(e)
-            ))
-        })?;
+        .map_err(|e| ClientError(describe_error(e)))?;
     Ok(CLIENT.get_or_init(|| client).clone())
 }
 

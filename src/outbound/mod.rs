@@ -1,0 +1,14 @@
+//! Outbound HTTP below every part that calls out (sources, destinations, alerts): the one client
+//! (no redirects, capped reads, errors without URLs), Standard Webhooks signing, and the one retry
+//! policy. It imports no connector, store or worker.
+
+mod client;
+mod retry;
+mod signature;
+
+pub use client::{
+    BodyError, ClientError, DESTINATION_ANSWER_CAP, SOURCE_PAGE_CAP, cap_text, describe_error,
+    http_client, read_capped, redirect_target,
+};
+pub use retry::{HEADER_WAIT_LIMIT, JITTER, RetryPolicy, header_wait, retry_after};
+pub use signature::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookSigner};
