@@ -114,14 +114,18 @@ fn since(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     format!("{} (up {up})", at.format("%Y-%m-%d %H:%M:%SZ"))
 }
 
+/// `host pid N boot B`: which process, on which machine and boot.
+fn process(host: &str, pid: i32, boot_id: uuid::Uuid) -> String {
+    let host = if host.is_empty() { "?" } else { host };
+    format!("{host} pid {pid} boot {}", boot_id.simple())
+}
+
 fn print_text(s: &Status) {
     outln!("Daemons alive: {}", s.daemons.len());
     for d in &s.daemons {
         outln!(
-            "  {} pid {} boot {} v{} since {}; {}/{} workers busy",
-            if d.host.is_empty() { "?" } else { &d.host },
-            d.pid,
-            d.boot_id.simple(),
+            "  {} v{} since {}; {}/{} workers busy",
+            process(&d.host, d.pid, d.boot_id),
             d.version,
             since(d.started_at, s.at),
             d.workers_busy,
@@ -130,10 +134,8 @@ fn print_text(s: &Status) {
     }
     for f in &s.foreground {
         outln!(
-            "  foreground run: {} pid {} boot {} since {}",
-            if f.host.is_empty() { "?" } else { &f.host },
-            f.pid,
-            f.boot_id.simple(),
+            "  foreground run: {} since {}",
+            process(&f.host, f.pid, f.boot_id),
             since(f.started_at, s.at)
         );
     }

@@ -32,54 +32,62 @@ pub async fn purge_history(
     retention: Retention,
     batch: i64,
 ) -> sqlx::Result<HistoryPurged> {
-    let seconds = retention.runs.as_secs_f64();
-    let mut purged = HistoryPurged::default();
-    loop {
-        let deleted = sqlx::query(
-            "DELETE FROM runs WHERE id IN (
-               SELECT r.id FROM runs r
-               WHERE r.status IN ('succeeded', 'failed', 'skipped')
-                 AND r.finished_at < now() - make_interval(secs => $1)
-                 AND r.id <> (SELECT max(n.id) FROM runs n
-                              WHERE n.sync_id = r.sync_id
-                                AND n.status IN ('succeeded', 'failed', 'skipped'))
-                 AND NOT EXISTS (SELECT 1 FROM sync_cursors c WHERE c.run_id = r.id)
-                 AND NOT EXISTS (SELECT 1 FROM rejected_records x
-                                 WHERE x.run_id = r.id AND x.put_back_at IS NULL)
-               LIMIT $2)",
-        )
-        .bind(seconds)
-        .bind(batch)
-        .execute(pool)
-        .await?
-        .rows_affected();
-        purged.runs += deleted;
-        if deleted < u64::try_from(batch).unwrap_or(u64::MAX) {
-            break;
-        }
-    }
+    let runs = delete_in_batches(
+        pool,
+        "DELETE FROM runs WHERE id IN (
+           SELECT r.id FROM runs r
+           WHERE r.status IN ('succeeded', 'failed', 'skipped')
+             AND r.finished_at < now() - make_interval(secs => $1)
+             AND r.id <> (SELECT max(n.id) FROM runs n
+                          WHERE n.sync_id = r.sync_id
+                            AND n.status IN ('succeeded', 'failed', 'skipped'))
+             AND NOT EXISTS (SELECT 1 FROM sync_cursors c WHERE c.run_id = r.id)
+             AND NOT EXISTS (SELECT 1 FROM rejected_records x
+                             WHERE x.run_id = r.id AND x.put_back_at IS NULL)
+           LIMIT $2)",
+        retention.runs,
+        batch,
+    )
+    .await?;
+    let mut purged = HistoryPurged {
+        runs,
+        ..HistoryPurged::default()
+    };
     for (table, counter, kept) in [
         ("alerts", &mut purged.alerts, retention.alerts),
         ("audit_log", &mut purged.audit_rows, retention.audit_log),
     ] {
-        let seconds = kept.as_secs_f64();
-        loop {
-            // Table names from the list above, not from input.
-            let sql = format!(
-                "DELETE FROM {table} WHERE id IN (
-                   SELECT id FROM {table} WHERE at < now() - make_interval(secs => $1) LIMIT $2)"
-            );
-            let deleted = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(seconds)
-                .bind(batch)
-                .execute(pool)
-                .await?
-                .rows_affected();
-            *counter += deleted;
-            if deleted < u64::try_from(batch).unwrap_or(u64::MAX) {
-                break;
-            }
-        }
+        // Table names from the list above, not from input.
+        let sql = format!(
+            "DELETE FROM {table} WHERE id IN (
+               SELECT id FROM {table} WHERE at < now() - make_interval(secs => $1) LIMIT $2)"
+        );
+        *counter = delete_in_batches(pool, &sql, kept, batch).await?;
     }
     Ok(purged)
+}
+
+/// Runs `sql`, a `DELETE` of at most `$2` rows older than `$1` seconds, until
+/// it deletes fewer than `batch`: many short statements, so none holds locks
+/// on a busy table for long. Returns how many rows went.
+pub(super) async fn delete_in_batches(
+    pool: &PgPool,
+    sql: &str,
+    older_than: Duration,
+    batch: i64,
+) -> sqlx::Result<u64> {
+    let seconds = older_than.as_secs_f64();
+    let mut total = 0;
+    loop {
+        let deleted = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(seconds)
+            .bind(batch)
+            .execute(pool)
+            .await?
+            .rows_affected();
+        total += deleted;
+        if deleted < u64::try_from(batch).unwrap_or(u64::MAX) {
+            return Ok(total);
+        }
+    }
 }

@@ -16,6 +16,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
 use super::fence::fence_guard;
+use super::history::delete_in_batches;
 
 /// A key's per-key row in the ledger.
 #[derive(Debug, Clone, FromRow)]
@@ -624,24 +625,16 @@ pub async fn release_keys(pool: &PgPool, sync_id: &str, keys: &[Vec<u8>]) -> sql
 /// keys counted as keys).
 pub async fn purge_completed(pool: &PgPool, retention: Duration, batch: i64) -> sqlx::Result<u64> {
     let seconds = retention.as_secs_f64();
-    let mut total = 0;
-    loop {
-        let deleted = sqlx::query(
-            "DELETE FROM deliveries WHERE ctid IN (
-               SELECT ctid FROM deliveries
-               WHERE status = 'completed' AND completed_at < now() - make_interval(secs => $1)
-               LIMIT $2)",
-        )
-        .bind(seconds)
-        .bind(batch)
-        .execute(pool)
-        .await?
-        .rows_affected();
-        total += deleted;
-        if deleted < u64::try_from(batch).unwrap_or(u64::MAX) {
-            break;
-        }
-    }
+    let mut total = delete_in_batches(
+        pool,
+        "DELETE FROM deliveries WHERE ctid IN (
+           SELECT ctid FROM deliveries
+           WHERE status = 'completed' AND completed_at < now() - make_interval(secs => $1)
+           LIMIT $2)",
+        retention,
+        batch,
+    )
+    .await?;
     loop {
         let (found, deleted): (bool, i64) = sqlx::query_as(
             "WITH b AS (
