@@ -245,7 +245,7 @@ mod tests {
         /// a mapped contact always has a non-empty e-mail.
         #[test]
         fn any_record_maps_or_is_rejected_without_panicking(
-            record in crate::worker::arbitrary_json(),
+            record in crate::canonical_json::arbitrary_json(),
             email in "[a-z.]{0,12}",
             fields in proptest::collection::btree_map("[A-Z]{1,6}", "[a-z.]{0,12}", 0..5),
         ) {

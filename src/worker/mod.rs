@@ -14,8 +14,6 @@ mod read_ahead;
 mod run;
 mod run_failure;
 
-#[cfg(test)]
-pub(crate) use delivery_key::arbitrary_json;
 pub use delivery_key::{DeliveryKey, PageKeys};
 pub use outcome::{QUARANTINE_ALERT, Recorded, Thresholds, record_outcome, run_retry};
 pub use pool::start_workers;

@@ -22,6 +22,7 @@ mod history;
 mod http_api;
 mod http_source;
 mod import_outcomes;
+mod layout;
 mod lease_fence;
 mod ledger;
 mod liveness;

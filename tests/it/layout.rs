@@ -1,0 +1,113 @@
+//! The shape the contract promises (STYLE.md "Layout"): imports between the
+//! parts of `src/` run one way, with no loop, and connectors know nothing of
+//! the store, the ledger, leases or the run loop. Read from the source text,
+//! so a change that breaks the shape fails here, not in review.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Each top-level part of `src/` and the parts it names (`crate::<part>`).
+fn imports() -> anyhow::Result<BTreeMap<String, BTreeSet<String>>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut pending = vec![src.clone()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(&src)?.to_string_lossy().to_string();
+            let part = relative
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches(".rs")
+                .to_string();
+            if part == "main" || part == "lib" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path)?;
+            let named = graph.entry(part.clone()).or_default();
+            for (i, _) in text.match_indices("crate::") {
+                let rest = &text[i + "crate::".len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != part {
+                    named.insert(name);
+                }
+            }
+        }
+    }
+    Ok(graph)
+}
+
+#[test]
+fn imports_between_parts_run_one_way_with_no_loop() -> anyhow::Result<()> {
+    let graph = imports()?;
+    for start in graph.keys() {
+        // Everything reachable from `start`; reaching `start` again is a loop.
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<(&String, Vec<&String>)> =
+            graph[start].iter().map(|n| (n, vec![start, n])).collect();
+        while let Some((part, path)) = stack.pop() {
+            anyhow::ensure!(
+                part != start,
+                "import loop: {}",
+                path.iter()
+                    .map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" -> ")
+            );
+            if !seen.insert(part) {
+                continue;
+            }
+            for next in graph.get(part).into_iter().flatten() {
+                let mut longer = path.clone();
+                longer.push(next);
+                stack.push((next, longer));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn connectors_know_nothing_of_the_store_leases_config_or_the_run_loop() -> anyhow::Result<()> {
+    let graph = imports()?;
+    let above = [
+        "store",
+        "lease",
+        "config",
+        "worker",
+        "daemon",
+        "sweeper",
+        "scheduler",
+        "http",
+        "views",
+        "commands",
+        "alerts",
+    ];
+    for connector in ["source", "destination", "outbound", "connector_config"] {
+        let named = graph.get(connector).cloned().unwrap_or_default();
+        let wrong: Vec<_> = named
+            .iter()
+            .filter(|n| above.contains(&n.as_str()))
+            .collect();
+        anyhow::ensure!(wrong.is_empty(), "{connector}/ imports {wrong:?}");
+    }
+    // Sources and destinations are peers: neither imports the other.
+    for (a, b) in [("source", "destination"), ("destination", "source")] {
+        anyhow::ensure!(
+            !graph.get(a).is_some_and(|n| n.contains(b)),
+            "{a}/ imports {b}/"
+        );
+    }
+    Ok(())
+}
