@@ -1,6 +1,8 @@
 //! Server-rendered HTML pages (`/`, `/syncs/{id}`, `/runs/{id}`) and the
 //! sync page's buttons. Content comes from `views`, shared with the CLI; this
-//! file only lays it out. No JavaScript: the buttons are plain form POSTs.
+//! file only lays it out. No JavaScript: the buttons are plain form POSTs, a
+//! running run's page reloads itself (a meta refresh), and the chart of recent
+//! runs is inline SVG.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -12,7 +14,7 @@ use super::path_ids::{RunIdPath, SyncActionPath, SyncIdPath};
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
 use crate::store::{runs, syncs};
-use crate::views::{Body, Cell, OverviewView, Page, RunView, SyncView};
+use crate::views::{Body, Cell, OverviewView, Page, RunBar, RunView, SyncView, chart_words};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1b1f24}
 h1{font-size:1.5rem}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #d0d7de}
@@ -27,6 +29,9 @@ fn layout(page: &Page, actions: Option<Markup>) -> Markup {
         html lang="en" {
             head {
                 meta charset="utf-8";
+                @if let Some(seconds) = page.refresh {
+                    meta http-equiv="refresh" content=(seconds);
+                }
                 title { (page.title) }
                 style { (PreEscaped(STYLE)) }
             }
@@ -66,6 +71,54 @@ fn body(b: &Body) -> Markup {
             },
             Body::Text(text) => pre { (text) },
             Body::Note(note) => p { (note) },
+            Body::Chart(bars) => (chart(bars)),
+        }
+    }
+}
+
+/// Colour of a run's bar by how it ended.
+fn colour(status: &str) -> &'static str {
+    match status {
+        "succeeded" => "#2da44e",
+        "failed" => "#cf222e",
+        "running" => "#0969da",
+        _ => "#8c959f",
+    }
+}
+
+/// Recent runs as two rows of bars, oldest on the left: duration above,
+/// records read below, each coloured by outcome and linking to its run. The
+/// summary line says the same in words.
+fn chart(bars: &[RunBar]) -> Markup {
+    const WIDTH: f64 = 600.0;
+    const ROW: f64 = 60.0;
+    // At least 25 slots, so a few runs are bars, not blocks.
+    let slot = WIDTH / bars.len().max(25) as f64;
+    let longest = bars
+        .iter()
+        .map(|b| b.seconds)
+        .fold(0.0, f64::max)
+        .max(0.001);
+    let most = bars.iter().map(|b| b.records).max().unwrap_or(0).max(1) as f64;
+    html! {
+        figure {
+            svg.runs xmlns="http://www.w3.org/2000/svg" width=(WIDTH) height=(2.0 * ROW + 30.0)
+                role="img" aria-label="duration and records read of recent runs" {
+                text x="0" y="12" font-size="11" { "duration (longest " (format!("{longest:.1}")) " s)" }
+                text x="0" y=(ROW + 27.0) font-size="11" { "records read (most " (most) ")" }
+                @for (i, bar) in bars.iter().enumerate() {
+                    @let x = i as f64 * slot + 1.0;
+                    @let w = (slot - 2.0).max(1.0);
+                    @let h1 = (bar.seconds / longest * (ROW - 16.0)).max(1.0);
+                    @let h2 = (bar.records as f64 / most * (ROW - 16.0)).max(1.0);
+                    a href={ "/runs/" (bar.run) } {
+                        title { "run #" (bar.run) ": " (bar.status) ", " (format!("{:.1}", bar.seconds)) " s, " (bar.records) " records" }
+                        rect x=(x) y=(ROW - h1 + 14.0) width=(w) height=(h1) fill=(colour(&bar.status)) {}
+                        rect x=(x) y=(2.0 * ROW - h2 + 28.0) width=(w) height=(h2) fill=(colour(&bar.status)) {}
+                    }
+                }
+            }
+            figcaption { (chart_words(bars)) }
         }
     }
 }

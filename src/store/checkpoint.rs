@@ -13,7 +13,7 @@ use super::ledger::{
 use super::runs::RunCounts;
 
 /// The checkpoint. Binds: $1 run, $2 sync, $3 fence, $4-$7 and $9 the counts,
-/// $8 the cursor, $10-$13 the completion, $14-$18 the claim.
+/// $8 the cursor, $10-$13 the completion, $14-$18 the claim, $19 the pages.
 ///
 /// - `done`, `followed`: the page's bulk answer, as `ledger::complete_batch`
 ///   writes it, whether or not the cursor moves (the call was made).
@@ -34,7 +34,7 @@ const CLEAN_PAGE: &str = concat!(
      progress AS (
        UPDATE runs SET records_read = $4, records_written = $5, records_replayed = $6,
               records_rejected = $7, records_resent = $9, cursor_end = $8,
-              heartbeat_at = now()
+              pages = $19, heartbeat_at = now()
        WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)),
      next_claim AS (SELECT 1 FROM moved WHERE $14 IS NOT NULL), ",
     claim_batch_ctes!(guard: "next_claim", sync: "$2", run: "$1", fence: "$3", page: "$14",
@@ -52,6 +52,8 @@ pub struct CleanPage<'a> {
     pub fence: i64,
     /// The run's counts so far.
     pub counts: &'a RunCounts,
+    /// Pages the run has done, this one included.
+    pub pages: u64,
     /// Where the page ended (`None`: the source's start).
     pub cursor: Option<&'a serde_json::Value>,
     /// The page's bulk-call answer, written whether or not the cursor moves.
@@ -75,6 +77,7 @@ pub async fn record_clean_page(
         sync_id,
         fence,
         counts,
+        pages,
         cursor,
         completion,
         claim,
@@ -99,6 +102,7 @@ pub async fn record_clean_page(
             .bind(claim.map(|c| c.attempts))
             .bind(claim.map(|c| &c.superseded[..]).unwrap_or(&[]))
             .bind(claim.map(|c| &c.watched[..]).unwrap_or(&[]))
+            .bind(i32::try_from(pages).unwrap_or(i32::MAX))
             .fetch_one(pool)
             .await?;
     let claimed =

@@ -40,6 +40,8 @@ pub struct RunRow {
     pub records_replayed: i64,
     pub records_rejected: i64,
     pub records_resent: i64,
+    /// Pages checkpointed so far.
+    pub pages: i32,
     pub failure_code: Option<String>,
     pub failure_detail: Option<String>,
 }

@@ -7,6 +7,9 @@
 pub struct Page {
     pub title: String,
     pub sections: Vec<Section>,
+    /// Seconds after which the HTML page reloads itself (a run in progress);
+    /// `None` for a page that does not change by itself.
+    pub refresh: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -27,6 +30,20 @@ pub enum Body {
     Text(String),
     /// A sentence standing for an empty list.
     Note(String),
+    /// Recent runs, oldest first: drawn as bars in HTML, summed up in text.
+    Chart(Vec<RunBar>),
+}
+
+/// One run in a chart of recent runs.
+#[derive(Debug, Clone)]
+pub struct RunBar {
+    pub run: i64,
+    /// `succeeded`, `failed`, `skipped`, `running`, ...
+    pub status: String,
+    /// From start to finish (or to now, while running); 0 when it never started.
+    pub seconds: f64,
+    /// Records read.
+    pub records: i64,
 }
 
 /// A value, with the page it links to where there is one.
@@ -101,9 +118,78 @@ impl Page {
                     }
                 }
                 Body::Note(note) => out.push_str(&format!("  {note}\n")),
+                Body::Chart(bars) => out.push_str(&format!("  {}\n", chart_words(bars))),
             }
         }
         out
+    }
+}
+
+/// A chart of runs in one line: how they ended, how long they took, how
+/// much they read.
+pub fn chart_words(bars: &[RunBar]) -> String {
+    if bars.is_empty() {
+        return "No runs yet.".into();
+    }
+    let mut ended: Vec<(&str, usize)> = Vec::new();
+    for bar in bars {
+        match ended.iter_mut().find(|(s, _)| *s == bar.status) {
+            Some((_, n)) => *n += 1,
+            None => ended.push((&bar.status, 1)),
+        }
+    }
+    let ended: Vec<String> = ended.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let mut seconds: Vec<f64> = bars.iter().map(|b| b.seconds).collect();
+    seconds.sort_by(f64::total_cmp);
+    let records: i64 = bars.iter().map(|b| b.records).sum();
+    format!(
+        "last {} runs: {}; duration median {:.1} s, longest {:.1} s; {records} records read",
+        bars.len(),
+        ended.join(", "),
+        seconds[seconds.len() / 2],
+        seconds[seconds.len() - 1],
+    )
+}
+
+/// A saved cursor in words. Sources write `{"type", "value"}` (a column's
+/// last value), `{"cursor"}` (an API's next-page token) or `{"after"}` (a
+/// GraphQL end cursor); anything else is shown as it is stored.
+pub fn cursor_words(cursor: Option<&serde_json::Value>) -> String {
+    let Some(cursor) = cursor else {
+        return "the source's start".into();
+    };
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if let Some(value) = cursor.get("value") {
+        return match cursor.get("type").and_then(|t| t.as_str()) {
+            Some(kind) => format!("after {} ({kind})", text(value)),
+            None => format!("after {}", text(value)),
+        };
+    }
+    if let Some(token) = cursor.get("cursor") {
+        return format!("page token {}", text(token));
+    }
+    if let Some(after) = cursor.get("after") {
+        return format!("after {}", text(after));
+    }
+    cursor.to_string()
+}
+
+/// A duration for people: `42.1 s`, `3 min 20 s`, `2 h 5 min`.
+pub fn duration_words(seconds: f64) -> String {
+    let s = seconds.max(0.0);
+    if s < 60.0 {
+        format!("{s:.1} s")
+    } else if s < 3600.0 {
+        format!("{} min {} s", (s / 60.0) as u64, (s % 60.0) as u64)
+    } else {
+        format!(
+            "{} h {} min",
+            (s / 3600.0) as u64,
+            ((s % 3600.0) / 60.0) as u64
+        )
     }
 }
 
@@ -121,4 +207,46 @@ pub(super) fn run_link(id: i64) -> Cell {
 /// A sync's id, linking to its page.
 pub(super) fn sync_link(id: &str) -> Cell {
     Cell::linked(id, format!("/syncs/{id}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn cursors_read_as_words() {
+        assert_eq!(cursor_words(None), "the source's start");
+        assert_eq!(
+            cursor_words(Some(&json!({"type": "int8", "value": "10"}))),
+            "after 10 (int8)"
+        );
+        assert_eq!(
+            cursor_words(Some(&json!({"cursor": "abc"}))),
+            "page token abc"
+        );
+        assert_eq!(cursor_words(Some(&json!({"after": "Y3"}))), "after Y3");
+        assert_eq!(cursor_words(Some(&json!({"x": 1}))), r#"{"x":1}"#);
+    }
+
+    #[test]
+    fn a_chart_sums_up_its_runs_in_one_line() {
+        let bar = |run, status: &str, seconds, records| RunBar {
+            run,
+            status: status.into(),
+            seconds,
+            records,
+        };
+        let bars = [
+            bar(1, "succeeded", 1.0, 10),
+            bar(2, "failed", 3.0, 0),
+            bar(3, "succeeded", 2.0, 5),
+        ];
+        assert_eq!(
+            chart_words(&bars),
+            "last 3 runs: 2 succeeded, 1 failed; duration median 2.0 s, longest 3.0 s; 15 records read"
+        );
+        assert_eq!(duration_words(200.0), "3 min 20 s");
+    }
 }

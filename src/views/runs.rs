@@ -7,7 +7,7 @@ use sqlx::PgPool;
 
 use super::REJECTED_SHOWN;
 use super::failure::FailureView;
-use super::layout::{Body, Page, Section, sync_link, when};
+use super::layout::{Body, Page, RunBar, Section, cursor_words, duration_words, sync_link, when};
 use crate::store::imports::{self, ImportProcessRow};
 use crate::store::rejected::{self, RejectedRow};
 use crate::store::runs::{self, RunEventRow, RunRow};
@@ -53,10 +53,10 @@ impl RunView {
     pub fn page(&self) -> Page {
         let r = &self.run;
         let cursor = |c: &Option<sqlx::types::Json<serde_json::Value>>| {
-            c.as_ref()
-                .map(|v| v.0.to_string())
-                .unwrap_or_else(|| "start".into())
+            cursor_words(c.as_ref().map(|v| &v.0))
         };
+        let running = r.status == "running";
+        let bar = RunBar::of(r, chrono::Utc::now());
         let mut sections = vec![Section {
             title: "Run".into(),
             body: Body::Facts(vec![
@@ -73,8 +73,19 @@ impl RunView {
                 ("finished", when(r.finished_at).into()),
                 ("last heartbeat", when(r.heartbeat_at).into()),
                 (
+                    if running { "elapsed" } else { "duration" },
+                    duration_words(bar.seconds).into(),
+                ),
+                ("pages", r.pages.to_string().into()),
+                ("rate", rate(r.records_read, bar.seconds).into()),
+                (
                     "cursor",
-                    format!("{} -> {}", cursor(&r.cursor_start), cursor(&r.cursor_end)).into(),
+                    format!(
+                        "from {} to {}",
+                        cursor(&r.cursor_start),
+                        cursor(&r.cursor_end)
+                    )
+                    .into(),
                 ),
             ]),
         }];
@@ -127,7 +138,7 @@ impl RunView {
                         vec![
                             when(Some(e.at)).into(),
                             e.kind.clone().into(),
-                            e.detail.0.to_string().into(),
+                            event_words(&e.kind, &e.detail.0).into(),
                         ]
                     })
                     .collect(),
@@ -216,6 +227,86 @@ impl RunView {
         Page {
             title: format!("Run {} of sync {}", r.id, r.sync_id),
             sections,
+            // A run in progress is watched: its page follows it.
+            refresh: running.then_some(5),
+        }
+    }
+}
+
+impl RunBar {
+    /// A run as a bar of a chart, as of `now`.
+    pub fn of(run: &RunRow, now: chrono::DateTime<chrono::Utc>) -> Self {
+        let seconds = match run.started_at {
+            Some(start) => {
+                let end = run.finished_at.unwrap_or(now);
+                (end - start).num_milliseconds().max(0) as f64 / 1000.0
+            }
+            None => 0.0,
+        };
+        RunBar {
+            run: run.id,
+            status: run.status.clone(),
+            seconds,
+            records: run.records_read,
+        }
+    }
+}
+
+/// Records read per second, in words.
+fn rate(records: i64, seconds: f64) -> String {
+    if seconds <= 0.0 {
+        return "-".into();
+    }
+    format!("{:.0} records/s", records as f64 / seconds)
+}
+
+/// A timeline event's detail in words (the stored detail is JSON).
+fn event_words(kind: &str, detail: &serde_json::Value) -> String {
+    let text = |key: &str| match &detail[key] {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    };
+    match kind {
+        "claimed" => format!(
+            "attempt {} taken by worker {}",
+            text("attempt").unwrap_or_else(|| "?".into()),
+            text("worker").unwrap_or_else(|| "?".into())
+        ),
+        "lease" => format!(
+            "lease taken with fence {}",
+            text("fence").unwrap_or_else(|| "?".into())
+        ),
+        "requeued" => {
+            let mut words = format!(
+                "queued again ({})",
+                text("reason").unwrap_or_else(|| "no reason given".into())
+            );
+            if let Some(due) = detail["due_in_s"].as_f64() {
+                words.push_str(&format!(", due in {}", duration_words(due)));
+            }
+            words
+        }
+        "source_notice" | "destination_notice" => text("message").unwrap_or_default(),
+        _ => {
+            // Finishes (`succeeded`, `failed`, ...) and anything newer: each
+            // field as `name value`, without the JSON punctuation.
+            let Some(fields) = detail.as_object() else {
+                return match detail {
+                    serde_json::Value::Null => String::new(),
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+            };
+            fields
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(s) => format!("{} {s}", k.replace('_', " ")),
+                    other => format!("{} {other}", k.replace('_', " ")),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
         }
     }
 }

@@ -7,7 +7,7 @@ use sqlx::PgPool;
 
 use super::REJECTED_SHOWN;
 use super::failure::FailureView;
-use super::layout::{Body, Cell, Page, Section, run_link, sync_link, when};
+use super::layout::{Body, Cell, Page, RunBar, Section, cursor_words, run_link, sync_link, when};
 use crate::store::cursors::{self, CursorRow};
 use crate::store::deadman::{self, IncidentRow};
 use crate::store::rejected::{self, OpenRejections, RejectedRow};
@@ -15,7 +15,9 @@ use crate::store::runs::{self, RunEventRow, RunRow};
 use crate::store::syncs::{self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncSummary};
 
 /// How many recent runs the sync page lists.
-const RECENT_RUNS: i64 = 10;
+const RECENT_RUNS: usize = 10;
+/// How many recent runs the sync page's chart draws.
+const CHARTED_RUNS: i64 = 50;
 /// Latest undelivered records listed on a sync's page.
 const REJECTED_ON_SYNC_PAGE: usize = 20;
 
@@ -50,6 +52,29 @@ impl OverviewView {
 
     pub fn page(&self) -> Page {
         let mut sections = Vec::new();
+        // Paused and silent syncs first: they are what a person must act on.
+        let attention: Vec<Vec<Cell>> = self
+            .syncs
+            .iter()
+            .filter(|s| s.paused_reason.is_some() || s.silence.is_some())
+            .map(|s| {
+                vec![
+                    sync_link(&s.id),
+                    s.workspace_id.clone().into(),
+                    status_words(s).into(),
+                    when(s.last_success_at).into(),
+                ]
+            })
+            .collect();
+        if !attention.is_empty() {
+            sections.push(Section {
+                title: format!("Needs attention: {} paused or silent", attention.len()),
+                body: Body::Table {
+                    headers: vec!["sync", "workspace", "status", "last success"],
+                    rows: attention,
+                },
+            });
+        }
         let mut workspaces: Vec<&str> =
             self.syncs.iter().map(|s| s.workspace_id.as_str()).collect();
         workspaces.dedup();
@@ -59,13 +84,7 @@ impl OverviewView {
                 .iter()
                 .filter(|s| s.workspace_id == workspace)
                 .map(|s| {
-                    let mut status = match &s.paused_reason {
-                        Some(reason) => paused_words(reason),
-                        None => s.status.clone(),
-                    };
-                    if let Some(silence) = &s.silence {
-                        status.push_str(&format!("; silent: {}", silence_words(silence)));
-                    }
+                    let status = status_words(s);
                     let last = match (s.last_run_id, &s.last_run_status) {
                         (Some(id), Some(st)) => {
                             Cell::linked(format!("#{id} {st}"), format!("/runs/{id}"))
@@ -89,7 +108,7 @@ impl OverviewView {
                 },
             });
         }
-        if sections.is_empty() {
+        if self.syncs.is_empty() {
             sections.push(Section {
                 title: "Syncs".into(),
                 body: Body::Note(
@@ -100,6 +119,7 @@ impl OverviewView {
         Page {
             title: "syncward: workspaces and syncs".into(),
             sections,
+            refresh: None,
         }
     }
 }
@@ -112,6 +132,7 @@ pub struct SyncView {
     pub deadman_incidents: Vec<IncidentRow>,
     /// Quarantined and rejected records not put back yet.
     pub rejections: OpenRejections,
+    /// The latest runs, newest first (the chart's; the table lists fewer).
     pub recent_runs: Vec<RunRow>,
     /// What the source said on its latest run that the operator should know
     /// (e.g. Shopify serving another API version than the pinned one).
@@ -127,7 +148,7 @@ impl SyncView {
             cursor: cursors::get_cursor(pool, id).await?,
             deadman_incidents: deadman::open_incidents_for_sync(pool, id).await?,
             rejections: rejected::open_rejections(pool, id, REJECTED_SHOWN).await?,
-            recent_runs: runs::list_runs(pool, Some(id), RECENT_RUNS).await?,
+            recent_runs: runs::list_runs(pool, Some(id), CHARTED_RUNS).await?,
             source_notices: runs::latest_source_notices(pool, id).await?,
             sync,
         }))
@@ -147,7 +168,7 @@ impl SyncView {
         {
             Some((c, value)) => format!(
                 "{} (written by run {} with fence {}, {})",
-                value.0,
+                cursor_words(Some(&value.0)),
                 c.run_id
                     .map(|r| r.to_string())
                     .unwrap_or_else(|| "-".into()),
@@ -260,9 +281,25 @@ impl SyncView {
         } else {
             Body::Table {
                 headers: vec!["run", "status", "trigger", "attempt", "at", "failure"],
-                rows: self.recent_runs.iter().map(run_row).collect(),
+                rows: self
+                    .recent_runs
+                    .iter()
+                    .take(RECENT_RUNS)
+                    .map(run_row)
+                    .collect(),
             }
         };
+        if !self.recent_runs.is_empty() {
+            let now = chrono::Utc::now();
+            let bars = self.recent_runs.iter().rev().map(|r| RunBar::of(r, now));
+            sections.push(Section {
+                title: format!(
+                    "The last {} runs: duration and records read",
+                    self.recent_runs.len()
+                ),
+                body: Body::Chart(bars.collect()),
+            });
+        }
         sections.push(Section {
             title: "Recent runs".into(),
             body,
@@ -277,8 +314,21 @@ impl SyncView {
         Page {
             title: format!("Sync {}", s.id),
             sections,
+            refresh: None,
         }
     }
+}
+
+/// A sync's status in words: paused (and by whom), silent, or as stored.
+fn status_words(s: &SyncSummary) -> String {
+    let mut status = match &s.paused_reason {
+        Some(reason) => paused_words(reason),
+        None => s.status.clone(),
+    };
+    if let Some(silence) = &s.silence {
+        status.push_str(&format!("; silent: {}", silence_words(silence)));
+    }
+    status
 }
 
 fn run_row(r: &RunRow) -> Vec<Cell> {

@@ -421,6 +421,7 @@ async fn checkpoint(
         sync_id: &cx.run.sync_id,
         fence: cx.lease.fence,
         counts: &state.counts,
+        pages: state.page,
         cursor: at.as_ref(),
         completion: with_checkpoint.as_ref(),
         claim: claim_next,

@@ -111,6 +111,14 @@ async fn a_browser_shows_the_paused_reason_the_three_sentences_and_the_owner() -
         overview.contains(&format!("#{run_id} failed")),
         "{overview}"
     );
+    // Paused and silent syncs come first.
+    let attention = overview
+        .find("Needs attention: 1 paused or silent")
+        .expect("a section of syncs that need attention");
+    assert!(
+        attention < overview.find("Workspace acme").unwrap_or(usize::MAX),
+        "{overview}"
+    );
 
     let sync = chromium(&format!("{base}/syncs/{SYNC_ID}"), "sync-paused-by-breaker").await?;
     for expected in [
@@ -130,6 +138,17 @@ async fn a_browser_shows_the_paused_reason_the_three_sentences_and_the_owner() -
     }
     // A paused sync runs nothing: resume it first.
     assert!(!sync.contains(">Run now</button>"), "{sync}");
+    // The chart of recent runs: two bars per run (duration, records read),
+    // red for the five failures, each linking to its run; summed up in words.
+    let chart = &sync[sync.find("<svg").expect("an inline SVG chart")..];
+    let chart = &chart[..chart.find("</svg>").expect("the chart ends")];
+    assert_eq!(chart.matches("<rect").count(), 10, "{chart}");
+    assert_eq!(chart.matches("fill=\"#cf222e\"").count(), 10, "{chart}");
+    assert!(
+        chart.contains(&format!("href=\"/runs/{run_id}\"")),
+        "{chart}"
+    );
+    assert!(sync.contains("last 5 runs: 5 failed"), "{sync}");
 
     let run = chromium(&format!("{base}/runs/{run_id}"), "run-failed").await?;
     for expected in [
@@ -140,13 +159,61 @@ async fn a_browser_shows_the_paused_reason_the_three_sentences_and_the_owner() -
         &format!("<dt>what next:</dt><dd>{WHAT_NEXT}</dd>"),
         "<dt>whose job:</dt><dd>you</dd>",
         "<dt>re-sent pending:</dt><dd>0</dd>",
+        "<dt>duration:</dt>",
+        "<dt>cursor:</dt><dd>from the source's start to the source's start</dd>",
         "Timeline",
+        "attempt 1 taken by worker",
     ] {
         assert!(
             run.contains(expected),
             "the run page shows {expected:?}:\n{run}"
         );
     }
+    // A finished run's page stays as it is.
+    assert!(!run.contains("http-equiv=\"refresh\""), "{run}");
+    Ok(())
+}
+
+/// A run in progress: its page shows how far it got and reloads itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_runs_page_shows_its_progress_and_refreshes_itself() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.fake.hold_writes();
+    let run = s.run_foreground();
+    let look = async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while s.fake.held_writes() == 0 {
+            anyhow::ensure!(std::time::Instant::now() < deadline, "no write arrived");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let daemon = DaemonProcess::spawn(&s.cli).await?;
+        let base = format!("http://{}", daemon.http_address().await?);
+        let run_id = s.last_run().await?["id"].as_i64().unwrap_or_default();
+        let page = chromium(&format!("{base}/runs/{run_id}"), "run-in-progress").await;
+        s.fake.release_writes();
+        let page = page?;
+        for expected in [
+            "http-equiv=\"refresh\" content=\"5\"",
+            "<dt>status:</dt><dd>running</dd>",
+            "<dt>elapsed:</dt>",
+            "<dt>pages:</dt><dd>0</dd>",
+            "<dt>rate:</dt>",
+        ] {
+            assert!(
+                page.contains(expected),
+                "the page shows {expected:?}:\n{page}"
+            );
+        }
+        anyhow::Ok(())
+    };
+    let (out, looked) = tokio::join!(run, look);
+    looked?;
+    let out = out?.ok()?;
+    assert!(out.stdout.contains("succeeded"), "{}", out.stdout);
+    let pages: i32 = sqlx::query_scalar("SELECT pages FROM runs ORDER BY id DESC LIMIT 1")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(pages, 3, "30 rows in pages of 10");
     Ok(())
 }
 
