@@ -99,6 +99,10 @@ pub enum SyncCommand {
         #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "15m",
               value_parser = humantime::parse_duration, requires = "foreground")]
         wait: Option<std::time::Duration>,
+        /// Print JSON: the queued run (`{"run", "sync", "queued"}`), or with
+        /// --foreground one object per line (started, each page, finished).
+        #[command(flatten)]
+        json: JsonFlag,
     },
     /// The next page as a run would see it: mapped records, delivery keys and
     /// their ledger state. Writes nothing anywhere.

@@ -4,6 +4,7 @@
 pub mod daemon;
 pub mod output;
 mod run_once;
+mod run_progress;
 
 pub use run_once::SyncBusy;
 mod runs;

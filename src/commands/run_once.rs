@@ -11,6 +11,7 @@ use crate::failure::FailureCode;
 use std::time::{Duration, Instant};
 
 use super::output::outln;
+use super::run_progress::RunProgress;
 use crate::lease::{LeaseManager, clear_liveness, connect_redis, is_alive, refresh_liveness};
 use crate::store::processes::{self, ProcessKind};
 use crate::store::runs::{self, Executor, FORCED_TRIGGER, RunCounts};
@@ -19,17 +20,24 @@ use crate::worker::{
     PageProgress, Recorded, RunEnv, RunOutcome, RunReport, Thresholds, execute_run, record_outcome,
 };
 
-/// Queues a run; `forced` ones run although the sync is paused.
+/// Queues a run; `forced` ones run although the sync is paused. `queued` is
+/// false when a run of the sync was already waiting (that one is reported).
 pub async fn enqueue(
     settings: &Settings,
     pool: &PgPool,
     id: &str,
     forced: bool,
+    json: bool,
 ) -> anyhow::Result<()> {
     let max_attempts = i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX);
     let trigger = if forced { FORCED_TRIGGER } else { "manual" };
     let (run_id, new) = runs::enqueue_run(pool, id, trigger, max_attempts).await?;
-    if new {
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({"run": run_id, "sync": id, "queued": new})
+        );
+    } else if new {
         outln!("{id}: run {run_id} queued; a running daemon picks it up.");
     } else {
         outln!("{id}: run {run_id} was already queued.");
@@ -99,6 +107,7 @@ pub async fn foreground(
     sync: syncs::SyncRow,
     forced: bool,
     wait: Option<Duration>,
+    json: bool,
 ) -> anyhow::Result<()> {
     let redis = connect_redis(&settings.redis).await?;
     let boot_id = Uuid::new_v4();
@@ -161,11 +170,8 @@ pub async fn foreground(
         serde_json::json!({"attempt": 1, "worker": executor.worker_id}),
     )
     .await?;
-    outln!(
-        "Run {} of sync {}: started in the foreground.",
-        run.id,
-        sync.id
-    );
+    let shown = RunProgress::new(json);
+    shown.started(run.id, &sync.id);
 
     let statements = crate::store::grouped::RunStatements::new(pool.clone());
     // For the rate on each page line and the summary.
@@ -181,21 +187,7 @@ pub async fn foreground(
                 settings,
                 CancellationToken::new(),
             );
-            let mut progress = |p: &PageProgress| {
-                let elapsed = started.elapsed().as_secs_f64();
-                outln!(
-                    "  page {}: {} records; so far {} read, {} written, {} replayed, {} rejected, {} re-sent; {:.1} s, {:.0} records/s",
-                    p.page,
-                    p.records,
-                    p.counts.read,
-                    p.counts.written,
-                    p.counts.replayed,
-                    p.counts.rejected,
-                    p.counts.resent,
-                    elapsed,
-                    p.counts.read as f64 / elapsed.max(0.001)
-                );
-            };
+            let mut progress = |p: &PageProgress| shown.page(p, started);
             let keep_alive = async {
                 loop {
                     tokio::time::sleep(ttl / 3).await;
@@ -268,57 +260,22 @@ pub async fn foreground(
         )
         .await?;
     }
-    let took = started.elapsed().as_secs_f64();
-    let summary = format!(
-        "{} read, {} written, {} replayed, {} rejected, {} re-sent in {took:.1} s ({:.0} records/s)",
-        counts.read,
-        counts.written,
-        counts.replayed,
-        counts.rejected,
-        counts.resent,
-        counts.read as f64 / took.max(0.001)
-    );
+    shown.finished(run.id, &outcome, &counts, started.elapsed().as_secs_f64());
     match outcome {
-        RunOutcome::Succeeded => {
-            outln!("Run {} succeeded: {summary}.", run.id);
-            Ok(())
-        }
         RunOutcome::Skipped(FailureCode::LeaseBusy) => {
             let holder =
                 live_holder_words(pool, &redis, &prefix, &leases, &run.sync_id, Some(run.id))
                     .await?
                     .unwrap_or_else(|| "another run held its lease a moment ago".into());
-            outln!(
-                "Run {} skipped: {}",
-                run.id,
-                FailureCode::LeaseBusy.what_happened()
-            );
             Err(SyncBusy {
                 sync: run.sync_id.clone(),
                 holder,
             }
             .into())
         }
-        RunOutcome::Skipped(code) => {
-            outln!("Run {} skipped: {}", run.id, code.what_happened());
-            Ok(())
-        }
+        RunOutcome::Succeeded | RunOutcome::Skipped(_) => Ok(()),
         RunOutcome::Stopped => anyhow::bail!("run {} stopped before the end of the source", run.id),
-        RunOutcome::Failed { code, detail } => {
-            outln!("Run {} failed ({code}): {summary}.", run.id);
-            outln!("  What happened: {}", code.what_happened());
-            outln!("  Detail:        {detail}");
-            outln!("  What next:     {}", code.what_next());
-            outln!("  Whose job:     {}", owner_words(code));
-            anyhow::bail!("run {} failed: {code}", run.id)
-        }
-    }
-}
-
-fn owner_words(code: FailureCode) -> &'static str {
-    match code.owner() {
-        crate::failure::Owner::Customer => "yours (the sync's owner)",
-        crate::failure::Owner::Operator => "the operators'",
+        RunOutcome::Failed { code, .. } => anyhow::bail!("run {} failed: {code}", run.id),
     }
 }
 

@@ -110,6 +110,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             foreground,
             force,
             wait,
+            json,
         } => {
             let sync = require_sync(&pool, &id).await?;
             if sync.status == "paused" && !force {
@@ -123,9 +124,9 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             }
             let forced = sync.status == "paused";
             if foreground {
-                run_once::foreground(settings, &pool, sync, forced, wait).await
+                run_once::foreground(settings, &pool, sync, forced, wait, json.json).await
             } else {
-                run_once::enqueue(settings, &pool, &id, forced).await
+                run_once::enqueue(settings, &pool, &id, forced, json.json).await
             }
         }
         SyncCommand::Preview { id, limit, json } => {

@@ -543,3 +543,87 @@ async fn ledger_purge_deletes_completed_bulk_batches_past_retention() -> anyhow:
     assert_eq!(batches_left, 3);
     Ok(())
 }
+
+/// `--json`: one object per line (started, each page, finished), so scripts
+/// read a foreground run without parsing sentences; a failure carries its
+/// three sentences.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreground_run_with_json_prints_an_object_per_page_and_a_summary() -> anyhow::Result<()>
+{
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let args = ["sync", "run", SYNC_ID, "--foreground", "--json"];
+    let out = s.cli.run(&args).await?.ok()?;
+    let lines = out
+        .stdout
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<Vec<serde_json::Value>, _>>()?;
+    assert_eq!(lines[0]["event"], "started", "{}", out.stdout);
+    let pages: Vec<_> = lines.iter().filter(|l| l["event"] == "page").collect();
+    assert_eq!(pages.len(), 3, "{}", out.stdout);
+    assert_eq!(pages[2]["counts"]["read"], 30);
+    let last = &lines[lines.len() - 1];
+    assert_eq!(last["event"], "finished");
+    assert_eq!(last["status"], "succeeded");
+    assert_eq!(last["counts"]["written"], 30);
+    assert!(last["failure"].is_null());
+
+    sqlx::raw_sql("ALTER TABLE contacts RENAME TO contacts_gone")
+        .execute(&s.db.pool)
+        .await?;
+    let out = s.cli.run(&args).await?;
+    assert_eq!(out.code, 1, "{out:?}");
+    let last: serde_json::Value =
+        serde_json::from_str(out.stdout.lines().last().unwrap_or_default())?;
+    assert_eq!(last["status"], "failed");
+    assert_eq!(last["failure"]["code"], "source_query_failed");
+    assert_eq!(last["failure"]["whose_job"], "yours (the sync's owner)");
+    assert!(
+        last["failure"]["what_next"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty())
+    );
+
+    // Queued for a daemon: the run's id, and whether it was new.
+    let queued = s
+        .cli
+        .run(&["sync", "run", SYNC_ID, "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(queued["queued"], true);
+    let again = s
+        .cli
+        .run(&["sync", "run", SYNC_ID, "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(
+        (again["run"].clone(), again["queued"].clone()),
+        (queued["run"].clone(), false.into())
+    );
+    Ok(())
+}
+
+/// On a terminal a foreground run redraws one progress line (indicatif)
+/// instead of printing a line per page, and still ends with its summary.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_terminal_a_foreground_run_redraws_one_progress_line() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let output = s
+        .cli
+        .command_on_terminal(&["sync", "run", SYNC_ID, "--foreground"])
+        .output()
+        .await?;
+    assert!(output.status.success(), "{output:?}");
+    let seen = String::from_utf8_lossy(&output.stdout);
+    assert!(seen.contains("started in the foreground"), "{seen}");
+    assert!(seen.contains("succeeded: 30 read, 30 written"), "{seen}");
+    assert!(
+        !seen.contains("  page 1: 10 records"),
+        "no line per page: {seen}"
+    );
+    // The line is redrawn in place: carriage returns or cursor moves.
+    assert!(seen.contains('\r') || seen.contains("\u{1b}["), "{seen:?}");
+    Ok(())
+}

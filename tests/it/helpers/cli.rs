@@ -70,7 +70,27 @@ impl Syncward {
     }
 
     pub fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(BINARY);
+        let mut cmd = self.environment(tokio::process::Command::new(BINARY));
+        cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
+        cmd
+    }
+
+    /// The command run on a pseudo-terminal (util-linux `script`), as from a
+    /// person's shell; its output is what the terminal received.
+    pub fn command_on_terminal(&self, args: &[&str]) -> tokio::process::Command {
+        let line = std::iter::once(BINARY)
+            .chain(args.iter().copied())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut cmd = self.environment(tokio::process::Command::new("script"));
+        cmd.args(["-qec", &line, "/dev/null"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// This runner's environment on `cmd`, and nothing of the developer's.
+    fn environment(&self, mut cmd: tokio::process::Command) -> tokio::process::Command {
         // Nothing of the developer's own syncward settings may leak into a test.
         for (key, _) in std::env::vars() {
             if key.starts_with("SYNCWARD") {
@@ -84,7 +104,6 @@ impl Syncward {
         ));
         cmd.env("SYNCWARD_CONFIG", self.config.as_deref().unwrap_or(empty));
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
-        cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
         cmd
     }
 
