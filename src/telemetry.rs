@@ -56,6 +56,17 @@ const COUNTERS: &[(&str, &str)] = &[
     ),
 ];
 
+/// How an import check (a follow-up of an asynchronous import) went:
+/// `ended` (the import finished, as completed, failed or unknown), `running`
+/// (asked again later), `failed` (no answer), `budget_spent` (not asked: this
+/// hour's budget of the account is spent).
+pub const IMPORT_CHECK_OUTCOMES: &[&str] = &["ended", "running", "failed", "budget_spent"];
+
+/// Counts one import check by how it went (`IMPORT_CHECK_OUTCOMES`).
+pub fn record_import_check(outcome: &'static str) {
+    metrics::counter!("syncward_import_checks_total", "outcome" => outcome).increment(1);
+}
+
 /// Installs the Prometheus recorder with syncward's buckets and HELP texts,
 /// and registers the counters at zero. `None` when a recorder is already
 /// installed in this process (tests running two daemons in one process).
@@ -70,6 +81,9 @@ pub fn install() -> Option<PrometheusHandle> {
         metrics::counter!(*name).increment(0);
     }
     metrics::counter!("syncward_ledger_purged_keys_total").increment(0);
+    for outcome in IMPORT_CHECK_OUTCOMES {
+        metrics::counter!("syncward_import_checks_total", "outcome" => *outcome).increment(0);
+    }
     for table in ["runs", "alerts", "audit_log"] {
         metrics::counter!("syncward_history_purged_total", "table" => table).increment(0);
     }
@@ -100,6 +114,11 @@ fn describe() {
         "syncward_history_purged_total",
         Unit::Count,
         "Rows purged past retention.*, by table (runs, alerts, audit_log)."
+    );
+    describe_counter!(
+        "syncward_import_checks_total",
+        Unit::Count,
+        "Checks of asynchronous imports (Brevo processes), by outcome (ended, running, failed, budget_spent); Brevo allows ~100 an hour per key."
     );
     describe_counter!(
         "syncward_ledger_purged_keys_total",

@@ -71,11 +71,17 @@ pub async fn check_imports(daemon: &Daemon) -> anyhow::Result<usize> {
             && !take_check(daemon, &budget).await?
         {
             info!(sync.id = %process.sync_id, "This hour's import-check budget is spent; later");
+            crate::telemetry::record_import_check("budget_spent");
             break;
         }
         let answer = destination
             .check_follow_up(FollowUp(process.process_id))
             .await;
+        crate::telemetry::record_import_check(match &answer {
+            Ok(Some(_)) => "ended",
+            Ok(None) => "running",
+            Err(_) => "failed",
+        });
         // This check is the last one allowed: an import still unfinished (or
         // unreadable) after it is given up as unknown.
         let last_check = process.checks + 1 >= MAX_CHECKS_PER_IMPORT;

@@ -84,6 +84,17 @@ async fn a_failed_import_shows_on_its_run_as_a_rejected_page_within_the_check_bu
         .await?,
         1
     );
+    // The checks are counted for Prometheus: two ended, the third not asked.
+    let scraped =
+        crate::metrics::scrape(&format!("http://{}", daemon.http_address().await?)).await?;
+    assert!(
+        scraped.contains("syncward_import_checks_total{outcome=\"ended\"} 2"),
+        "{scraped}"
+    );
+    assert!(
+        !scraped.contains("syncward_import_checks_total{outcome=\"budget_spent\"} 0"),
+        "{scraped}"
+    );
 
     let shown = s
         .cli

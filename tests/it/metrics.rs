@@ -8,7 +8,7 @@ use crate::helpers::daemon::DaemonProcess;
 use crate::helpers::install_crypto;
 use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
 
-async fn scrape(base: &str) -> anyhow::Result<String> {
+pub(crate) async fn scrape(base: &str) -> anyhow::Result<String> {
     install_crypto();
     let response = reqwest::get(format!("{base}/metrics")).await?;
     anyhow::ensure!(response.status().is_success(), "{}", response.status());
@@ -64,6 +64,7 @@ async fn metrics_pass_promtool_with_help_text_histograms_and_counters_at_zero() 
         "syncward_records_quarantined_total{sync=\"acme-contacts\"} 0",
         "syncward_workers 4",
         "syncward_ledger_purged_keys_total 0",
+        "syncward_import_checks_total{outcome=\"budget_spent\"} 0",
         "syncward_alerts_total{channel=\"webhook\",outcome=\"failed\"} 0",
     ] {
         assert!(first.contains(line), "{line} missing:\n{first}");
