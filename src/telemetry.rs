@@ -133,17 +133,22 @@ fn describe() {
     describe_counter!(
         "syncward_destination_requests_total",
         Unit::Count,
-        "Requests to destinations, by HTTP status (or timeout, error)."
+        "Requests to destinations, by connector kind (brevo, webhook) and HTTP status (or timeout, error)."
     );
     describe_histogram!(
         "syncward_destination_request_seconds",
         Unit::Seconds,
-        "Time for one destination request, by HTTP status."
+        "Time for one destination request, by connector kind and HTTP status."
+    );
+    describe_histogram!(
+        "syncward_source_request_seconds",
+        Unit::Seconds,
+        "Time to read one source page (retries and throttle waits included), by connector kind (postgres, shopify, http) and status (ok, or the failure)."
     );
     describe_histogram!(
         "syncward_run_duration_seconds",
         Unit::Seconds,
-        "Time from a run's claim to its recorded end."
+        "Time from a run's claim to its recorded end, by outcome (succeeded, failed, skipped, stopped)."
     );
     describe_gauge!(
         "syncward_queue_depth",

@@ -132,6 +132,7 @@ impl<T> Verdict<T> {
 /// Redirects are not followed (`http_client`) and answers are read up to
 /// `DESTINATION_ANSWER_CAP`; both end the call at once.
 pub async fn send_with_retry<T>(
+    kind: &'static str,
     build: impl Fn() -> RequestBuilder,
     policy: &RetryPolicy,
     pacer: Option<&Pacer>,
@@ -157,10 +158,14 @@ pub async fn send_with_retry<T>(
             Err(e) if e.is_timeout() => "timeout".to_string(),
             Err(_) => "error".to_string(),
         };
-        metrics::counter!("syncward_destination_requests_total", "status" => status_label.clone())
-            .increment(1);
-        metrics::histogram!("syncward_destination_request_seconds", "status" => status_label)
-            .record(started.elapsed().as_secs_f64());
+        metrics::counter!(
+            "syncward_destination_requests_total", "kind" => kind, "status" => status_label.clone()
+        )
+        .increment(1);
+        metrics::histogram!(
+            "syncward_destination_request_seconds", "kind" => kind, "status" => status_label
+        )
+        .record(started.elapsed().as_secs_f64());
         let problem = match sent {
             Err(e) => {
                 // A refused connection never reached the destination.

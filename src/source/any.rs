@@ -53,10 +53,30 @@ impl Source for AnySource {
     }
 
     async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
-        match self {
-            AnySource::Postgres(s) => s.fetch_page(cursor).await,
-            AnySource::Shopify(s) => s.fetch_page(cursor).await,
-            AnySource::Http(s) => s.fetch_page(cursor).await,
-        }
+        let started = std::time::Instant::now();
+        let (kind, page) = match self {
+            AnySource::Postgres(s) => ("postgres", s.fetch_page(cursor).await),
+            AnySource::Shopify(s) => ("shopify", s.fetch_page(cursor).await),
+            AnySource::Http(s) => ("http", s.fetch_page(cursor).await),
+        };
+        metrics::histogram!(
+            "syncward_source_request_seconds", "kind" => kind, "status" => page_status(&page)
+        )
+        .record(started.elapsed().as_secs_f64());
+        page
+    }
+}
+
+/// How a page read ended, as a metric label.
+fn page_status(page: &Result<Page, SourceError>) -> &'static str {
+    match page {
+        Ok(_) => "ok",
+        Err(SourceError::Unreachable(_)) => "unreachable",
+        Err(SourceError::Unauthorized(_)) => "unauthorized",
+        Err(SourceError::Query(_)) => "query_failed",
+        Err(SourceError::InvalidConfig(_)) => "invalid_config",
+        Err(SourceError::AccountFrozen(_) | SourceError::AccountLocked(_)) => "account_blocked",
+        Err(SourceError::Redacted(_)) => "redacted",
+        Err(SourceError::Undecodable(_)) => "undecodable",
     }
 }

@@ -80,7 +80,14 @@ pub async fn record_outcome(
     let recorded = record(store, statements, run, report, retry).await?;
     if let Some(started) = run.started_at {
         let seconds = (chrono::Utc::now() - started).num_milliseconds() as f64 / 1000.0;
-        metrics::histogram!("syncward_run_duration_seconds").record(seconds.max(0.0));
+        let outcome = match &report.outcome {
+            RunOutcome::Succeeded => "succeeded",
+            RunOutcome::Failed { .. } => "failed",
+            RunOutcome::Skipped(_) => "skipped",
+            RunOutcome::Stopped => "stopped",
+        };
+        metrics::histogram!("syncward_run_duration_seconds", "outcome" => outcome)
+            .record(seconds.max(0.0));
     }
     if matches!(
         &report.outcome,

@@ -151,7 +151,7 @@ async fn every_endpoint_answers_and_the_api_requires_the_token() -> anyhow::Resu
         "{text}"
     );
     assert!(
-        value("syncward_destination_requests_total{status=\"202\"}") >= 3.0,
+        value("syncward_destination_requests_total{kind=\"brevo\",status=\"202\"}") >= 3.0,
         "{text}"
     );
     assert!(text.contains("syncward_run_duration_seconds"), "{text}");

@@ -84,11 +84,15 @@ async fn metrics_pass_promtool_with_help_text_histograms_and_counters_at_zero() 
         .await?;
     let after = scrape(&base).await?;
     assert!(
-        after.contains("syncward_run_duration_seconds_bucket{le=\""),
+        after.contains("syncward_run_duration_seconds_bucket{outcome=\"succeeded\",le=\""),
         "run durations are a histogram:\n{after}"
     );
     assert!(
-        after.contains("syncward_destination_request_seconds_bucket{status=\"202\",le=\""),
+        after.contains(
+            "syncward_destination_request_seconds_bucket{kind=\"brevo\",status=\"202\",le=\""
+        ) && after.contains(
+            "syncward_source_request_seconds_bucket{kind=\"postgres\",status=\"ok\",le=\""
+        ),
         "{after}"
     );
     assert!(

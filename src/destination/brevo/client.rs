@@ -243,6 +243,7 @@ impl BrevoDestination {
         let url = self.url("/contacts");
         let build = || self.post(&url, &body);
         send_with_retry(
+            "brevo",
             build,
             &self.policy,
             Some(&self.create_pacer),
@@ -282,6 +283,7 @@ impl BrevoDestination {
             let url = self.url("/contacts/import");
             let build = || self.post_bytes(&url, body.clone());
             let answer = send_with_retry(
+                "brevo",
                 build,
                 &self.policy,
                 None,

@@ -89,6 +89,7 @@ impl WebhookDestination {
             request
         };
         send_with_retry(
+            "webhook",
             build,
             &self.policy,
             None,
