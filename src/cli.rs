@@ -25,9 +25,9 @@ pub enum Command {
     /// Run the daemon: workers, scheduler and sweeper, until SIGTERM or SIGINT.
     Run,
     /// Apply the store's migrations (safe to repeat).
-    Migrate,
+    Migrate(JsonFlag),
     /// Validate the config and print the effective settings, secrets redacted.
-    CheckConfig,
+    CheckConfig(JsonFlag),
     /// Publish and operate syncs.
     #[command(subcommand)]
     Sync(SyncCommand),
@@ -48,13 +48,13 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum DeadmanCommand {
     /// Run the dead-man check once now.
-    Check,
+    Check(JsonFlag),
 }
 
 #[derive(Debug, Subcommand)]
 pub enum LedgerCommand {
     /// Delete completed delivery keys older than ledger.retention now.
-    Purge,
+    Purge(JsonFlag),
 }
 
 #[derive(Debug, Subcommand)]
@@ -71,22 +71,36 @@ pub enum SyncCommand {
         /// sync's API key variable is set.
         #[arg(long)]
         skip_attribute_check: bool,
+        #[command(flatten)]
+        json: JsonFlag,
     },
     /// List syncs with their status and last run.
     List(JsonFlag),
     /// One sync: definition, status, why it is paused, cursor.
     Show {
+        /// The sync's id (`syncward sync list` shows them).
         id: String,
         #[command(flatten)]
         json: JsonFlag,
     },
     /// Pause a sync: no new runs until it is resumed.
-    Pause { id: String },
+    Pause {
+        /// The sync's id (`syncward sync list` shows them).
+        id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Resume a paused sync (re-arms the breaker).
-    Resume { id: String },
+    Resume {
+        /// The sync's id (`syncward sync list` shows them).
+        id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Run the sync now: queue a run for the daemon, or with --foreground run it
     /// in this process and print its outcome.
     Run {
+        /// The sync's id (`syncward sync list` shows them).
         id: String,
         /// Run it here and now, on the same code path the daemon uses.
         #[arg(long)]
@@ -107,6 +121,7 @@ pub enum SyncCommand {
     /// The next page as a run would see it: mapped records, delivery keys and
     /// their ledger state. Writes nothing anywhere.
     Preview {
+        /// The sync's id (`syncward sync list` shows them).
         id: String,
         /// How many records of the page to show.
         #[arg(long, default_value_t = 10)]
@@ -116,12 +131,18 @@ pub enum SyncCommand {
     },
     /// Forget the saved cursor: the next run starts from the beginning of the
     /// source. Delivered records are still not sent twice (the ledger keeps them).
-    ResetCursor { id: String },
+    ResetCursor {
+        /// The sync's id (`syncward sync list` shows them).
+        id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Put quarantined and rejected records back: the next run sends them
     /// again, even though the cursor has moved past their page (it goes back
     /// to the earliest such page; the ledger replays the rest without
     /// calling the destination).
     RetryRejected {
+        /// The sync's id (`syncward sync list` shows them).
         id: String,
         /// Only the records of this run.
         #[arg(long, value_name = "RUN_ID")]
@@ -149,6 +170,7 @@ pub enum RunsCommand {
     },
     /// One run: status, attempts, cursors, counts, failure, timeline.
     Show {
+        /// The run's number (`syncward runs list` shows them).
         run_id: i64,
         #[command(flatten)]
         json: JsonFlag,

@@ -26,12 +26,18 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             // clap's first line names the argument and the problem; the usage
-            // block after it would break the one-line promise.
+            // block after it would break the one-line promise. Its suggestion
+            // ("tip: a similar subcommand exists: 'status'") joins that line.
             let rendered = e.render().to_string();
-            eprintln!(
-                "{}",
-                rendered.lines().next().unwrap_or("error: bad arguments")
-            );
+            let first = rendered.lines().next().unwrap_or("error: bad arguments");
+            match rendered
+                .lines()
+                .map(str::trim)
+                .find(|l| l.starts_with("tip:"))
+            {
+                Some(tip) => eprintln!("{first} ({tip})"),
+                None => eprintln!("{first}"),
+            }
             return ExitCode::from(2);
         }
     };

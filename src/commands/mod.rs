@@ -28,7 +28,13 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
     crate::logging::init(&settings.log, crate::logging::Audience::Command)?;
     match cli.command {
         Command::Run => anyhow::bail!("`syncward run` is started by main with its signal handling"),
-        Command::CheckConfig => {
+        Command::CheckConfig(json) => {
+            if json.json {
+                // The same redacted settings, as JSON.
+                let table: toml::Table = toml::from_str(&settings.to_redacted_toml())
+                    .context("rendering the settings")?;
+                return print_json(&table);
+            }
             let from = if source.path.exists() {
                 source.path.display().to_string()
             } else {
@@ -39,7 +45,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             out!("{}", settings.to_redacted_toml());
             Ok(())
         }
-        Command::Migrate => {
+        Command::Migrate(json) => {
             let pool = store::connect(&settings.database).await?;
             let applied = store::migrate(&pool).await?;
             let latest = store::MIGRATOR
@@ -47,6 +53,9 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
                 .map(|m| m.version)
                 .max()
                 .unwrap_or_default();
+            if json.json {
+                return print_json(&serde_json::json!({"applied": applied, "schema": latest}));
+            }
             if applied == 0 {
                 outln!("Schema is current (migration {latest}); nothing to apply.");
             } else {
@@ -56,17 +65,23 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Sync(command) => sync::execute(&settings, command).await,
         Command::Status(json) => status::execute(&settings, json.json).await,
-        Command::Ledger(LedgerCommand::Purge) => {
+        Command::Ledger(LedgerCommand::Purge(json)) => {
             let pool = store::connect(&settings.database).await?;
             let deleted =
                 store::ledger::purge_completed(&pool, settings.ledger.retention, 10_000).await?;
+            if json.json {
+                let retention = humantime::format_duration(settings.ledger.retention).to_string();
+                return print_json(
+                    &serde_json::json!({"deleted_keys": deleted, "retention": retention}),
+                );
+            }
             outln!(
                 "Deleted {deleted} completed delivery key(s) older than {}.",
                 humantime::format_duration(settings.ledger.retention)
             );
             Ok(())
         }
-        Command::Deadman(DeadmanCommand::Check) => {
+        Command::Deadman(DeadmanCommand::Check(json)) => {
             let pool = store::connect(&settings.database).await?;
             let redis = crate::lease::connect_redis(&settings.redis).await?;
             let report = crate::deadman::check(
@@ -76,6 +91,11 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
                 &settings.deadman,
             )
             .await?;
+            if json.json {
+                return print_json(&serde_json::json!({
+                    "alerted": report.alerted, "still_silent": report.still_silent,
+                }));
+            }
             for target in &report.alerted {
                 outln!("{target}: silent; alert raised");
             }

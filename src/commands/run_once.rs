@@ -6,7 +6,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::config::{BadInput, Settings, SyncDefinition};
+use crate::config::{Settings, SyncDefinition};
 use crate::failure::FailureCode;
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,16 @@ pub async fn enqueue(
     let max_attempts = i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX);
     let trigger = if forced { FORCED_TRIGGER } else { "manual" };
     let (run_id, new) = runs::enqueue_run(pool, id, trigger, max_attempts).await?;
+    // A queued run waits for a daemon: say so when none is alive to take it.
+    if processes::live_processes(pool)
+        .await?
+        .iter()
+        .all(|p| p.kind != ProcessKind::Daemon.as_str())
+    {
+        eprintln!(
+            "warning: no syncward daemon is alive to run it; start one (`systemctl start syncward`) or run it here with --foreground"
+        );
+    }
     if json {
         outln!(
             "{}",
@@ -279,13 +289,10 @@ pub async fn foreground(
     }
 }
 
-/// Looks a sync up for a command, as bad input when it does not exist.
+/// Looks a sync up for a command. One that does not exist is an error
+/// (exit 1, as peers answer "not found"), not bad input: the id is well-formed.
 pub async fn require_sync(pool: &PgPool, id: &str) -> anyhow::Result<syncs::SyncRow> {
-    syncs::get_sync(pool, id).await?.ok_or_else(|| {
-        BadInput::argument(
-            format!("sync \"{id}\""),
-            "no such sync (see `syncward sync list`)",
-        )
-        .into()
-    })
+    syncs::get_sync(pool, id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("sync \"{id}\": no such sync (see `syncward sync list`)"))
 }

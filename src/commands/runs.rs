@@ -3,7 +3,6 @@
 use sqlx::PgPool;
 
 use crate::cli::RunsCommand;
-use crate::config::BadInput;
 use crate::store::runs;
 use crate::views::RunView;
 
@@ -54,10 +53,7 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
         }
         RunsCommand::Show { run_id, json } => {
             let view = RunView::load(pool, run_id).await?.ok_or_else(|| {
-                BadInput::argument(
-                    format!("run {run_id}"),
-                    "no such run (see `syncward runs list`)",
-                )
+                anyhow::anyhow!("run {run_id}: no such run (see `syncward runs list`)")
             })?;
             if json.json {
                 return print_json(&view);

@@ -22,6 +22,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
     if let SyncCommand::Apply {
         files,
         skip_attribute_check,
+        json,
     } = &command
     {
         let definitions = load_for_apply(files)?;
@@ -32,6 +33,20 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         let outcomes = syncs::publish_syncs(&pool, &definitions, Actor::Cli)
             .await
             .context("publishing failed")?;
+        if json.json {
+            let published: Vec<_> = outcomes
+                .iter()
+                .map(|(id, version, outcome)| {
+                    let outcome = match outcome {
+                        PublishOutcome::Created => "created",
+                        PublishOutcome::Updated => "updated",
+                        PublishOutcome::Unchanged => "unchanged",
+                    };
+                    serde_json::json!({"sync": id, "version": version, "outcome": outcome})
+                })
+                .collect();
+            return print_json(&published);
+        }
         for (id, version, outcome) in outcomes {
             let what = match outcome {
                 PublishOutcome::Created => "created",
@@ -87,18 +102,30 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
         SyncCommand::Show { id, json } => show(&pool, &id, json.json).await,
-        SyncCommand::Pause { id } => {
+        SyncCommand::Pause { id, json } => {
             require_sync(&pool, &id).await?;
-            if syncs::pause_sync(&pool, &id, PAUSED_MANUAL, Actor::Cli).await? {
+            let paused = syncs::pause_sync(&pool, &id, PAUSED_MANUAL, Actor::Cli).await?;
+            if json.json {
+                return print_json(
+                    &serde_json::json!({"sync": id, "status": "paused", "changed": paused}),
+                );
+            }
+            if paused {
                 outln!("{id}: paused; no new runs start until `syncward sync resume {id}`.");
             } else {
                 outln!("{id}: already paused.");
             }
             Ok(())
         }
-        SyncCommand::Resume { id } => {
+        SyncCommand::Resume { id, json } => {
             require_sync(&pool, &id).await?;
-            if syncs::resume_sync(&pool, &id, Actor::Cli).await? {
+            let resumed = syncs::resume_sync(&pool, &id, Actor::Cli).await?;
+            if json.json {
+                return print_json(
+                    &serde_json::json!({"sync": id, "status": "active", "changed": resumed}),
+                );
+            }
+            if resumed {
                 outln!("{id}: resumed; the breaker counts failures from now on.");
             } else {
                 outln!("{id}: not paused; nothing to do.");
@@ -229,9 +256,12 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             }
             Ok(())
         }
-        SyncCommand::ResetCursor { id } => {
+        SyncCommand::ResetCursor { id, json } => {
             require_sync(&pool, &id).await?;
             cursors::reset_cursor(&pool, &id, Actor::Cli).await?;
+            if json.json {
+                return print_json(&serde_json::json!({"sync": id, "cursor": null}));
+            }
             outln!(
                 "{id}: cursor reset; the next run reads the source from the start (delivered records are not sent again)."
             );

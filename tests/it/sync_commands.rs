@@ -139,7 +139,7 @@ async fn reset_cursor_forgets_the_position_and_fences_out_the_old_writer() -> an
 }
 
 #[tokio::test]
-async fn unknown_ids_are_bad_input() -> anyhow::Result<()> {
+async fn unknown_ids_exit_1_with_one_line_naming_what_is_missing() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
     for args in [
         &["sync", "show", "nope"][..],
@@ -147,11 +147,112 @@ async fn unknown_ids_are_bad_input() -> anyhow::Result<()> {
         &["runs", "show", "999"],
     ] {
         let out = runner(&db).run(args).await?;
-        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        // Well-formed input naming nothing that exists: "not found" is 1, as
+        // peers answer it; 2 stays for input that cannot be read.
+        assert_eq!(out.code, 1, "{args:?}: {out:?}");
         assert_eq!(out.stderr.trim_end().lines().count(), 1);
         assert!(out.stderr.contains("no such"), "{}", out.stderr);
     }
     let out = runner(&db).run(&["runs", "list", "--json"]).await?.ok()?;
     assert_eq!(out.json()?, serde_json::json!([]));
+    Ok(())
+}
+
+/// Every command that prints takes `--json` and prints one JSON value there.
+#[tokio::test]
+async fn every_printing_command_answers_in_json_with_json() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    let dir = tempfile::tempdir()?;
+    let path = write(dir.path(), "acme.toml", GOOD_SYNC)?;
+    let file = path.to_str().unwrap_or_default();
+    let json = |args: &'static [&'static str]| {
+        let runner = runner(&db);
+        async move {
+            let out = runner.run(args).await?.ok()?;
+            anyhow::Ok(out.json()?)
+        }
+    };
+    let applied = runner(&db)
+        .run(&["sync", "apply", file, "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(
+        applied,
+        serde_json::json!([{"sync": "acme-contacts", "version": 1, "outcome": "created"}])
+    );
+    assert_eq!(
+        json(&["sync", "pause", "acme-contacts", "--json"]).await?,
+        serde_json::json!({"sync": "acme-contacts", "status": "paused", "changed": true})
+    );
+    assert_eq!(
+        json(&["sync", "resume", "acme-contacts", "--json"]).await?["changed"],
+        true
+    );
+    assert!(json(&["sync", "reset-cursor", "acme-contacts", "--json"]).await?["cursor"].is_null());
+    assert_eq!(json(&["migrate", "--json"]).await?["applied"], 0);
+    assert!(json(&["check-config", "--json"]).await?["database"]["url"].is_string());
+    assert_eq!(
+        json(&["ledger", "purge", "--json"]).await?["deleted_keys"],
+        0
+    );
+    assert_eq!(
+        json(&["sync", "list", "--json"]).await?[0]["id"],
+        "acme-contacts"
+    );
+
+    // With no daemon alive, a queued run says it waits for one.
+    let out = runner(&db)
+        .run(&["sync", "run", "acme-contacts", "--json"])
+        .await?
+        .ok()?;
+    assert_eq!(out.json()?["queued"], true);
+    assert!(
+        out.stderr.contains("no syncward daemon is alive to run it"),
+        "{}",
+        out.stderr
+    );
+    Ok(())
+}
+
+/// A mistyped command keeps clap's suggestion on its one line; every
+/// argument has help text.
+#[tokio::test]
+async fn a_mistyped_command_gets_a_suggestion_and_every_argument_has_help() -> anyhow::Result<()> {
+    let out = crate::helpers::Syncward::bare().run(&["stauts"]).await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("tip: a similar subcommand exists: 'status'"),
+        "{}",
+        out.stderr
+    );
+    for command in [
+        &["sync", "show", "--help"][..],
+        &["sync", "pause", "--help"],
+        &["sync", "run", "--help"],
+        &["runs", "show", "--help"],
+    ] {
+        let help = crate::helpers::Syncward::bare()
+            .run(command)
+            .await?
+            .ok()?
+            .stdout;
+        let arguments = help
+            .split("Arguments:")
+            .nth(1)
+            .and_then(|a| a.split("Options:").next())
+            .unwrap_or_default();
+        for line in arguments
+            .lines()
+            .filter(|l| l.trim_start().starts_with('<'))
+        {
+            assert!(
+                line.split_whitespace().count() > 1,
+                "{command:?}: an argument without help: {line:?}"
+            );
+        }
+    }
     Ok(())
 }
