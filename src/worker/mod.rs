@@ -12,10 +12,12 @@ mod prepared_page;
 mod preview;
 mod read_ahead;
 mod run;
+mod run_env;
 mod run_failure;
 
 pub use delivery_key::{DeliveryKey, PageKeys};
 pub use outcome::{QUARANTINE_ALERT, Recorded, Thresholds, record_outcome, run_retry};
 pub use pool::start_workers;
 pub use preview::{Preview, PreviewRecord, preview};
-pub use run::{PageProgress, RunEnv, RunOutcome, RunReport, execute_run};
+pub use run::execute_run;
+pub use run_env::{PageProgress, RunEnv, RunOutcome, RunReport};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::run::{RunOutcome, RunReport};
+use super::run_env::{RunOutcome, RunReport};
 use crate::config::RetrySettings;
 use crate::failure::FailureCode;
 use crate::outbound::RetryPolicy;

@@ -13,7 +13,8 @@ use tokio::sync::Notify;
 use tracing::{Instrument, error, info, info_span, warn};
 
 use super::outcome::{Recorded, Thresholds, record_outcome};
-use super::run::{RunEnv, RunOutcome, RunReport, execute_run};
+use super::run::execute_run;
+use super::run_env::{RunEnv, RunOutcome, RunReport};
 use crate::config::SyncDefinition;
 use crate::daemon::Daemon;
 use crate::failure::FailureCode;
@@ -163,7 +164,7 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
             },
             Ok(definition) => {
                 let env = run_env(daemon, shutdown);
-                let mut quiet = |_: &super::run::PageProgress| {};
+                let mut quiet = |_: &super::run_env::PageProgress| {};
                 let execution = AssertUnwindSafe(execute_run(&env, &run, &definition, &mut quiet)).catch_unwind();
                 tokio::select! {
                     result = execution => match result {

@@ -18,11 +18,8 @@
 //! checkpoint (`claims`), replay checkpoints paced (`checkpoint_pacing`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use serde_json::Value;
-use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
 use super::checkpoint_pacing::CheckpointPacing;
@@ -30,110 +27,18 @@ use super::claims::{CallAnswers, PageClaims, complete_alone};
 use super::delivery_key::DeliveryKey;
 use super::prepared_page::{Pending, PreparedPage};
 use super::read_ahead::ReadAhead;
+use super::run_env::{PageProgress, RunEnv, RunOutcome, RunReport};
 use super::run_failure::RunFailure;
-use crate::config::{Settings, SyncDefinition};
-use crate::destination::{
-    AnyDestination, DESTINATION_RETRY, Destination, Outbound, RecordOutcome, RetryPolicy,
-};
+use crate::config::SyncDefinition;
+use crate::destination::{AnyDestination, Destination, Outbound, RecordOutcome};
 use crate::failure::FailureCode;
-use crate::lease::{Lease, LeaseManager};
-use crate::source::{AnySource, SourceConnections};
+use crate::lease::Lease;
+use crate::source::AnySource;
 use crate::store::checkpoint::{self, CleanPage};
 use crate::store::cursors;
-use crate::store::grouped::RunStatements;
 use crate::store::ledger::{BatchClaim, BatchClaimRequest, BatchCompletion};
 use crate::store::rejected::{self, Rejection};
 use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
-
-/// What a run needs from its surroundings.
-#[derive(Debug, Clone)]
-pub struct RunEnv {
-    pub store: PgPool,
-    /// The run-queue statements, grouped with other runs' (one set per daemon).
-    pub statements: RunStatements,
-    pub leases: LeaseManager,
-    /// Sends allowed per delivery key (`ledger.record_attempts`).
-    pub record_attempts: i32,
-    /// Lease renewal period (`lease.renew_every`).
-    pub renew_every: Duration,
-    /// In-run retries of destination calls.
-    pub retry: RetryPolicy,
-    /// Cancelled when the run should stop at its next clean batch boundary.
-    pub stop: CancellationToken,
-    /// Source connections shared by the runs of this process.
-    pub sources: SourceConnections,
-}
-
-impl RunEnv {
-    /// The environment the daemon and `sync run --foreground` give a run,
-    /// from the settings: the one place it is built.
-    pub fn new(
-        store: PgPool,
-        statements: RunStatements,
-        leases: LeaseManager,
-        sources: SourceConnections,
-        settings: &Settings,
-        stop: CancellationToken,
-    ) -> Self {
-        RunEnv {
-            store,
-            statements,
-            leases,
-            // Bounded far below i32::MAX by the config's validation.
-            record_attempts: i32::try_from(settings.ledger.record_attempts).unwrap_or(i32::MAX),
-            renew_every: settings.lease.renew_every,
-            retry: DESTINATION_RETRY,
-            stop,
-            sources,
-        }
-    }
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RunOutcome {
-    Succeeded,
-    Failed {
-        code: FailureCode,
-        detail: String,
-    },
-    /// Not run, for the reason the code gives (another run held the lease,
-    /// or the sync is paused): not a failure, not retried.
-    Skipped(FailureCode),
-    /// Stopped cleanly at a batch boundary because `stop` was cancelled.
-    Stopped,
-}
-
-#[derive(Debug, Clone)]
-pub struct RunReport {
-    pub outcome: RunOutcome,
-    pub counts: RunCounts,
-    /// The last clean cursor.
-    pub cursor: Option<Value>,
-    /// The lease the run still holds. The caller releases it once the outcome
-    /// is recorded, so the next run of the sync cannot start before this one
-    /// shows as finished (or put back). Left alone, it expires after `lease.ttl`.
-    pub lease: Option<Lease>,
-}
-
-impl RunReport {
-    fn ended(outcome: RunOutcome) -> Self {
-        RunReport {
-            outcome,
-            counts: RunCounts::default(),
-            cursor: None,
-            lease: None,
-        }
-    }
-}
-
-/// Progress after each clean page, for people watching.
-#[derive(Debug, Clone)]
-pub struct PageProgress {
-    pub page: u64,
-    pub records: usize,
-    pub counts: RunCounts,
-}
 
 /// What every step of one run reads, fixed once the lease is taken.
 pub(super) struct RunContext<'a> {
