@@ -16,6 +16,13 @@ pub struct Cli {
     #[arg(long, global = true, env = "SYNCWARD_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
 
+    /// Environment file read before anything else (the unit's
+    /// `EnvironmentFile`), so commands see the daemon's database URL and
+    /// secrets; variables already set win, an unreadable file is skipped.
+    #[arg(long, global = true, env = "SYNCWARD_ENV_FILE", value_name = "PATH",
+          default_value = crate::config::DEFAULT_ENV_FILE)]
+    pub env_file: PathBuf,
+
     #[command(subcommand)]
     pub command: Command,
 }

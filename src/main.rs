@@ -41,6 +41,33 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The unit's environment file, for commands run by hand: this process is
+    // replaced by itself with the file's variables added (exec keeps the pid,
+    // which systemd's notify socket needs), so every part sees one environment.
+    if std::env::var_os(syncward::config::ENV_FILE_LOADED).is_none() {
+        match syncward::config::variables_to_add(&cli.env_file) {
+            Ok(Some(add)) if !add.is_empty() => {
+                use std::os::unix::process::CommandExt;
+                let error = std::process::Command::new("/proc/self/exe")
+                    .arg0(std::env::args_os().next().unwrap_or_default())
+                    .args(std::env::args_os().skip(1))
+                    .envs(add)
+                    .env(syncward::config::ENV_FILE_LOADED, "1")
+                    .exec();
+                // exec returns only when it failed.
+                eprintln!(
+                    "error: cannot restart with {}: {error}",
+                    cli.env_file.display()
+                );
+                return ExitCode::FAILURE;
+            }
+            Ok(_) => {}
+            Err(bad) => {
+                eprintln!("error: {bad}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     // reqwest, sqlx and sentry are built without a default crypto provider: pick
     // ring once, before any of them opens a connection. It fails only if one is
     // already installed.

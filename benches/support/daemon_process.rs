@@ -19,6 +19,8 @@ impl Daemon {
         let log = tempfile::NamedTempFile::new()?;
         let child = std::process::Command::new(BINARY)
             .arg("run")
+            // Not the machine's /etc/syncward/syncward.env: the bench says what it uses.
+            .env("SYNCWARD_ENV_FILE", "/dev/null")
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(log.reopen()?)

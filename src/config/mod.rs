@@ -2,6 +2,7 @@
 //! validated newtypes both are made of.
 
 mod bad_input;
+mod env_file;
 mod ids;
 mod schedule;
 mod settings;
@@ -9,6 +10,7 @@ mod sync_file;
 mod url_secrets;
 
 pub use bad_input::BadInput;
+pub use env_file::{DEFAULT_ENV_FILE, ENV_FILE_LOADED, variables_to_add};
 pub use ids::{SyncId, WorkspaceId};
 pub use schedule::Schedule;
 pub use settings::*;

@@ -378,3 +378,60 @@ async fn bad_arguments_exit_2_with_one_line() -> anyhow::Result<()> {
     assert!(out.stderr.contains("frobnicate"));
     Ok(())
 }
+
+/// Commands run by hand read the unit's environment file, as the unit does:
+/// the file's values apply, the environment's win, a bad line is one line of
+/// bad input naming the file and the line (never its text).
+#[tokio::test]
+async fn commands_read_the_units_environment_file_and_the_environment_wins() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let env_file = dir.path().join("syncward.env");
+    std::fs::write(
+        &env_file,
+        "# as the package writes it\n\
+         SYNCWARD__DATABASE__URL=postgres://from-the-file@127.0.0.1:5432/syncward\n\
+         SYNCWARD__WORKERS__COUNT=7\n",
+    )?;
+    let path = env_file.to_str().unwrap_or_default();
+    let runner = Syncward::bare().with_env("SYNCWARD_ENV_FILE", path);
+    let printed = runner
+        .run(&["check-config", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(
+        printed["database"]["url"],
+        "postgres://from-the-file@127.0.0.1:5432/syncward"
+    );
+    assert_eq!(printed["workers"]["count"], 7);
+    let printed = runner
+        .clone()
+        .with_env("SYNCWARD__WORKERS__COUNT", "3")
+        .run(&["check-config", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(printed["workers"]["count"], 3, "the environment wins");
+    // The same through the flag.
+    let printed = Syncward::bare()
+        .run(&["--env-file", path, "check-config", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(printed["workers"]["count"], 7);
+
+    std::fs::write(
+        &env_file,
+        "SYNCWARD__WORKERS__COUNT=7\nthe-secret-is hunter2\n",
+    )?;
+    let out = runner.run(&["check-config"]).await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("syncward.env") && out.stderr.contains("line 2"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
+    Ok(())
+}

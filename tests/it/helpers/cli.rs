@@ -103,6 +103,11 @@ impl Syncward {
             "/tests/it/fixtures/empty.toml"
         ));
         cmd.env("SYNCWARD_CONFIG", self.config.as_deref().unwrap_or(empty));
+        // Nor the machine's /etc/syncward/syncward.env.
+        cmd.env(
+            "SYNCWARD_ENV_FILE",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/fixtures/empty.env"),
+        );
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
     }
