@@ -50,6 +50,14 @@ pub enum Command {
     /// Live daemons and their busy workers, the queue, running runs, paused
     /// syncs and open dead-man incidents. Exit 3 when no daemon is alive.
     Status(JsonFlag),
+    /// Print a shell completion script (the package installs bash's, zsh's
+    /// and fish's).
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; the package installs it as syncward(1)).
+    Man,
 }
 
 #[derive(Debug, Subcommand)]

@@ -41,6 +41,25 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Printed from the command line's own description: no config, no services.
+    match &cli.command {
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut command, "syncward", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Command::Man => {
+            let man = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
+            return match man.render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: cannot write the manual page: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {}
+    }
     // The unit's environment file, for commands run by hand: this process is
     // replaced by itself with the file's variables added (exec keeps the pid,
     // which systemd's notify socket needs), so every part sees one environment.

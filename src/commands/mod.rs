@@ -27,7 +27,9 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::load(&source)?;
     crate::logging::init(&settings.log, crate::logging::Audience::Command)?;
     match cli.command {
-        Command::Run => anyhow::bail!("`syncward run` is started by main with its signal handling"),
+        Command::Run | Command::Completions { .. } | Command::Man => {
+            anyhow::bail!("`syncward run`, `completions` and `man` are handled by main")
+        }
         Command::CheckConfig(json) => {
             if json.json {
                 // The same redacted settings, as JSON.
