@@ -359,3 +359,72 @@ async fn runs_list_and_show_print_a_stored_run() -> anyhow::Result<()> {
     assert_eq!(json["events"][0]["kind"], "claimed");
     Ok(())
 }
+
+/// An upgrade: a store on the previous release's schema (every migration but
+/// the newest), holding a sync, its cursor and a finished run, takes the new
+/// package's `syncward migrate`; the new daemon then resumes the sync from its
+/// cursor, and the old history is still there.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upgrade_migrates_a_store_with_data_and_the_daemon_resumes_its_syncs()
+-> anyhow::Result<()> {
+    use std::time::Duration;
+
+    use crate::helpers::TestRedis;
+    use crate::helpers::daemon::DaemonProcess;
+    use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
+
+    let db = TestDb::empty().await?;
+    let migrator = &syncward::store::MIGRATOR;
+    let versions: Vec<i64> = migrator.iter().map(|m| m.version).collect();
+    let previous = versions[versions.len() - 2];
+    migrator.run_to(previous, &db.pool).await?;
+    let s = Scenario::on(SyncOptions::default(), db, TestRedis::new().await?).await?;
+    // What the previous release left: ten rows delivered, its run finished.
+    sqlx::query(
+        "UPDATE sync_cursors SET cursor = '{\"type\": \"bigint\", \"value\": \"10\"}',
+                fence_issued = 1, fence = 1 WHERE sync_id = $1",
+    )
+    .bind(SYNC_ID)
+    .execute(&s.db.pool)
+    .await?;
+    let old_run: i64 = sqlx::query_scalar(
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, status, trigger, attempt,
+                           max_attempts, started_at, finished_at, records_read, records_written)
+         VALUES ($1, 'acme', 1, 'succeeded', 'schedule', 1, 5, now() - interval '1 hour',
+                 now() - interval '1 hour', 10, 10)
+         RETURNING id",
+    )
+    .bind(SYNC_ID)
+    .fetch_one(&s.db.pool)
+    .await?;
+
+    let migrated = s.cli.run(&["migrate", "--json"]).await?.ok()?.json()?;
+    assert_eq!(migrated["applied"], 1, "{migrated}");
+    assert_eq!(migrated["schema"], versions[versions.len() - 1]);
+
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let daemon = DaemonProcess::spawn(&s.cli).await?;
+    daemon
+        .eventually(
+            Duration::from_secs(60),
+            "the resumed run succeeding",
+            || async { Ok(s.last_run().await?["status"] == "succeeded") },
+        )
+        .await?;
+    let written = s.writes_per_email();
+    assert_eq!(written.len(), 20, "rows 11 to 30 only: {written:?}");
+    assert!(!written.contains_key("user10@example.com"), "{written:?}");
+    let listed = s
+        .cli
+        .run(&["runs", "list", "--sync", SYNC_ID, "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert!(
+        listed
+            .as_array()
+            .is_some_and(|runs| runs.iter().any(|r| r["id"] == old_run)),
+        "the previous release's run is kept: {listed}"
+    );
+    Ok(())
+}
