@@ -25,12 +25,11 @@ async fn run(program: &str, args: &[&str], dir: &Path) -> anyhow::Result<String>
     Ok(String::from_utf8(out.stdout)?)
 }
 
-#[tokio::test]
-async fn cargo_deb_packages_the_binary_the_unit_the_config_and_the_user() -> anyhow::Result<()> {
+/// The package, assembled from the debug build into `out`.
+async fn build_deb(out: &Path) -> anyhow::Result<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = tempfile::tempdir()?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = out.path().display().to_string();
+    let output = out.display().to_string();
     run(
         &cargo,
         &[
@@ -48,12 +47,19 @@ async fn cargo_deb_packages_the_binary_the_unit_the_config_and_the_user() -> any
     )
     .await
     .map_err(|e| e.context("cargo deb (scripts/test installs cargo-deb 3.8.0)"))?;
-    let deb = std::fs::read_dir(out.path())?
+    let deb = std::fs::read_dir(out)?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|x| x == "deb"))
         .ok_or_else(|| anyhow::anyhow!("cargo deb wrote no .deb"))?;
-    let deb = deb.display().to_string();
+    Ok(deb.display().to_string())
+}
+
+#[tokio::test]
+async fn cargo_deb_packages_the_binary_the_unit_the_config_and_the_user() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = tempfile::tempdir()?;
+    let deb = build_deb(out.path()).await?;
 
     let contents = run("dpkg-deb", &["--contents", &deb], root).await?;
     for path in [
@@ -216,4 +222,137 @@ async fn the_shipped_man_page_and_completions_match_the_command_line() -> anyhow
         );
     }
     Ok(())
+}
+
+/// The README's install commands, run as printed on this machine (root, no
+/// systemd as PID 1): a real `apt install` of the package, the env file
+/// filled as a person would in `sudoedit` (this test's database and Redis),
+/// `sudo -u syncward syncward migrate` as printed (the CLI reads the env file
+/// the unit reads), and, for `systemctl enable --now`, what the unit runs:
+/// its `ExecStart` as its `User`. The daemon passes `/readyz`; `apt purge`
+/// then removes the config and the env file. The machine's own syncward
+/// package state is what it was before (purged at the start and the end).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readmes_install_commands_work_as_printed_and_the_daemon_passes_readyz()
+-> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md"))?;
+    let install = readme
+        .split("## Install")
+        .nth(1)
+        .and_then(|section| section.split("```sh\n").nth(1))
+        .and_then(|block| block.split("```").next())
+        .ok_or_else(|| anyhow::anyhow!("the README has no install block"))?;
+    let commands: Vec<&str> = install.lines().filter(|l| !l.trim().is_empty()).collect();
+
+    // The package where the README's first command expects it.
+    let work = tempfile::tempdir()?;
+    let built = build_deb(work.path()).await?;
+    let debian = work.path().join("target/debian");
+    std::fs::create_dir_all(&debian)?;
+    let name = Path::new(&built)
+        .file_name()
+        .ok_or_else(|| anyhow::anyhow!("no file name"))?;
+    std::fs::rename(&built, debian.join(name))?;
+
+    let purge = || async {
+        // A leftover from an interrupted run must not change what is tested.
+        let _ = tokio::process::Command::new("dpkg")
+            .args(["--purge", "syncward"])
+            .output()
+            .await;
+    };
+    purge().await;
+    let db = crate::helpers::TestDb::empty().await?;
+    let redis = crate::helpers::TestRedis::new().await?;
+    let mut daemon = None;
+    let mut result = Ok(());
+    for command in &commands {
+        let step: anyhow::Result<()> = async {
+            if command.starts_with("sudoedit ") {
+                // What a person types into the two files.
+                let mut env = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open("/etc/syncward/syncward.env")?;
+                use std::io::Write;
+                writeln!(env, "SYNCWARD__DATABASE__URL={}", db.url)?;
+                writeln!(env, "SYNCWARD__REDIS__KEY_PREFIX={}", redis.prefix)?;
+                writeln!(env, "SYNCWARD__HTTP__LISTEN=127.0.0.1:0")?;
+                return Ok(());
+            }
+            if command.starts_with("sudo systemctl enable --now syncward") {
+                // The unit's ExecStart as its User (it reads the env file);
+                // setpriv execs it, so killing the child kills the daemon.
+                let log = work.path().join("daemon.log");
+                let child = tokio::process::Command::new("setpriv")
+                    .args([
+                        "--reuid=syncward",
+                        "--regid=syncward",
+                        "--init-groups",
+                        "/usr/bin/syncward",
+                        "run",
+                    ])
+                    .stderr(std::fs::File::create(&log)?)
+                    .kill_on_drop(true)
+                    .spawn()?;
+                daemon = Some((child, log));
+                return Ok(());
+            }
+            if command.starts_with("journalctl ") {
+                return Ok(());
+            }
+            run("sh", &["-c", command], work.path()).await.map(drop)
+        }
+        .await;
+        if let Err(e) = step {
+            result = Err(e.context(format!("README install command: {command}")));
+            break;
+        }
+    }
+    let readyz = match (&result, &daemon) {
+        (Ok(()), Some((_, log))) => ready(log).await,
+        (Ok(()), None) => Err(anyhow::anyhow!("the README never starts the daemon")),
+        (Err(_), _) => Ok(()),
+    };
+    if let Some((mut child, _)) = daemon {
+        let _ = child.kill().await;
+    }
+    // Purge removes what the package and its postinst made.
+    let purged = run(
+        "sh",
+        &["-c", "sudo apt-get purge -y -qq syncward"],
+        work.path(),
+    )
+    .await;
+    let leftovers = Path::new("/etc/syncward").exists();
+    purge().await;
+    result?;
+    readyz?;
+    purged?;
+    assert!(!leftovers, "purge left /etc/syncward behind");
+    Ok(())
+}
+
+/// Waits for the daemon that logs to `log` to answer `/readyz` with 200.
+async fn ready(log: &Path) -> anyhow::Result<()> {
+    crate::helpers::install_crypto();
+    for _ in 0..300 {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let address = text
+            .lines()
+            .find(|l| l.contains("Admin HTTP listening"))
+            .and_then(|l| l.split("address=").nth(1))
+            .and_then(|rest| rest.split_whitespace().next());
+        if let Some(address) = address
+            && let Ok(response) = reqwest::get(format!("http://{address}/readyz")).await
+            && response.status().is_success()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    anyhow::bail!(
+        "the installed daemon never passed /readyz:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    )
 }
