@@ -24,6 +24,32 @@ use crate::store::runs::{self, ClaimedRun, Executor, FORCED_TRIGGER, RunCounts, 
 /// Wait between tries to record a run's outcome while the store is away.
 const RECORD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Runs one run's future; a panic in it (a connector's bug) fails that run,
+/// not the worker: it is logged at ERROR with the run and sync as tags (so it
+/// reaches Sentry) and comes back as its message.
+pub async fn catching_panic(
+    run: &RunRow,
+    execution: impl std::future::Future<Output = RunReport>,
+) -> Result<RunReport, String> {
+    AssertUnwindSafe(execution)
+        .catch_unwind()
+        .await
+        .map_err(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            error!(
+                panic = %what,
+                tags.run_id = run.id,
+                tags.sync_id = %run.sync_id,
+                "Run panicked"
+            );
+            what
+        })
+}
+
 /// The environment of one of `daemon`'s runs.
 fn run_env(daemon: &Daemon, shutdown: &Shutdown) -> RunEnv {
     RunEnv::new(
@@ -165,22 +191,11 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
             Ok(definition) => {
                 let env = run_env(daemon, shutdown);
                 let mut quiet = |_: &super::run_env::PageProgress| {};
-                let execution = AssertUnwindSafe(execute_run(&env, &run, &definition, &mut quiet)).catch_unwind();
+                let execution = catching_panic(&run, execute_run(&env, &run, &definition, &mut quiet));
                 tokio::select! {
                     result = execution => match result {
                         Ok(report) => report,
-                        Err(panic) => {
-                            let what = panic
-                                .downcast_ref::<&str>()
-                                .map(|s| s.to_string())
-                                .or_else(|| panic.downcast_ref::<String>().cloned())
-                                .unwrap_or_else(|| "a panic".into());
-                            error!(
-                                panic = %what,
-                                tags.run_id = run.id,
-                                tags.sync_id = %run.sync_id,
-                                "Run panicked"
-                            );
+                        Err(what) => {
                             // The lease of a panicked run is not released by it.
                             break_recorded_lease(daemon, run.id).await;
                             RunReport {

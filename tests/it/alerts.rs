@@ -118,6 +118,19 @@ async fn a_stored_webhook_failure_never_holds_the_urls_token() -> anyhow::Result
         assert!(webhook.starts_with("failed after 3 tries"), "{c}");
         assert!(!c.to_string().contains("SECRET"), "{c}");
     }
+    // Asked again, for machines: the same incidents, still silent, no new alert.
+    let again = s
+        .cli
+        .run(&["deadman", "check", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(again["alerted"], serde_json::json!([]), "{again}");
+    assert_eq!(
+        again["still_silent"].as_array().map(Vec::len),
+        Some(2),
+        "{again}"
+    );
     Ok(())
 }
 
@@ -348,5 +361,53 @@ async fn the_daemons_error_log_lines_reach_sentry_through_its_own_hub_without_se
         .map(|(_, _, e)| e.to_string())
         .collect();
     assert!(!all.contains(token), "the admin token reached Sentry");
+    Ok(())
+}
+
+/// A run that panics (a connector's bug) fails that run, not the worker, and
+/// reaches Sentry as an error event tagged with its run and sync. Driven in
+/// this process: the daemon's logging and Sentry hub around the worker's own
+/// panic guard, with a run future that panics.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panicking_run_reaches_sentry_tagged_with_its_run_and_sync() -> anyhow::Result<()> {
+    use crate::helpers::scenario::SYNC_ID;
+    use syncward::store::runs::{Executor, create_claimed_run};
+
+    let sentry = crate::fakes::sentry::SentryFake::start().await?;
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let executor = Executor {
+        worker_id: "panic-test".into(),
+        boot_id: uuid::Uuid::new_v4(),
+    };
+    let run = create_claimed_run(&s.db.pool, SYNC_ID, "manual", 5, &executor).await?;
+    syncward::logging::init(
+        &syncward::config::LogSettings::default(),
+        syncward::logging::Audience::Daemon,
+    )?;
+    let alerts = syncward::config::AlertSettings {
+        sentry_dsn: Some(sentry.dsn.clone().into()),
+        ..Default::default()
+    };
+    let client = syncward::alerts::sentry_client(&alerts)
+        .ok_or_else(|| anyhow::anyhow!("the fake's DSN is a DSN"))?;
+    syncward::logging::send_errors_to_sentry(client.clone());
+
+    let outcome = syncward::worker::catching_panic(&run, async {
+        panic!("a connector bug");
+    })
+    .await;
+    assert_eq!(outcome.err().as_deref(), Some("a connector bug"));
+    assert!(
+        client.flush(Some(Duration::from_secs(10))),
+        "the transport sent it"
+    );
+    let events = sentry.events();
+    let event = events
+        .iter()
+        .map(|(_, _, e)| e)
+        .find(|e| e["message"] == "Run panicked")
+        .ok_or_else(|| anyhow::anyhow!("no panic event at Sentry: {events:?}"))?;
+    assert_eq!(event["tags"]["run_id"], run.id.to_string(), "{event}");
+    assert_eq!(event["tags"]["sync_id"], SYNC_ID, "{event}");
     Ok(())
 }
