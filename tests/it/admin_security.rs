@@ -633,6 +633,11 @@ async fn the_package_generates_an_admin_token_once() -> anyhow::Result<()> {
     let etc = scratch.path().join("etc");
     std::fs::create_dir_all(&etc)?;
     let script = script.replace("/etc/syncward", &etc.display().to_string());
+    // dpkg has unpacked the conffile before postinst runs (world-readable in
+    // an older package): postinst gives it to the syncward group, 0640.
+    let config = etc.join("syncward.toml");
+    std::fs::write(&config, "")?;
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
     let postinst = scratch.path().join("postinst");
     std::fs::write(&postinst, script)?;
     // Stand-ins for the commands that would change this machine's users.
@@ -687,9 +692,12 @@ async fn the_package_generates_an_admin_token_once() -> anyhow::Result<()> {
     assert_eq!(mode & 0o777, 0o640);
     let calls = std::fs::read_to_string(&log)?;
     assert!(
-        calls.contains(&format!("chown root:syncward {}", env_file.display())),
+        calls.contains(&format!("chown root:syncward {}", env_file.display()))
+            && calls.contains(&format!("chown root:syncward {}", config.display())),
         "{calls}"
     );
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&config)?.permissions());
+    assert_eq!(mode & 0o777, 0o640, "the config is not world-readable");
     // The daemon takes it.
     let out = Syncward::bare()
         .with_env("SYNCWARD__HTTP__ADMIN_TOKEN", tokens[0])
@@ -718,7 +726,7 @@ async fn the_package_generates_an_admin_token_once() -> anyhow::Result<()> {
         "SYNCWARD__DATABASE__URL=postgres://x@y/z"
     );
     // Without one, it is appended after the operator's last line.
-    std::fs::remove_file(etc.join("syncward.toml"))?;
+    std::fs::write(etc.join("syncward.toml"), "")?;
     run().await?;
     let text = std::fs::read_to_string(&env_file)?;
     assert!(
