@@ -394,9 +394,12 @@ struct ClaimedFor {
     slot: i64,
 }
 
-/// `claim_next_run` for several executors in one statement: the oldest due
-/// runs, one each, in request order; `None` for those left over when fewer
-/// runs are due.
+/// `claim_next_run` for several executors in one statement, fair across
+/// workspaces: each workspace's oldest due runs take turns (first every
+/// workspace's oldest, then every second oldest, ...), and among equals the
+/// workspace served longest ago goes first. So a workspace's backlog delays
+/// another workspace's due run by at most one run per worker. One each, in
+/// request order; `None` for those left over when fewer runs are due.
 pub async fn claim_runs(
     pool: &PgPool,
     executors: &[Executor],
@@ -409,10 +412,24 @@ pub async fn claim_runs(
     let rows: Vec<ClaimedFor> = sqlx::query_as(
         "WITH want AS (
            SELECT * FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS w(worker_id, boot_id, slot)),
+         heads AS (
+           SELECT q.id, q.scheduled_at, q.rank,
+                  greatest((SELECT max(started_at) FROM runs
+                            WHERE workspace_id = ws.id AND status = 'running'),
+                           (SELECT finished_at FROM runs
+                            WHERE workspace_id = ws.id AND status IN ('succeeded', 'failed')
+                            ORDER BY finished_at DESC LIMIT 1)) AS served
+           FROM workspaces ws
+           CROSS JOIN LATERAL (
+             SELECT id, scheduled_at, row_number() OVER (ORDER BY scheduled_at, id) AS rank
+             FROM runs WHERE workspace_id = ws.id AND status = 'queued' AND scheduled_at <= now()
+             ORDER BY scheduled_at, id LIMIT $3) q),
          next AS (
-           SELECT id, row_number() OVER (ORDER BY scheduled_at, id) AS slot
-           FROM (SELECT id, scheduled_at FROM runs WHERE status = 'queued' AND scheduled_at <= now()
-                 ORDER BY scheduled_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) due),
+           SELECT id, row_number() OVER (ORDER BY rank, served NULLS FIRST, scheduled_at, id) AS slot
+           FROM (SELECT r.id, h.rank, h.served, h.scheduled_at FROM runs r JOIN heads h ON h.id = r.id
+                 WHERE r.status = 'queued'
+                 ORDER BY h.rank, h.served NULLS FIRST, h.scheduled_at, r.id
+                 LIMIT $3 FOR UPDATE OF r SKIP LOCKED) due),
          claimed AS (
            UPDATE runs r SET status = 'running', attempt = r.attempt + 1, started_at = now(),
                   heartbeat_at = now(), worker_id = w.worker_id, boot_id = w.boot_id,

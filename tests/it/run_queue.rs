@@ -205,3 +205,71 @@ async fn lease_starts_that_cannot_share_a_statement_are_sent_one_at_a_time() -> 
     assert_eq!(fences, (1..=20).collect::<BTreeSet<i64>>());
     Ok(())
 }
+
+/// Fairness: a workspace with a backlog of 30 due runs does not hold back
+/// another workspace's run that became due later. With one worker finishing
+/// each run before the next claim, the other workspace's run is the very
+/// next one claimed after it becomes due; with three workers, it is in the
+/// first claim. The backlog then goes on, oldest first.
+#[tokio::test]
+async fn a_workspaces_backlog_delays_another_workspaces_due_run_by_at_most_one_run_per_worker()
+-> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    for (workspace, syncs) in [("busy", 30), ("calm", 1)] {
+        sqlx::query("INSERT INTO workspaces (id) VALUES ($1)")
+            .bind(workspace)
+            .execute(&db.pool)
+            .await?;
+        for i in 0..syncs {
+            sqlx::query("INSERT INTO syncs (id, workspace_id, definition) VALUES ($1, $2, '{}')")
+                .bind(format!("{workspace}-{i}"))
+                .bind(workspace)
+                .execute(&db.pool)
+                .await?;
+        }
+    }
+    let mut backlog = Vec::new();
+    for i in 0..30 {
+        backlog.push(
+            runs::enqueue_run(&db.pool, &format!("busy-{i}"), "schedule", 5)
+                .await?
+                .0,
+        );
+    }
+    let finish = |run: &runs::RunRow| Finish {
+        run_id: run.id,
+        started_at: run.started_at,
+        status: "succeeded".into(),
+        counts: RunCounts::default(),
+        failure: None,
+        event: serde_json::json!({}),
+    };
+    // One worker serves the backlog for a while.
+    let worker = [executor("w0")];
+    for expected in &backlog[..3] {
+        let claimed = runs::claim_runs(&db.pool, &worker).await?;
+        let run = &claimed[0].as_ref().expect("a due run").run;
+        assert_eq!(run.id, *expected, "oldest first within a workspace");
+        runs::finish_runs(&db.pool, &[finish(run)]).await?;
+    }
+    // The calm workspace's run becomes due, newer than the whole backlog:
+    // it is the next one claimed.
+    let (calm, _) = runs::enqueue_run(&db.pool, "calm-0", "schedule", 5).await?;
+    let claimed = runs::claim_runs(&db.pool, &worker).await?;
+    let run = &claimed[0].as_ref().expect("a due run").run;
+    assert_eq!(run.id, calm, "served before the rest of the backlog");
+    runs::finish_runs(&db.pool, &[finish(run)]).await?;
+    let claimed = runs::claim_runs(&db.pool, &worker).await?;
+    assert_eq!(claimed[0].as_ref().map(|c| c.run.id), Some(backlog[3]));
+
+    // Three workers: the calm workspace's next run is in the first claim.
+    let claimed_run = claimed[0].as_ref().map(|c| c.run.clone()).expect("claimed");
+    runs::finish_runs(&db.pool, &[finish(&claimed_run)]).await?;
+    let (calm, _) = runs::enqueue_run(&db.pool, "calm-0", "schedule", 5).await?;
+    let workers = [executor("w0"), executor("w1"), executor("w2")];
+    let claimed = runs::claim_runs(&db.pool, &workers).await?;
+    let ids: Vec<i64> = claimed.iter().flatten().map(|c| c.run.id).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.contains(&calm), "{ids:?}");
+    Ok(())
+}
