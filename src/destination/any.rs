@@ -11,8 +11,9 @@ use crate::outbound::RetryPolicy;
 
 #[derive(Debug)]
 pub enum AnyDestination {
-    Brevo(BrevoDestination),
-    Webhook(WebhookDestination),
+    // Boxed: one per run, and the variants differ in size by hundreds of bytes.
+    Brevo(Box<BrevoDestination>),
+    Webhook(Box<WebhookDestination>),
 }
 
 impl AnyDestination {
@@ -20,11 +21,23 @@ impl AnyDestination {
     pub fn open(config: &DestinationConfig, policy: RetryPolicy) -> Result<Self, DestinationError> {
         match config {
             DestinationConfig::Brevo(c) => {
-                BrevoDestination::open(c, policy).map(AnyDestination::Brevo)
+                BrevoDestination::open(c, policy).map(|d| AnyDestination::Brevo(Box::new(d)))
             }
             DestinationConfig::Webhook(c) => {
-                WebhookDestination::open(c, policy).map(AnyDestination::Webhook)
+                WebhookDestination::open(c, policy).map(|d| AnyDestination::Webhook(Box::new(d)))
             }
+        }
+    }
+}
+
+impl AnyDestination {
+    /// Paces requests through the destination account's budget, shared by
+    /// every sync and daemon on it. Brevo shares per API key; a webhook keeps
+    /// its run's own pace.
+    pub fn share_budgets(&mut self, budgets: &crate::outbound::SharedBudgets) {
+        match self {
+            AnyDestination::Brevo(d) => d.share_budgets(budgets),
+            AnyDestination::Webhook(_) => {}
         }
     }
 }

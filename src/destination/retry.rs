@@ -7,6 +7,7 @@ use std::time::Duration;
 use reqwest::{RequestBuilder, StatusCode};
 
 use super::record::DestinationError;
+use crate::outbound::SharedBudgets;
 use crate::outbound::{
     BodyError, DESTINATION_ANSWER_CAP, RetryPolicy, cap_text, describe_error, header_wait,
     read_capped, redirect_target, retry_after,
@@ -36,6 +37,9 @@ pub struct Pacer {
     reset_header: &'static str,
     /// The next free slot.
     next: std::sync::Mutex<tokio::time::Instant>,
+    /// The account's budget shared with other syncs and daemons, when there
+    /// is one: its slots replace this pacer's own.
+    shared: Option<(SharedBudgets, String)>,
     /// Until when the quota is spent: a request whose slot came before the
     /// answer that said so waits for it too.
     hold: std::sync::Mutex<tokio::time::Instant>,
@@ -54,7 +58,15 @@ impl Pacer {
             reset_header,
             next: std::sync::Mutex::new(tokio::time::Instant::now()),
             hold: std::sync::Mutex::new(tokio::time::Instant::now()),
+            shared: None,
         }
+    }
+
+    /// Takes slots from `account`'s budget in `budgets` instead of this
+    /// pacer's own, at the same rate: every sync and daemon on one account
+    /// then shares it.
+    pub fn share(&mut self, budgets: &SharedBudgets, account: String) {
+        self.shared = Some((budgets.clone(), account));
     }
 
     fn lock(
@@ -69,19 +81,32 @@ impl Pacer {
     /// out, then a new slot taken (so the requests held leave paced, too).
     pub async fn wait(&self) {
         loop {
-            let slot = {
-                let mut next = Self::lock(&self.next);
-                let slot = (*next).max(tokio::time::Instant::now());
-                *next = slot + self.interval;
-                slot
-            };
-            tokio::time::sleep_until(slot).await;
+            match &self.shared {
+                Some((budgets, account)) => budgets.wait(account, self.rate()).await,
+                None => {
+                    let slot = {
+                        let mut next = Self::lock(&self.next);
+                        let slot = (*next).max(tokio::time::Instant::now());
+                        *next = slot + self.interval;
+                        slot
+                    };
+                    tokio::time::sleep_until(slot).await;
+                }
+            }
             let hold = *Self::lock(&self.hold);
             if hold <= tokio::time::Instant::now() {
                 return;
             }
             tokio::time::sleep_until(hold).await;
         }
+    }
+
+    /// The rate this pacer keeps, in requests a second.
+    fn rate(&self) -> u32 {
+        let nanos = self.interval.as_nanos().max(1);
+        u32::try_from(1_000_000_000 / nanos)
+            .unwrap_or(u32::MAX)
+            .max(1)
     }
 
     /// Reads the quota headers of an answer: none left holds the next slot

@@ -1,11 +1,13 @@
 //! Outbound HTTP below every part that calls out (sources, destinations, alerts): the one client
-//! (no redirects, capped reads, errors without URLs), Standard Webhooks signing, and the one retry
-//! policy. It imports no connector, store or worker.
+//! (no redirects, capped reads, errors without URLs), Standard Webhooks signing, the one retry
+//! policy, and request budgets shared per destination account. It imports no connector, store or worker.
 
+mod budget;
 mod client;
 mod retry;
 mod signature;
 
+pub use budget::SharedBudgets;
 pub use client::{
     BodyError, ClientError, DESTINATION_ANSWER_CAP, SOURCE_PAGE_CAP, cap_text, describe_error,
     http_client, read_capped, redirect_target,

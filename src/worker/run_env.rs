@@ -11,6 +11,7 @@ use crate::config::Settings;
 use crate::destination::{DESTINATION_RETRY, RetryPolicy};
 use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
+use crate::outbound::SharedBudgets;
 use crate::source::SourceConnections;
 use crate::store::grouped::RunStatements;
 use crate::store::runs::RunCounts;
@@ -32,6 +33,8 @@ pub struct RunEnv {
     pub stop: CancellationToken,
     /// Source connections shared by the runs of this process.
     pub sources: SourceConnections,
+    /// Destination request budgets, shared per account with every daemon.
+    pub budgets: SharedBudgets,
 }
 
 impl RunEnv {
@@ -45,6 +48,7 @@ impl RunEnv {
         settings: &Settings,
         stop: CancellationToken,
     ) -> Self {
+        let leases_pool = leases.pool().clone();
         RunEnv {
             store,
             statements,
@@ -55,6 +59,7 @@ impl RunEnv {
             retry: DESTINATION_RETRY,
             stop,
             sources,
+            budgets: SharedBudgets::in_redis(leases_pool, &settings.redis.key_prefix),
         }
     }
 }

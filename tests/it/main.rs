@@ -17,6 +17,7 @@ mod deadman;
 mod debian_package;
 mod edges;
 mod fault_drills;
+mod fleet;
 mod harness;
 mod history;
 mod http_api;

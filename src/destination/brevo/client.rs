@@ -17,8 +17,8 @@ use crate::destination::record::{
 };
 use crate::destination::retry::{Pacer, Verdict, redirect_refused, send_with_retry};
 use crate::outbound::{
-    BodyError, DESTINATION_ANSWER_CAP, RetryPolicy, cap_text, describe_error, http_client,
-    read_capped,
+    BodyError, DESTINATION_ANSWER_CAP, RetryPolicy, SharedBudgets, cap_text, describe_error,
+    http_client, read_capped,
 };
 
 /// Largest import body sent; Brevo takes 10 MB and recommends about 8 MB.
@@ -38,6 +38,9 @@ pub struct BrevoDestination {
     policy: RetryPolicy,
     /// The pace of single `POST /contacts` writes.
     create_pacer: Pacer,
+    /// The pace of imports: only with a shared budget (`share_budgets`); a
+    /// run alone sends one import per page.
+    import_pacer: Option<Pacer>,
     /// Mapped attributes the account lacks (found by `start`): left out of
     /// every body, since an import would drop them silently anyway.
     unknown: Vec<String>,
@@ -81,8 +84,25 @@ impl BrevoDestination {
             api_key: SecretString::from(api_key),
             policy,
             create_pacer,
+            import_pacer: None,
             unknown: Vec::new(),
         })
+    }
+
+    /// Takes every contacts request (single writes and imports) from the
+    /// account's budget in `budgets`, shared by every sync and daemon on the
+    /// same API key: together they keep `requests_per_second` (Brevo allows 10
+    /// a second per account on the contacts endpoints).
+    pub fn share_budgets(&mut self, budgets: &SharedBudgets) {
+        let account = format!("brevo:{}", self.key_digest());
+        self.create_pacer.share(budgets, account.clone());
+        let mut imports = Pacer::per_second(
+            self.config.requests_per_second,
+            REMAINING_HEADER,
+            RESET_HEADER,
+        );
+        imports.share(budgets, account);
+        self.import_pacer = Some(imports);
     }
 
     /// The attributes Brevo is sent for `record`: its non-null ones that the
@@ -286,7 +306,7 @@ impl BrevoDestination {
                 "brevo",
                 build,
                 &self.policy,
-                None,
+                self.import_pacer.as_ref(),
                 RESET_HEADER,
                 URL_SETTING,
                 |status, bytes| judge_import(status, bytes, rows.len()),

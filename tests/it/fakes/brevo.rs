@@ -120,6 +120,13 @@ struct Inner {
     /// Benchmarks: keep the contacts, not a log of every request body and
     /// write (which would cost more than the server's own work).
     lean: bool,
+    /// Brevo's account limit on the contacts endpoints, enforced: at most this
+    /// many write requests in each clock second; more are answered 429.
+    rate_limit: Option<usize>,
+    /// The second being counted and how many writes it has had.
+    window: (u64, usize),
+    /// Writes answered 429 by the enforced limit.
+    rate_limited: usize,
 }
 
 struct Shared {
@@ -277,6 +284,17 @@ impl BrevoFake {
     /// The next successful `POST /contacts` answer carries Brevo's rate-limit
     /// headers with no request left in the window (`x-sib-ratelimit-limit:
     /// 10`, `-remaining: 0`, `-reset: reset_secs`; specs README).
+    /// Enforces Brevo's account limit: at most `per_second` write requests in
+    /// each clock second, the rest answered 429 (counted by `rate_limited`).
+    pub fn enforce_rate_limit(&self, per_second: usize) {
+        self.lock().rate_limit = Some(per_second);
+    }
+
+    /// Writes the enforced limit answered 429.
+    pub fn rate_limited(&self) -> usize {
+        self.lock().rate_limited
+    }
+
     pub fn spend_quota_once(&self, reset_secs: u64) {
         self.lock().quota_spent_once = Some(reset_secs);
     }
@@ -364,6 +382,20 @@ async fn wait_at_gate(shared: &Shared) {
 /// The fault this write request gets, if any.
 fn take_fault(shared: &Shared) -> Option<Fault> {
     let mut inner = lock(shared);
+    if let Some(limit) = inner.rate_limit {
+        let second = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        if inner.window.0 != second {
+            inner.window = (second, 0);
+        }
+        if inner.window.1 >= limit {
+            inner.rate_limited += 1;
+            return Some(Fault::RateLimited { reset_secs: 1 });
+        }
+        inner.window.1 += 1;
+    }
     inner.faults.pop_front().or_else(|| inner.always.clone())
 }
 

@@ -1,0 +1,114 @@
+//! Request budgets shared by every sync and daemon that call one destination
+//! account (a Brevo API key): each request reserves the account's next slot,
+//! `1/rate` after the last one, in one Redis script (GCRA with the slots
+//! queued), so syncs on one key together stay under the account's limit
+//! instead of drawing 429s in turns. With Redis away, each process paces the
+//! account alone at half the rate: slower, never unlimited.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+use deadpool_redis::Pool;
+use deadpool_redis::redis::Script;
+use tokio::time::Instant;
+
+/// Reserves the next slot of `KEYS[1]` (the time the account's next request
+/// may leave, in ms on Redis' clock) `ARGV[1]` ms after the last; returns how
+/// long the caller waits for it. The key expires once its slots are past.
+static RESERVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local slot = tonumber(redis.call('GET', KEYS[1]) or now)
+if slot < now then slot = now end
+local interval = tonumber(ARGV[1])
+redis.call('SET', KEYS[1], slot + interval, 'PX', slot + interval - now + 1000)
+return slot - now
+"#,
+    )
+});
+
+/// Waits longer than this are not queued behind: the reservation is made
+/// anyway (the slot is the caller's), but a wait this long means the account
+/// is oversubscribed and the destination's own 429 handling takes over.
+const LONGEST_WAIT: Duration = Duration::from_secs(60);
+
+/// Where budgets are kept: Redis (shared), and a local pace per account for
+/// when Redis does not answer.
+#[derive(Clone, Default)]
+pub struct SharedBudgets {
+    redis: Option<(Pool, String)>,
+    local: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+impl std::fmt::Debug for SharedBudgets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedBudgets")
+            .field("shared", &self.redis.is_some())
+            .finish()
+    }
+}
+
+impl SharedBudgets {
+    /// Budgets kept in Redis under `prefix`, shared by every process there.
+    pub fn in_redis(pool: Pool, prefix: &str) -> Self {
+        Self {
+            redis: Some((pool, format!("{prefix}:budget:"))),
+            local: Arc::default(),
+        }
+    }
+
+    /// Waits for the next request slot of `account`, at most `per_second`
+    /// requests a second across every process sharing these budgets.
+    pub async fn wait(&self, account: &str, per_second: u32) {
+        let per_second = per_second.max(1);
+        let interval = Duration::from_secs(1) / per_second;
+        if let Some((pool, prefix)) = &self.redis {
+            match reserve(pool, &format!("{prefix}{account}"), interval).await {
+                Ok(wait) => {
+                    tokio::time::sleep(wait.min(LONGEST_WAIT)).await;
+                    return;
+                }
+                Err(e) => tracing::warn!(
+                    account,
+                    error = %e,
+                    "Shared request budget unavailable; pacing at half the rate locally"
+                ),
+            }
+        }
+        // Alone, or without Redis: this process's own pace (half the rate
+        // when the budget should have been shared, as other daemons may be
+        // sending too).
+        let interval = if self.redis.is_some() {
+            interval * 2
+        } else {
+            interval
+        };
+        let slot = {
+            // The map holds plain instants: a panic elsewhere cannot leave it
+            // half-written.
+            let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            let next = local.entry(account.to_string()).or_insert(now);
+            let slot = (*next).max(now);
+            *next = slot + interval;
+            slot
+        };
+        tokio::time::sleep_until(slot).await;
+    }
+}
+
+async fn reserve(pool: &Pool, key: &str, interval: Duration) -> anyhow::Result<Duration> {
+    let mut conn = tokio::time::timeout(Duration::from_secs(2), pool.get()).await??;
+    let interval_ms = u64::try_from(interval.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let wait_ms: i64 = tokio::time::timeout(
+        Duration::from_secs(2),
+        RESERVE.key(key).arg(interval_ms).invoke_async(&mut conn),
+    )
+    .await??;
+    Ok(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)))
+}
