@@ -32,12 +32,12 @@ impl AnyDestination {
 
 impl AnyDestination {
     /// Paces requests through the destination account's budget, shared by
-    /// every sync and daemon on it. Brevo shares per API key; a webhook keeps
-    /// its run's own pace.
+    /// every sync and daemon on it: per API key for Brevo, per host for a
+    /// webhook with `requests_per_second`.
     pub fn share_budgets(&mut self, budgets: &crate::outbound::SharedBudgets) {
         match self {
             AnyDestination::Brevo(d) => d.share_budgets(budgets),
-            AnyDestination::Webhook(_) => {}
+            AnyDestination::Webhook(d) => d.share_budgets(budgets),
         }
     }
 }

@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 use super::config::WebhookDestinationConfig;
 use crate::destination::delivery::Destination;
 use crate::destination::record::{Contact, DestinationError, Outbound, RecordOutcome};
-use crate::destination::retry::{Verdict, send_with_retry};
-use crate::outbound::{RetryPolicy, WebhookSigner, http_client};
+use crate::destination::retry::{Pacer, Verdict, send_with_retry};
+use crate::outbound::{RetryPolicy, SharedBudgets, WebhookSigner, http_client};
 
 /// Requests in flight at once without `batch`.
 const CONCURRENCY: usize = 4;
@@ -25,6 +25,8 @@ pub struct WebhookDestination {
     config: WebhookDestinationConfig,
     signer: Option<WebhookSigner>,
     policy: RetryPolicy,
+    /// The host's shared budget, when `requests_per_second` is set.
+    pacer: Option<Pacer>,
 }
 
 impl std::fmt::Debug for WebhookDestination {
@@ -61,7 +63,22 @@ impl WebhookDestination {
             config: config.clone(),
             signer,
             policy,
+            pacer: None,
         })
+    }
+
+    /// With `requests_per_second` set, paces every POST to the URL's host
+    /// through its budget in `budgets`, shared by every sync and daemon that
+    /// posts there.
+    pub fn share_budgets(&mut self, budgets: &SharedBudgets) {
+        let Some(rate) = self.config.requests_per_second else {
+            return;
+        };
+        let host = self.config.url.host_str().unwrap_or_default();
+        let port = self.config.url.port_or_known_default().unwrap_or_default();
+        let mut pacer = Pacer::per_second(rate, "x-ratelimit-remaining", "retry-after");
+        pacer.share(budgets, format!("webhook:{host}:{port}"));
+        self.pacer = Some(pacer);
     }
 
     async fn post(
@@ -92,7 +109,7 @@ impl WebhookDestination {
             "webhook",
             build,
             &self.policy,
-            None,
+            self.pacer.as_ref(),
             "retry-after",
             "destination.url",
             |status, bytes| {

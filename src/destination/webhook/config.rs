@@ -25,6 +25,11 @@ pub struct WebhookDestinationConfig {
     /// Longest wait for one response. Default 30s.
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
+    /// POSTs per second to the URL's host, shared by every sync and daemon
+    /// that posts there (1–1000). Default: none (unpaced; a receiver's 429 is
+    /// waited out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<u32>,
 }
 
 impl WebhookDestinationConfig {
@@ -35,6 +40,14 @@ impl WebhookDestinationConfig {
                 "must be an http or https URL".into(),
             ));
         }
+        if let Some(rate) = self.requests_per_second
+            && !(1..=1000).contains(&rate)
+        {
+            return Err((
+                "destination.requests_per_second".into(),
+                format!("{rate} is out of range 1..=1000"),
+            ));
+        }
         if self.timeout.is_zero() {
             return Err((
                 "destination.timeout".into(),
@@ -42,5 +55,28 @@ impl WebhookDestinationConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_budget_outside_1_to_1000_is_refused_naming_the_key() {
+        let config = |rate: Option<u32>| WebhookDestinationConfig {
+            url: url::Url::parse("https://hooks.example.com/in").expect("url"),
+            secret_env: None,
+            batch: false,
+            timeout: Duration::from_secs(5),
+            requests_per_second: rate,
+        };
+        assert!(config(None).validate().is_ok());
+        assert!(config(Some(50)).validate().is_ok());
+        for rate in [0, 1001] {
+            let (key, problem) = config(Some(rate)).validate().expect_err("refused");
+            assert_eq!(key, "destination.requests_per_second");
+            assert!(problem.contains("1..=1000"), "{problem}");
+        }
     }
 }
