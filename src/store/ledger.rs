@@ -221,6 +221,22 @@ pub enum Claim {
 /// new batch.
 type ClaimRow = (Option<Vec<u8>>, Option<i32>, Option<i64>);
 
+/// A claim of per-record calls: the run claiming under its fence, the page
+/// the keys were read from, and the keys.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyClaim<'a> {
+    pub sync_id: &'a str,
+    pub page: &'a [u8; 32],
+    /// Keys with no row of their own yet, and the attempts each already
+    /// spent elsewhere (`spent[i]` for `fresh[i]`).
+    pub fresh: &'a [Vec<u8>],
+    pub spent: &'a [i32],
+    /// Keys found `pending` with a row of their own.
+    pub again: &'a [Vec<u8>],
+    pub run_id: i64,
+    pub fence: i64,
+}
+
 /// Claims keys of one page as `pending` for a run, one row per key, spending
 /// one attempt of each, in one statement that first checks the run's fence is
 /// still the newest; the claim's batch row marks the page. `fresh` keys have
@@ -230,17 +246,16 @@ type ClaimRow = (Option<Vec<u8>>, Option<i32>, Option<i64>);
 /// attempts grow by one. A key completed meanwhile is left out; a fresh key
 /// that someone else inserted meanwhile means another run wrote under this
 /// sync: `Fenced`.
-#[allow(clippy::too_many_arguments)]
-pub async fn claim_keys(
-    pool: &PgPool,
-    sync_id: &str,
-    page: &[u8; 32],
-    fresh: &[Vec<u8>],
-    spent: &[i32],
-    again: &[Vec<u8>],
-    run_id: i64,
-    fence: i64,
-) -> sqlx::Result<Claim> {
+pub async fn claim_keys(pool: &PgPool, claim: &KeyClaim<'_>) -> sqlx::Result<Claim> {
+    let KeyClaim {
+        sync_id,
+        page,
+        fresh,
+        spent,
+        again,
+        run_id,
+        fence,
+    } = *claim;
     // The last branch yields one row with no key (and the batch) when the
     // fence is still ours.
     let rows: Result<Vec<ClaimRow>, sqlx::Error> = sqlx::query_as(concat!(

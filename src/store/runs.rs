@@ -404,16 +404,19 @@ pub async fn claim_runs(
     pool: &PgPool,
     executors: &[Executor],
 ) -> sqlx::Result<Vec<Option<ClaimedRun>>> {
-    // One statement, so one round trip and one commit: the inner query keeps
-    // its LIMIT honoured under SKIP LOCKED (crates.io worker style), the runs
-    // are numbered outside it (a window cannot sit beside FOR UPDATE) to pair
-    // each with an executor, the claims and their timeline events commit
-    // together, and each sync's definition comes along.
+    // One statement, so one round trip and one commit: each workspace's
+    // inner query keeps its LIMIT honoured under SKIP LOCKED (crates.io
+    // worker style; a concurrent claim's rows are passed over, not counted),
+    // the runs are ranked and numbered outside it (a window cannot sit beside
+    // FOR UPDATE) to pair each with an executor; rows locked but not taken
+    // are free again at the commit. The claims and their timeline events
+    // commit together, and each sync's definition comes along.
     let rows: Vec<ClaimedFor> = sqlx::query_as(
         "WITH want AS (
            SELECT * FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS w(worker_id, boot_id, slot)),
          heads AS (
-           SELECT q.id, q.scheduled_at, q.rank,
+           SELECT q.id, q.scheduled_at,
+                  row_number() OVER (PARTITION BY ws.id ORDER BY q.scheduled_at, q.id) AS rank,
                   greatest((SELECT max(started_at) FROM runs
                             WHERE workspace_id = ws.id AND status = 'running'),
                            (SELECT finished_at FROM runs
@@ -421,15 +424,12 @@ pub async fn claim_runs(
                             ORDER BY finished_at DESC LIMIT 1)) AS served
            FROM workspaces ws
            CROSS JOIN LATERAL (
-             SELECT id, scheduled_at, row_number() OVER (ORDER BY scheduled_at, id) AS rank
-             FROM runs WHERE workspace_id = ws.id AND status = 'queued' AND scheduled_at <= now()
-             ORDER BY scheduled_at, id LIMIT $3) q),
+             SELECT id, scheduled_at FROM runs
+             WHERE workspace_id = ws.id AND status = 'queued' AND scheduled_at <= now()
+             ORDER BY scheduled_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) q),
          next AS (
            SELECT id, row_number() OVER (ORDER BY rank, served NULLS FIRST, scheduled_at, id) AS slot
-           FROM (SELECT r.id, h.rank, h.served, h.scheduled_at FROM runs r JOIN heads h ON h.id = r.id
-                 WHERE r.status = 'queued'
-                 ORDER BY h.rank, h.served NULLS FIRST, h.scheduled_at, r.id
-                 LIMIT $3 FOR UPDATE OF r SKIP LOCKED) due),
+           FROM heads ORDER BY rank, served NULLS FIRST, scheduled_at, id LIMIT $3),
          claimed AS (
            UPDATE runs r SET status = 'running', attempt = r.attempt + 1, started_at = now(),
                   heartbeat_at = now(), worker_id = w.worker_id, boot_id = w.boot_id,

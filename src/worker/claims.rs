@@ -120,17 +120,16 @@ impl PageClaims<'_> {
         };
         let (fresh, again) = (keys(fresh), keys(again));
         let run = cx.run;
-        let claim = ledger::claim_keys(
-            &cx.env.store,
-            &run.sync_id,
-            self.page_id,
-            &fresh,
-            &spent,
-            &again,
-            run.id,
-            cx.lease.fence,
-        )
-        .await?;
+        let request = ledger::KeyClaim {
+            sync_id: &run.sync_id,
+            page: self.page_id,
+            fresh: &fresh,
+            spent: &spent,
+            again: &again,
+            run_id: run.id,
+            fence: cx.lease.fence,
+        };
+        let claim = ledger::claim_keys(&cx.env.store, &request).await?;
         match claim {
             Claim::Fenced => Err(RunFailure::fenced_before_claim()),
             Claim::Claimed { keys, .. } => {

@@ -241,8 +241,19 @@ async fn claim_page_1(
 ) -> sqlx::Result<(BatchClaim, Claim)> {
     let batch = ledger::claim_batch(pool, "s1", run_id, fence, &next_claim(1)).await?;
     let keys = [vec![1; 32], vec![2; 32]];
-    let per_key =
-        ledger::claim_keys(pool, "s1", &[1; 32], &keys, &[0, 0], &[], run_id, fence).await?;
+    let per_key = ledger::claim_keys(
+        pool,
+        &ledger::KeyClaim {
+            sync_id: "s1",
+            page: &[1; 32],
+            fresh: &keys,
+            spent: &[0, 0],
+            again: &[],
+            run_id,
+            fence,
+        },
+    )
+    .await?;
     Ok((batch, per_key))
 }
 

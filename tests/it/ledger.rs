@@ -275,8 +275,19 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
 
     // Per-record claims of the refused keys: one row each, in a batch that
     // marks the page; a key pending in a bulk claim keeps what it spent.
-    let Claim::Claimed { keys: claimed, .. } =
-        ledger::claim_keys(&db.pool, "s1", &page_id, &keys[2..], &[0, 2], &[], 2, fence).await?
+    let Claim::Claimed { keys: claimed, .. } = ledger::claim_keys(
+        &db.pool,
+        &ledger::KeyClaim {
+            sync_id: "s1",
+            page: &page_id,
+            fresh: &keys[2..],
+            spent: &[0, 2],
+            again: &[],
+            run_id: 2,
+            fence,
+        },
+    )
+    .await?
     else {
         anyhow::bail!("fenced");
     };
@@ -432,17 +443,16 @@ async fn budget_run(
         let fresh_keys: Vec<Vec<u8>> = fresh.iter().map(|s| s.0.clone()).collect();
         let spent: Vec<i32> = fresh.iter().map(|s| s.1).collect();
         let again: Vec<Vec<u8>> = again.iter().map(|s| s.0.clone()).collect();
-        let claim = ledger::claim_keys(
-            pool,
-            sync,
-            &page_id,
-            &fresh_keys,
-            &spent,
-            &again,
+        let request = ledger::KeyClaim {
+            sync_id: sync,
+            page: &page_id,
+            fresh: &fresh_keys,
+            spent: &spent,
+            again: &again,
             run_id,
             fence,
-        )
-        .await?;
+        };
+        let claim = ledger::claim_keys(pool, &request).await?;
         anyhow::ensure!(matches!(claim, Claim::Claimed { .. }), "fenced");
         match end {
             CallEnd::Death => {}
