@@ -200,18 +200,14 @@ pub async fn send_with_retry<T>(
             Ok(response) => {
                 let status = response.status();
                 if status == StatusCode::TOO_MANY_REQUESTS {
-                    rate_limited += 1;
                     let told = reset_wait(response.headers(), reset_header);
-                    let Some(wait) = policy.told_wait(rate_limited, told) else {
+                    let what = "Destination rate limited (HTTP 429)";
+                    let Some(wait) = policy.wait_as_told(&mut rate_limited, told, what) else {
                         return Err(DestinationError::RateLimited(format!(
                             "still rate limited (HTTP 429) after waiting {} times",
                             policy.waits
                         )));
                     };
-                    tracing::info!(
-                        wait_ms = wait.as_millis() as u64,
-                        "Destination rate limited; waiting for its reset"
-                    );
                     tokio::time::sleep(wait).await;
                     continue;
                 }

@@ -61,6 +61,20 @@ impl RetryPolicy {
         }
         Some(stretch(told.min(self.max_wait), self.max_wait))
     }
+
+    /// One more wait a server asked for (`told`): counts it in `waits_so_far`
+    /// and logs it (`what` says who asked); `None` once the waits are spent.
+    pub fn wait_as_told(
+        &self,
+        waits_so_far: &mut u32,
+        told: Duration,
+        what: &str,
+    ) -> Option<Duration> {
+        *waits_so_far += 1;
+        let wait = self.told_wait(*waits_so_far, told)?;
+        tracing::info!(wait_ms = wait.as_millis() as u64, "{what}; waiting");
+        Some(wait)
+    }
 }
 
 /// `wait` stretched by a random share of up to [`JITTER`], at most `cap`.

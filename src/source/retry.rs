@@ -55,18 +55,14 @@ where
                 *next_send = pause.map(|p| Instant::now() + p.min(SOURCE_RETRY.max_wait));
                 return Ok(page);
             }
-            Answer::Throttled(wait) => {
-                throttles += 1;
-                let Some(wait) = SOURCE_RETRY.told_wait(throttles, wait) else {
+            Answer::Throttled(told) => {
+                let what = format!("{service} throttled the request");
+                let Some(wait) = SOURCE_RETRY.wait_as_told(&mut throttles, told, &what) else {
                     return Err(SourceError::Unreachable(format!(
                         "{service} kept throttling after {} waits",
                         SOURCE_RETRY.waits
                     )));
                 };
-                tracing::info!(
-                    wait_ms = wait.as_millis() as u64,
-                    "{service} throttled the request; waiting"
-                );
                 *next_send = Some(Instant::now() + wait);
             }
             Answer::Retry(why) => {
