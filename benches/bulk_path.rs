@@ -5,8 +5,9 @@
 //!
 //! 1. records/s with the ledger (the real path),
 //! 2. records/s of a bare loop written here (`bare_loop`): the same source,
-//!    keys, mapping and destination calls, pages read ahead, but no ledger,
-//!    lease or checkpoint; each such run paired with a run with the ledger,
+//!    keys, mapping and destination calls (each import within the account's
+//!    shared budget, as the run's), pages read ahead, but no ledger, lease or
+//!    checkpoint; each such run paired with a run with the ledger,
 //!    back to back, for the ratio,
 //! 3. keys/s replayed when the whole range is run again (no destination call).
 //!
@@ -173,7 +174,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     let mut pair_ratios = Vec::new();
     let mut replay = Vec::new();
     for other in &others {
-        let (off_elapsed, written) = bare_loop(&definition).await?;
+        let (off_elapsed, written) = bare_loop(&definition, &env.budgets).await?;
         anyhow::ensure!(written == rows, "not every record was written");
         off.push(off_elapsed);
         let (elapsed, counts) = timed(other).await?;
@@ -229,11 +230,16 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
 
 /// What the run loop does without its guarantees: read pages (the next one
 /// while the current is sent), key and map every record, send each page in
-/// one call. No ledger, lease or cursor. Returns the time and records sent.
-async fn bare_loop(definition: &SyncDefinition) -> anyhow::Result<(std::time::Duration, i64)> {
+/// one call within the account's shared budget, as any client of the account
+/// must. No ledger, lease or cursor. Returns the time and records sent.
+async fn bare_loop(
+    definition: &SyncDefinition,
+    budgets: &syncward::outbound::SharedBudgets,
+) -> anyhow::Result<(std::time::Duration, i64)> {
     let started = Instant::now();
     let mut source = AnySource::open(&definition.source, &Default::default())?;
-    let destination = AnyDestination::open(&definition.destination, DESTINATION_RETRY)?;
+    let mut destination = AnyDestination::open(&definition.destination, DESTINATION_RETRY)?;
+    destination.share_budgets(budgets);
     let fingerprint = source.fingerprint();
     let id = definition.id.to_string();
     let mut cursor = None;

@@ -68,7 +68,11 @@ impl SharedBudgets {
         if let Some((pool, prefix)) = &self.redis {
             match reserve(pool, &format!("{prefix}{account}"), interval).await {
                 Ok(wait) => {
-                    tokio::time::sleep(wait.min(LONGEST_WAIT)).await;
+                    // A slot already due is taken at once: a timer, even of
+                    // zero, costs a millisecond on the bulk path.
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait.min(LONGEST_WAIT)).await;
+                    }
                     return;
                 }
                 Err(e) => tracing::warn!(
@@ -96,7 +100,9 @@ impl SharedBudgets {
             *next = slot + interval;
             slot
         };
-        tokio::time::sleep_until(slot).await;
+        if slot > Instant::now() {
+            tokio::time::sleep_until(slot).await;
+        }
     }
 }
 
