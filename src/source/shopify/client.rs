@@ -1,5 +1,5 @@
 //! `ShopifySource`: `customers(first, after, sortKey: UPDATED_AT)` over the
-//! Admin GraphQL API (../shared/specs/README.md, "Shopify Admin GraphQL").
+//! Admin GraphQL API (docs/api-facts.md, "Shopify Admin GraphQL").
 //!
 //! Cost: every answer carries `extensions.cost.throttleStatus`; before the next
 //! request the client waits until the bucket holds what the last query cost,

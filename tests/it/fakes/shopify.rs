@@ -1,5 +1,5 @@
 //! A Shopify Admin GraphQL fake for the customers source, built from the facts
-//! in ../shared/specs/README.md: `POST /admin/api/{version}/graphql.json` with
+//! in docs/api-facts.md: `POST /admin/api/{version}/graphql.json` with
 //! `X-Shopify-Access-Token`, `customers(first, after, sortKey: UPDATED_AT)`
 //! with opaque cursors, a leaky-bucket query cost (`extensions.cost` on every
 //! answer), `THROTTLED` answers in the HTTP 200 form and the 429 form (with
