@@ -1,5 +1,5 @@
 //! Brevo answers the fakes did not give before issue 19, each as Brevo's
-//! OpenAPI file documents it (docs/specs/brevo-v3-openapi.2025-08.yml):
+//! OpenAPI file documents it (specs/brevo-v3-openapi.2025-08.yml):
 //! a process Brevo no longer knows, 425 Too Early, null attributes, import
 //! counts of invalid e-mails, and attributes the account lacks (at apply,
 //! preview and when a run opens).

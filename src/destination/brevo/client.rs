@@ -1,4 +1,4 @@
-//! `BrevoDestination`: Brevo API v3 contacts (docs/specs). `single` posts
+//! `BrevoDestination`: Brevo API v3 contacts (specs). `single` posts
 //! `POST /contacts` with `updateEnabled: true` per record (201 created, 204
 //! updated: an upsert); `bulk` posts `POST /contacts/import` per page, split so
 //! each body stays under 8 MB, and keeps the returned `processId`.

@@ -1,5 +1,5 @@
 //! A Brevo API v3 fake (contacts, imports, processes), built from
-//! docs/specs/brevo-v3-openapi.2025-08.yml and the facts in docs/api-facts.md:
+//! specs/brevo-v3-openapi.2025-08.yml and the facts in docs/api-facts.md:
 //! `api-key` auth with Brevo's 401 bodies, request shapes checked against the
 //! spec, upsert by e-mail, and scripted faults (429 with
 //! `x-sib-ratelimit-reset`, 500, a hang, garbage bodies, rejection rules) plus a

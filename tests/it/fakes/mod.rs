@@ -1,4 +1,4 @@
-//! Local fakes of third-party services, built from docs/specs: real HTTP
+//! Local fakes of third-party services, built from specs: real HTTP
 //! servers on ephemeral ports that record every request and take scripted faults.
 
 pub mod brevo;
