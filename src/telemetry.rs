@@ -150,6 +150,11 @@ fn describe() {
         Unit::Seconds,
         "Time from a run's claim to its recorded end, by outcome (succeeded, failed, skipped, stopped)."
     );
+    describe_histogram!(
+        "syncward_schedule_lag_seconds",
+        Unit::Seconds,
+        "Time from a sync's due time to the tick that enqueued its run (a caught-up tick counts its whole wait)."
+    );
     describe_gauge!(
         "syncward_queue_depth",
         Unit::Count,

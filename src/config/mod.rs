@@ -12,7 +12,7 @@ mod url_secrets;
 pub use bad_input::BadInput;
 pub use env_file::{DEFAULT_ENV_FILE, ENV_FILE_LOADED, variables_to_add};
 pub use ids::{SyncId, WorkspaceId};
-pub use schedule::Schedule;
+pub use schedule::{CatchUp, Schedule, Timezone};
 pub use settings::*;
 pub use sync_file::{ConsentRule, MappingConfig, SyncDefinition, load_for_apply};
 pub use url_secrets::{REDACTED, redact_url, redact_url_text};

@@ -1,9 +1,11 @@
-//! `Schedule`: a cron expression with seconds, checked by the same parser and
-//! settings tokio-cron-scheduler uses, so what validates here is what runs.
+//! When a sync runs: `Schedule`, a cron expression with seconds (checked by the
+//! same parser and settings tokio-cron-scheduler uses), the `Timezone` it is
+//! read in, and `CatchUp`, what a tick missed while no daemon ran becomes.
 
 use std::fmt;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
+use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
 use serde::{Deserialize, Serialize};
@@ -48,6 +50,81 @@ impl Schedule {
     /// The first fire time strictly after `after`.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.cron.find_next_occurrence(&after, false).ok()
+    }
+
+    /// The first fire time strictly after `after`, the expression read as wall
+    /// clock time in `timezone` (daylight saving followed, as croner does: a
+    /// time skipped by the spring change fires once at the jump, a repeated
+    /// one fires once).
+    pub fn next_after_in(
+        &self,
+        after: DateTime<Utc>,
+        timezone: Option<&Timezone>,
+    ) -> Option<DateTime<Utc>> {
+        // croner keeps the start's fraction of a second; fire times are whole.
+        let after = after.with_nanosecond(0).unwrap_or(after);
+        match timezone {
+            None => self.next_after(after),
+            Some(zone) => self
+                .cron
+                .find_next_occurrence(&after.with_timezone(&zone.0), false)
+                .ok()
+                .map(|local| local.with_timezone(&Utc)),
+        }
+    }
+}
+
+/// An IANA time zone name (`Europe/Paris`, `America/New_York`) a schedule is
+/// read in. Without one, schedules are UTC.
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Timezone(Tz);
+
+impl Timezone {
+    pub fn parse(name: &str) -> Result<Self, String> {
+        name.parse::<Tz>().map(Self).map_err(|_| {
+            format!("\"{name}\" is not a time zone name; use an IANA name such as \"Europe/Paris\" or \"UTC\"")
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.0.name()
+    }
+}
+
+impl TryFrom<String> for Timezone {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        Self::parse(&value)
+    }
+}
+
+impl From<Timezone> for String {
+    fn from(zone: Timezone) -> String {
+        zone.name().to_owned()
+    }
+}
+
+impl fmt::Debug for Timezone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a tick that fell while no daemon ran becomes when one starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CatchUp {
+    /// One run at once, however many ticks were missed.
+    #[default]
+    Once,
+    /// No run: the sync waits for its next tick.
+    Skip,
+}
+
+impl CatchUp {
+    pub fn is_once(&self) -> bool {
+        *self == Self::Once
     }
 }
 
@@ -99,6 +176,36 @@ mod tests {
             (second.hour(), second.minute(), second.second()),
             (12, 13, 0)
         );
+    }
+
+    #[test]
+    fn a_daily_three_oclock_in_new_york_follows_daylight_saving() {
+        let s = Schedule::parse("0 0 3 * * *").unwrap();
+        let zone = Timezone::parse("America/New_York").unwrap();
+        // Winter: UTC-5.
+        let winter = Utc.with_ymd_and_hms(2026, 1, 10, 12, 0, 0).unwrap();
+        assert_eq!(
+            s.next_after_in(winter, Some(&zone)).unwrap(),
+            Utc.with_ymd_and_hms(2026, 1, 11, 8, 0, 0).unwrap()
+        );
+        // Summer: UTC-4.
+        let summer = Utc.with_ymd_and_hms(2026, 7, 10, 12, 0, 0).unwrap();
+        assert_eq!(
+            s.next_after_in(summer, Some(&zone)).unwrap(),
+            Utc.with_ymd_and_hms(2026, 7, 11, 7, 0, 0).unwrap()
+        );
+        let fraction = summer + chrono::TimeDelta::milliseconds(250);
+        assert_eq!(
+            s.next_after_in(fraction, None).unwrap(),
+            Utc.with_ymd_and_hms(2026, 7, 11, 3, 0, 0).unwrap()
+        );
+    }
+
+    #[test]
+    fn an_unknown_time_zone_is_refused_with_an_example() {
+        let err = Timezone::parse("Mars/Olympus").unwrap_err();
+        assert!(err.contains("IANA name such as"), "{err}");
+        assert_eq!(Timezone::parse("Europe/Paris").unwrap().name(), "Europe/Paris");
     }
 
     #[test]

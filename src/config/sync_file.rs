@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bad_input::BadInput;
 use super::ids::{SyncId, WorkspaceId};
-use super::schedule::Schedule;
+use super::schedule::{CatchUp, Schedule, Timezone};
 use super::url_secrets::hide_urls_in_message;
 use crate::destination::DestinationConfig;
 use crate::source::SourceConfig;
@@ -22,6 +22,14 @@ pub struct SyncDefinition {
     pub id: SyncId,
     pub workspace: WorkspaceId,
     pub schedule: Schedule,
+    /// IANA time zone the schedule is read in (`Europe/Paris`); default UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<Timezone>,
+    /// A tick that fell while no daemon ran: `once` (default) enqueues one run
+    /// when a daemon starts, however many were missed; `skip` waits for the
+    /// next tick. A tick counts as missed when it is more than a minute late.
+    #[serde(default, skip_serializing_if = "CatchUp::is_once")]
+    pub catch_up: CatchUp,
     /// Consecutive failures that pause this sync; overrides `breaker.consecutive_failures`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker_failures: Option<u32>,

@@ -14,6 +14,7 @@ pub mod ledger;
 pub mod processes;
 pub mod rejected;
 pub mod runs;
+pub mod schedule;
 pub mod syncs;
 
 use std::str::FromStr;

@@ -27,6 +27,8 @@ pub struct SyncRow {
     pub updated_at: DateTime<Utc>,
     pub changed_at: DateTime<Utc>,
     pub activated_at: Option<DateTime<Utc>>,
+    /// When the schedule next enqueues a run; `None` until the next tick arms it.
+    pub next_due_at: Option<DateTime<Utc>>,
 }
 
 impl SyncRow {
@@ -93,6 +95,12 @@ pub async fn publish_syncs(
                  definition = EXCLUDED.definition,
                  version = syncs.version + CASE WHEN syncs.definition = EXCLUDED.definition THEN 0 ELSE 1 END,
                  activated_at = CASE WHEN syncs.status = 'paused' THEN now() ELSE syncs.activated_at END,
+                 -- A new schedule, or a sync coming back from a pause, is armed
+                 -- afresh: no catch-up of ticks from before.
+                 next_due_at = CASE WHEN syncs.status = 'paused'
+                     OR syncs.definition->'schedule' IS DISTINCT FROM EXCLUDED.definition->'schedule'
+                     OR syncs.definition->'timezone' IS DISTINCT FROM EXCLUDED.definition->'timezone'
+                   THEN NULL ELSE syncs.next_due_at END,
                  status = 'active', paused_reason = NULL, paused_at = NULL,
                  changed_at = now(), updated_at = now()
                RETURNING version)
@@ -197,7 +205,7 @@ pub async fn resume_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<
     let mut tx = pool.begin().await?;
     let previous: Option<Option<String>> = sqlx::query_scalar(
         "UPDATE syncs s SET status = 'active', paused_reason = NULL, paused_at = NULL,
-                changed_at = now(), activated_at = now(), updated_at = now()
+                changed_at = now(), activated_at = now(), updated_at = now(), next_due_at = NULL
          FROM (SELECT id, paused_reason FROM syncs WHERE id = $1 FOR UPDATE) old
          WHERE s.id = old.id AND s.status = 'paused'
          RETURNING old.paused_reason",

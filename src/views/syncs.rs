@@ -139,6 +139,15 @@ pub struct SyncView {
     pub source_notices: Vec<RunEventRow>,
 }
 
+/// When the schedule fires this sync next, in words.
+fn next_due_words(s: &syncs::SyncRow) -> String {
+    match (s.status.as_str(), s.next_due_at) {
+        ("paused", _) => "none while paused".into(),
+        (_, Some(at)) => when(Some(at)),
+        (_, None) => "set at the daemon's next tick".into(),
+    }
+}
+
 impl SyncView {
     pub async fn load(pool: &PgPool, id: &str) -> sqlx::Result<Option<Self>> {
         let Some(sync) = syncs::get_sync(pool, id).await? else {
@@ -186,6 +195,7 @@ impl SyncView {
                     "version",
                     format!("{} (last changed {})", s.version, when(Some(s.changed_at))).into(),
                 ),
+                ("next scheduled run", next_due_words(s).into()),
                 ("cursor", cursor.into()),
             ]),
         });

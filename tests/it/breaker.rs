@@ -59,6 +59,17 @@ fn daemon_for(s: &Scenario) -> Daemon {
     Daemon::new(s.db.pool.clone(), leases, Arc::new(Settings::default()))
 }
 
+/// The sync's due time comes (its schedule is quiet, so it is set), and one
+/// scheduler tick runs.
+async fn scheduled_tick_falls(s: &Scenario, daemon: &Daemon) -> anyhow::Result<()> {
+    sqlx::query("UPDATE syncs SET next_due_at = now() - interval '1 second' WHERE id = $1")
+        .bind(SYNC_ID)
+        .execute(&s.db.pool)
+        .await?;
+    syncward::scheduler::Ticker::default().tick(daemon).await?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_run_failing_including_at_enqueue_pauses_the_sync_at_the_fifth_failure_once()
 -> anyhow::Result<()> {
@@ -68,7 +79,7 @@ async fn every_run_failing_including_at_enqueue_pauses_the_sync_at_the_fifth_fai
     // A scheduled tick whose run cannot be built: this test process lacks the
     // sync's secret variables, so the enqueue itself fails and is recorded.
     let daemon = daemon_for(&s);
-    syncward::scheduler::enqueue_scheduled(&daemon, SYNC_ID).await;
+    scheduled_tick_falls(&s, &daemon).await?;
     assert_eq!(
         count(
             &s,
@@ -125,7 +136,7 @@ async fn every_run_failing_including_at_enqueue_pauses_the_sync_at_the_fifth_fai
 
     // No sixth run: a paused sync's schedule enqueues nothing.
     let runs_before = count(&s, "SELECT count(*) FROM runs").await?;
-    syncward::scheduler::enqueue_scheduled(&daemon, SYNC_ID).await;
+    scheduled_tick_falls(&s, &daemon).await?;
     assert_eq!(count(&s, "SELECT count(*) FROM runs").await?, runs_before);
     let shown = s.cli.run(&["sync", "show", SYNC_ID]).await?.ok()?.stdout;
     assert!(shown.contains("circuit_breaker_tripped"), "{shown}");

@@ -35,6 +35,7 @@ mod postgres_source;
 mod preview;
 mod quickstart;
 mod run_queue;
+mod schedule;
 mod schema;
 mod shopify_answers;
 mod shopify_source;

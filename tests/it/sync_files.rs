@@ -75,6 +75,14 @@ async fn each_bad_sync_file_exits_2_with_its_own_message_and_nothing_is_written(
             "id: \"\" must not be empty",
         ),
         (
+            good("schedule =", "timezone = \"Mars/Olympus\"\nschedule ="),
+            "timezone: \"Mars/Olympus\" is not a time zone name; use an IANA name such as \"Europe/Paris\"",
+        ),
+        (
+            good("schedule =", "catch_up = \"always\"\nschedule ="),
+            "catch_up: unknown variant `always`, expected `once` or `skip`",
+        ),
+        (
             good("workspace = \"acme\"", "workspace = \"acme/eu\""),
             "workspace: \"acme/eu\" contains '/'",
         ),

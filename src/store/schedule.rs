@@ -1,0 +1,106 @@
+//! The durable schedule: which active syncs are due, and the one statement per
+//! tick that advances their due times and enqueues their runs together.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::{FromRow, PgConnection};
+
+/// An active sync whose due time has come (or which is not yet armed).
+#[derive(Debug, Clone, FromRow)]
+pub struct DueSync {
+    pub id: String,
+    pub version: i32,
+    /// `None`: not armed yet (new, re-scheduled or resumed).
+    pub next_due_at: Option<DateTime<Utc>>,
+}
+
+/// Locks up to `limit` due or unarmed active syncs, oldest due first, skipping
+/// rows another daemon's tick holds, so several daemons split one busy second
+/// between them instead of queueing on the same rows.
+pub async fn lock_due_syncs(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<DueSync>> {
+    sqlx::query_as::<_, DueSync>(
+        "SELECT id, version, next_due_at FROM syncs
+         WHERE status = 'active' AND (next_due_at IS NULL OR next_due_at <= now())
+         ORDER BY next_due_at NULLS FIRST
+         LIMIT $1
+         FOR UPDATE SKIP LOCKED",
+    )
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// Stored definitions of the given syncs, for the ticks that have not parsed
+/// this version yet.
+pub async fn definitions(
+    conn: &mut PgConnection,
+    ids: &[String],
+) -> sqlx::Result<Vec<(String, i32, Json<serde_json::Value>)>> {
+    sqlx::query_as("SELECT id, version, definition FROM syncs WHERE id = ANY($1)")
+        .bind(ids)
+        .fetch_all(conn)
+        .await
+}
+
+/// One sync's step of a tick: its new due time, and whether a run is enqueued.
+#[derive(Debug, Clone)]
+pub struct Advance {
+    pub sync_id: String,
+    /// The due time the tick read; the row advances only if it still holds it.
+    pub seen: Option<DateTime<Utc>>,
+    pub next: DateTime<Utc>,
+    pub enqueue: bool,
+}
+
+/// What the tick's statement did to one sync.
+#[derive(Debug, Clone, FromRow)]
+pub struct Advanced {
+    pub sync_id: String,
+    /// A new queued run was inserted (false when one was already queued, or
+    /// none was asked for).
+    pub enqueued: bool,
+}
+
+/// Touches `syncs` and `runs` in one statement: each sync's due time moves to
+/// its next time, and a run is enqueued for each that asked, so a due time is
+/// never advanced without its run nor a run enqueued twice for one tick. A
+/// sync already holding a queued run gets no second one. Returns the syncs
+/// advanced (a row another tick advanced first is left out).
+pub async fn advance_and_enqueue(
+    conn: &mut PgConnection,
+    steps: &[Advance],
+    max_attempts: i32,
+) -> sqlx::Result<Vec<Advanced>> {
+    if steps.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<&str> = steps.iter().map(|s| s.sync_id.as_str()).collect();
+    let seen: Vec<Option<DateTime<Utc>>> = steps.iter().map(|s| s.seen).collect();
+    let next: Vec<DateTime<Utc>> = steps.iter().map(|s| s.next).collect();
+    let enqueue: Vec<bool> = steps.iter().map(|s| s.enqueue).collect();
+    sqlx::query_as::<_, Advanced>(
+        "WITH step AS (
+           SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bool[])
+                         AS t(id, seen, next, enqueue)),
+         advanced AS (
+           UPDATE syncs s SET next_due_at = step.next
+           FROM step
+           WHERE s.id = step.id AND s.status = 'active'
+             AND s.next_due_at IS NOT DISTINCT FROM step.seen
+           RETURNING s.id, s.workspace_id, s.version, step.enqueue),
+         enqueued AS (
+           INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts)
+           SELECT id, workspace_id, version, 'schedule', $5 FROM advanced WHERE enqueue
+           ON CONFLICT (sync_id) WHERE status = 'queued' DO NOTHING
+           RETURNING sync_id)
+         SELECT advanced.id AS sync_id, enqueued.sync_id IS NOT NULL AS enqueued
+         FROM advanced LEFT JOIN enqueued ON enqueued.sync_id = advanced.id",
+    )
+    .bind(&ids)
+    .bind(&seen)
+    .bind(&next)
+    .bind(&enqueue)
+    .bind(max_attempts)
+    .fetch_all(conn)
+    .await
+}
