@@ -1,0 +1,321 @@
+//! Fleet benchmark (prints its figures; asserts only that nothing was lost):
+//! `BENCH_SYNCS` syncs (default 10,000) all due on the same second, on
+//! `BENCH_DAEMONS` real `syncward run` subprocesses (default 4, each with
+//! `BENCH_WORKERS` workers, default 16), against one Postgres and one Redis.
+//!
+//! `BENCH_SHARED` of them (default 300) share three destination accounts: each
+//! sends 20 contacts in two bulk imports to one of three Brevo fakes, each fake
+//! enforcing Brevo's 10 requests in each second for its key. The rest have an
+//! empty page (their runs go claim → lease → read → finish).
+//!
+//! Figures: when the tick's runs were enqueued (seen committed by a poller,
+//! after the due second), when runs started (`started_at`), 429s per account
+//! and the rate each account reached, Postgres CPU (all `postgres` processes,
+//! from /proc) and its most connections. `cargo bench --bench fleet`.
+
+#[allow(dead_code)]
+#[path = "../tests/it/fakes/brevo.rs"]
+mod brevo;
+#[allow(dead_code)]
+#[path = "support/daemon_process.rs"]
+mod daemon_process;
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Timelike, Utc};
+use syncward::config::SyncDefinition;
+use syncward::store::audit::Actor;
+use syncward::store::syncs;
+use uuid::Uuid;
+
+const KEYS: [&str; 3] = ["xkeysib-fleet-a", "xkeysib-fleet-b", "xkeysib-fleet-c"];
+const CONTACTS: i64 = 20;
+
+fn main() -> anyhow::Result<()> {
+    support::main(
+        &[
+            ("BENCH_KEY_0", KEYS[0]),
+            ("BENCH_KEY_1", KEYS[1]),
+            ("BENCH_KEY_2", KEYS[2]),
+        ],
+        8,
+        run_benchmark,
+    )
+}
+
+fn setting(name: &str, default: usize) -> anyhow::Result<usize> {
+    Ok(match std::env::var(name) {
+        Ok(v) => v.parse()?,
+        Err(_) => default,
+    })
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// CPU seconds used so far by every process named `postgres` (the server and
+/// its backends), from /proc; backends that ended take theirs with them, so
+/// the figure is a lower bound.
+fn postgres_cpu_seconds() -> f64 {
+    let ticks = 100.0; // USER_HZ on Linux
+    let mut total = 0u64;
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0.0 };
+    for entry in entries.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some((name, rest)) = stat.split_once(") ") else { continue };
+        if !name.ends_with("(postgres") {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of stat; `rest` starts at field 3.
+        let used = fields.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            + fields.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        total += used;
+    }
+    total as f64 / ticks
+}
+
+fn sync_file(i: usize, schedule: &str, fakes: &[String]) -> String {
+    let (query, account, page) = match account_of(i) {
+        Some(a) => ("SELECT id, email FROM contacts", a, 10),
+        None => ("SELECT id, email FROM contacts WHERE false", 0, 500),
+    };
+    format!(
+        r#"id = "fleet-{i}"
+workspace = "ws-{workspace}"
+schedule = "{schedule}"
+[source]
+kind = "postgres"
+url_env = "BENCH_SOURCE_URL"
+query = "{query}"
+cursor_column = "id"
+page_size = {page}
+[destination]
+kind = "brevo"
+api_key_env = "BENCH_KEY_{account}"
+base_url = "{base}"
+mode = "bulk"
+list_ids = [1]
+[mapping]
+email = "email"
+"#,
+        workspace = i % 50,
+        base = fakes[account],
+    )
+}
+
+/// Which account a sync sends to (the first `BENCH_SHARED` syncs), if any.
+fn account_of(i: usize) -> Option<usize> {
+    let shared = setting("BENCH_SHARED", 300).unwrap_or(300);
+    (i < shared).then_some(i % KEYS.len())
+}
+
+async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
+    let total = setting("BENCH_SYNCS", 10_000)?;
+    let shared = setting("BENCH_SHARED", 300)?.min(total);
+    let daemons = setting("BENCH_DAEMONS", 4)?;
+    let workers = setting("BENCH_WORKERS", 16)?;
+
+    sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text NOT NULL)")
+        .execute(&pool)
+        .await?;
+    sqlx::query(
+        "INSERT INTO contacts SELECT i, 'contact' || i || '@example.com' FROM generate_series(1, $1) i",
+    )
+    .bind(CONTACTS)
+    .execute(&pool)
+    .await?;
+    let mut fakes = Vec::new();
+    for key in KEYS {
+        let (runtime, fake) = daemon_process::brevo_fake_apart(key)?;
+        fake.enforce_rate_limit(10);
+        fakes.push((runtime, fake));
+    }
+    let bases: Vec<String> = fakes.iter().map(|(_, f)| f.base_url.clone()).collect();
+
+    // All due on one second, far enough ahead for the daemons to start and arm
+    // every sync first.
+    let due: DateTime<Utc> = (Utc::now() + chrono::TimeDelta::seconds(60))
+        .with_nanosecond(0)
+        .unwrap_or_default();
+    let schedule = format!("{} {} {} * * *", due.second(), due.minute(), due.hour());
+    let publishing = Instant::now();
+    let definitions: Vec<SyncDefinition> = (0..total)
+        .map(|i| SyncDefinition::parse("fleet.toml", &sync_file(i, &schedule, &bases)))
+        .collect::<Result<_, _>>()?;
+    for chunk in definitions.chunks(1000) {
+        syncs::publish_syncs(&pool, chunk, Actor::Cli).await?;
+    }
+    println!(
+        "fleet: {total} syncs ({shared} on 3 shared accounts, {CONTACTS} contacts each in 2 imports), {daemons} daemons x {workers} workers; published in {:.1} s",
+        publishing.elapsed().as_secs_f64()
+    );
+
+    let config = tempfile::NamedTempFile::new()?;
+    std::fs::write(config.path(), "# fleet benchmark: settings are in SYNCWARD__* variables\n")?;
+    let env: Vec<(String, String)> = vec![
+        ("SYNCWARD__DATABASE__URL".into(), std::env::var("BENCH_SOURCE_URL")?),
+        (
+            "SYNCWARD__REDIS__KEY_PREFIX".into(),
+            format!("syncward-fleet-{}", Uuid::new_v4().simple()),
+        ),
+        ("SYNCWARD__HTTP__LISTEN".into(), "127.0.0.1:0".into()),
+        ("SYNCWARD__WORKERS__COUNT".into(), workers.to_string()),
+        ("SYNCWARD_CONFIG".into(), config.path().display().to_string()),
+        ("RUST_LOG".into(), "warn".into()),
+    ];
+    let mut processes = Vec::new();
+    for _ in 0..daemons {
+        processes.push(daemon_process::Daemon::spawn(&env)?);
+    }
+    for process in &processes {
+        process.ready().await?;
+    }
+    let started = Instant::now();
+    loop {
+        let armed: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM syncs WHERE id LIKE 'fleet-%' AND next_due_at IS NOT NULL",
+        )
+        .fetch_one(&pool)
+        .await?;
+        if armed as usize == total {
+            break;
+        }
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(50), "only {armed} syncs armed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("  all armed {:.1} s after the daemons were ready", started.elapsed().as_secs_f64());
+    anyhow::ensure!(Utc::now() < due, "arming took past the due second; raise the lead time");
+
+    // Connections and Postgres CPU while the tick's runs go through.
+    let most_connections = Arc::new(AtomicI64::new(0));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let pool = pool.clone();
+        let most = most_connections.clone();
+        let sampling = sampling.clone();
+        tokio::spawn(async move {
+            while sampling.load(Ordering::Relaxed) {
+                if let Ok(n) = sqlx::query_scalar::<_, i64>(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()",
+                )
+                .fetch_one(&pool)
+                .await
+                {
+                    most.fetch_max(n, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let wait = (due - Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(wait.saturating_sub(Duration::from_millis(500))).await;
+    let cpu_before = postgres_cpu_seconds();
+    let wall = Instant::now();
+
+    // Enqueue lag as the bench sees it: committed runs counted every 20 ms.
+    let mut enqueued_at: Vec<f64> = Vec::with_capacity(total);
+    let mut seen = 0usize;
+    while seen < total {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM runs WHERE trigger = 'schedule'",
+        )
+        .fetch_one(&pool)
+        .await?;
+        let since_due = (Utc::now() - due).num_microseconds().unwrap_or(0) as f64 / 1e6;
+        while seen < n as usize {
+            enqueued_at.push(since_due);
+            seen += 1;
+        }
+        anyhow::ensure!(since_due < 120.0, "only {seen} of {total} runs enqueued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    loop {
+        let left: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM runs WHERE status IN ('queued', 'running')",
+        )
+        .fetch_one(&pool)
+        .await?;
+        if left == 0 {
+            break;
+        }
+        anyhow::ensure!(wall.elapsed() < Duration::from_secs(900), "{left} runs never finished");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let cpu = postgres_cpu_seconds() - cpu_before;
+    let elapsed = wall.elapsed().as_secs_f64();
+    sampling.store(false, Ordering::Relaxed);
+    sampler.await?;
+
+    let mut started_after: Vec<f64> = sqlx::query_scalar(
+        "SELECT extract(epoch FROM started_at - $1)::float8 FROM runs WHERE trigger = 'schedule'",
+    )
+    .bind(due)
+    .fetch_all(&pool)
+    .await?;
+    started_after.sort_by(f64::total_cmp);
+    let outcomes: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT status, count(*) FROM runs WHERE trigger = 'schedule' GROUP BY status ORDER BY status",
+    )
+    .fetch_all(&pool)
+    .await?;
+    println!(
+        "  enqueued after the due second: p50 {:.3} s, p99 {:.3} s, all {:.3} s   target p99 <= 1 s",
+        percentile(&enqueued_at, 50.0),
+        percentile(&enqueued_at, 99.0),
+        enqueued_at.last().copied().unwrap_or(f64::NAN)
+    );
+    println!(
+        "  started after the due second: p50 {:.3} s, p99 {:.3} s, last {:.3} s",
+        percentile(&started_after, 50.0),
+        percentile(&started_after, 99.0),
+        started_after.last().copied().unwrap_or(f64::NAN)
+    );
+    println!("  runs: {outcomes:?}, all done {elapsed:.1} s after the due second");
+    let mut lost = 0usize;
+    for (i, (_, fake)) in fakes.iter().enumerate() {
+        let syncs_here = (0..shared).filter(|s| s % KEYS.len() == i).count();
+        let imports = fake.requests_to("/v3/contacts/import").len();
+        let writes = fake.writes();
+        let written = writes.len();
+        let expected = syncs_here * CONTACTS as usize;
+        lost += expected.saturating_sub(written);
+        // The rate the account reached: import requests over the time from the
+        // first write applied to the last.
+        let first = writes.iter().map(|w| w.at).min();
+        let last = writes.iter().map(|w| w.at).max();
+        let rate = match (first, last) {
+            (Some(first), Some(last)) if imports > 1 => {
+                let span = last.duration_since(first).unwrap_or_default().as_secs_f64();
+                (imports - 1) as f64 / span.max(f64::EPSILON)
+            }
+            _ => f64::NAN,
+        };
+        println!(
+            "  account {}: {syncs_here} syncs, {} imports at {rate:.2} requests/s (limit 10), {} answered 429, {written} of {expected} contacts written",
+            i + 1,
+            imports,
+            fake.rate_limited()
+        );
+    }
+    println!(
+        "  Postgres: {cpu:.1} CPU seconds over {elapsed:.1} s ({:.0} % of one core), most connections {}",
+        100.0 * cpu / elapsed,
+        most_connections.load(Ordering::Relaxed)
+    );
+    drop(processes);
+    for (runtime, fake) in fakes {
+        drop(fake);
+        runtime.shutdown_background();
+    }
+    anyhow::ensure!(lost == 0, "{lost} contacts were not written");
+    Ok(())
+}
