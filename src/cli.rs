@@ -77,9 +77,20 @@ pub enum SyncCommand {
     /// Validate sync files and publish them, all or nothing (create or update; a
     /// publish unpauses the sync and re-arms its breaker).
     Apply {
-        /// Sync definition files (TOML).
-        #[arg(required = true, value_name = "FILE")]
+        /// Sync definition files (TOML), or directories whose `*.toml` files
+        /// (subdirectories included) are all read.
+        #[arg(required_unless_present = "prune", value_name = "FILE|DIR")]
         files: Vec<PathBuf>,
+        /// Write nothing: print, per sync, what would be created, changed (field
+        /// by field, with what it means for delivery), left unchanged or
+        /// archived. Exit 0 when nothing would change, 4 when something would.
+        #[arg(long)]
+        plan: bool,
+        /// Apply every sync file in DIR too, and archive every sync whose file
+        /// is in neither DIR nor FILE (same transaction; archived syncs never
+        /// run, keep their history and come back when their file is applied).
+        #[arg(long, value_name = "DIR")]
+        prune: Option<PathBuf>,
         /// Publish even when a Brevo sync maps attributes the account does not
         /// have (imports would drop them without a word). Without it, such a
         /// file is refused (exit 2) naming them; the check runs only where the
@@ -91,10 +102,40 @@ pub enum SyncCommand {
     },
     /// List syncs with their status and last run.
     List(JsonFlag),
-    /// One sync: definition, status, why it is paused, cursor.
+    /// One sync: definition, status, why it is paused, cursor, versions.
     Show {
         /// The sync's id (`syncward sync list` shows them).
         id: String,
+        /// Print this published version's definition instead (every version
+        /// is kept; `sync show ID` lists them).
+        #[arg(long, value_name = "N")]
+        version: Option<i32>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Archive a sync: it never runs again, keeps its history and ledger until
+    /// retention, and comes back when its file is applied again.
+    Delete {
+        /// The sync's id (`syncward sync list` shows them).
+        id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Send every record of the source once more: a new ledger epoch (keys of
+    /// earlier ones no longer match) and the cursor rewound. A run in progress
+    /// stops at its next checkpoint and is retried in the new epoch.
+    Resync {
+        /// The sync's id (`syncward sync list` shows them).
+        id: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Publish version N of a sync's definition again (as a new version).
+    Rollback {
+        /// The sync's id (`syncward sync list` shows them).
+        id: String,
+        /// The version to publish again (`syncward sync show ID` lists them).
+        version: i32,
         #[command(flatten)]
         json: JsonFlag,
     },

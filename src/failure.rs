@@ -48,13 +48,14 @@ pub enum FailureCode {
     LeaseLost,
     LeaseBusy,
     SyncPaused,
+    SyncArchived,
     Interrupted,
     StoreUnavailable,
     Internal,
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 18] = [
+    pub const ALL: [FailureCode; 19] = [
         FailureCode::SourceUnreachable,
         FailureCode::SourceQueryFailed,
         FailureCode::SourceAuthFailed,
@@ -70,6 +71,7 @@ impl FailureCode {
         FailureCode::LeaseLost,
         FailureCode::LeaseBusy,
         FailureCode::SyncPaused,
+        FailureCode::SyncArchived,
         FailureCode::Interrupted,
         FailureCode::StoreUnavailable,
         FailureCode::Internal,
@@ -92,6 +94,7 @@ impl FailureCode {
             FailureCode::LeaseLost => "lease_lost",
             FailureCode::LeaseBusy => "lease_busy",
             FailureCode::SyncPaused => "sync_paused",
+            FailureCode::SyncArchived => "sync_archived",
             FailureCode::Interrupted => "interrupted",
             FailureCode::StoreUnavailable => "store_unavailable",
             FailureCode::Internal => "internal",
@@ -143,6 +146,9 @@ impl FailureCode {
             FailureCode::LeaseBusy => "Another run of this sync was already in progress",
             FailureCode::SyncPaused => {
                 "The sync was paused before this run started, so the run read and sent nothing."
+            }
+            FailureCode::SyncArchived => {
+                "The sync was archived (its file pruned, or deleted) before this run started, so the run read and sent nothing."
             }
             FailureCode::Interrupted => {
                 "The run was stopped before it finished (the daemon was shutting down)."
@@ -197,6 +203,9 @@ impl FailureCode {
                 "Nothing to fix in the sync: the run is retried; if it recurs, check Redis and that runs renew their lease in time."
             }
             FailureCode::LeaseBusy => "Nothing to do: the next scheduled run starts normally.",
+            FailureCode::SyncArchived => {
+                "Nothing, if it was meant to go; to bring it back, apply its file again (`syncward sync apply FILE`)."
+            }
             FailureCode::SyncPaused => {
                 "Resume the sync (`syncward sync resume SYNC_ID`) once the reason it was paused for is dealt with; `sync run SYNC_ID --force` runs it once while paused."
             }
@@ -230,6 +239,7 @@ impl FailureCode {
             | FailureCode::LeaseLost
             | FailureCode::LeaseBusy
             | FailureCode::SyncPaused
+            | FailureCode::SyncArchived
             | FailureCode::Interrupted
             | FailureCode::StoreUnavailable
             | FailureCode::Internal => Owner::Operator,
@@ -257,7 +267,8 @@ impl FailureCode {
             | FailureCode::RecordsQuarantined
             | FailureCode::ConfigInvalid
             | FailureCode::LeaseBusy
-            | FailureCode::SyncPaused => false,
+            | FailureCode::SyncPaused
+            | FailureCode::SyncArchived => false,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use clap::error::ErrorKind;
 use syncward::cli::{Cli, Command};
-use syncward::commands::{NoLiveDaemon, SyncBusy};
+use syncward::commands::{NoLiveDaemon, PlanHasChanges, SyncBusy};
 use syncward::config::BadInput;
 
 fn main() -> ExitCode {
@@ -122,7 +122,10 @@ fn main() -> ExitCode {
             }
         },
         Err(error) => {
-            if let Some(bad) = error.chain().find_map(|e| e.downcast_ref::<BadInput>()) {
+            if error.chain().any(|e| e.is::<PlanHasChanges>()) {
+                // The plan is printed; 4 tells a script there is something to apply.
+                ExitCode::from(4)
+            } else if let Some(bad) = error.chain().find_map(|e| e.downcast_ref::<BadInput>()) {
                 eprintln!("error: {bad}");
                 ExitCode::from(2)
             } else if let Some(busy) = error.chain().find_map(|e| e.downcast_ref::<SyncBusy>()) {

@@ -3,9 +3,11 @@
 
 pub mod daemon;
 pub mod output;
+mod plan;
 mod run_once;
 mod run_progress;
 
+pub use plan::PlanHasChanges;
 pub use run_once::SyncBusy;
 mod runs;
 mod status;

@@ -4,7 +4,7 @@ use anyhow::Context;
 use sqlx::PgPool;
 
 use crate::cli::SyncCommand;
-use crate::config::{Settings, load_for_apply};
+use crate::config::{Settings, SyncDefinition, load_definitions, sync_files_in};
 use crate::destination::brevo::missing_attributes;
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
@@ -21,36 +21,55 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
     // the network, and nothing is written unless every file is good.
     if let SyncCommand::Apply {
         files,
+        plan,
+        prune,
         skip_attribute_check,
         json,
     } = &command
     {
-        let definitions = load_for_apply(files)?;
-        for (file, definition) in files.iter().zip(&definitions) {
+        let mut named = files.clone();
+        named.extend(prune.iter().cloned());
+        let paths = sync_files_in(&named)?;
+        // A plan reads no secret: it is made where they are not (CI).
+        let definitions = load_definitions(&paths, !*plan)?;
+        if *plan {
+            let pool = store::connect(&settings.database).await?;
+            let plans = super::plan::plan(&pool, &definitions, prune.is_some()).await?;
+            if json.json {
+                print_json(&plans)?;
+            } else {
+                out!("{}", super::plan::to_text(&plans));
+            }
+            if plans.iter().any(|p| p.changes_anything()) {
+                return Err(super::PlanHasChanges.into());
+            }
+            return Ok(());
+        }
+        for (file, definition) in paths.iter().zip(&definitions) {
             check_attributes(file, definition, *skip_attribute_check).await?;
         }
         let pool = store::connect(&settings.database).await?;
-        let outcomes = syncs::publish_syncs(&pool, &definitions, Actor::Cli)
+        let applied = syncs::apply_syncs(&pool, &definitions, prune.is_some(), Actor::Cli)
             .await
             .context("publishing failed")?;
         if json.json {
-            let published: Vec<_> = outcomes
+            let archived = applied
+                .archived
                 .iter()
-                .map(|(id, version, outcome)| {
-                    let outcome = match outcome {
-                        PublishOutcome::Created => "created",
-                        PublishOutcome::Updated => "updated",
-                        PublishOutcome::Unchanged => "unchanged",
-                    };
-                    serde_json::json!({"sync": id, "version": version, "outcome": outcome})
-                })
-                .collect();
-            return print_json(&published);
+                .map(|id| serde_json::json!({"sync": id, "outcome": "archived"}));
+            let published = applied.published.iter().map(|(id, version, outcome)| {
+                serde_json::json!({"sync": id, "version": version, "outcome": outcome.as_str()})
+            });
+            return print_json(&archived.chain(published).collect::<Vec<_>>());
         }
-        for (id, version, outcome) in outcomes {
+        for id in &applied.archived {
+            outln!("{id}: archived (its file is gone; apply it again to restore it)");
+        }
+        for (id, version, outcome) in applied.published {
             let what = match outcome {
                 PublishOutcome::Created => "created",
                 PublishOutcome::Updated => "updated",
+                PublishOutcome::Restored => "restored from the archive",
                 PublishOutcome::Unchanged => "unchanged (republished: active, breaker re-armed)",
             };
             outln!("{id}: {what}, version {version}");
@@ -101,9 +120,77 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             }
             Ok(())
         }
-        SyncCommand::Show { id, json } => show(&pool, &id, json.json).await,
-        SyncCommand::Pause { id, json } => {
+        SyncCommand::Show { id, version: None, json } => show(&pool, &id, json.json).await,
+        SyncCommand::Show {
+            id,
+            version: Some(version),
+            json,
+        } => {
             require_sync(&pool, &id).await?;
+            let kept = syncs::get_version(&pool, &id, version).await?.ok_or_else(|| {
+                anyhow::anyhow!("sync \"{id}\" has no version {version} (`syncward sync show {id}` lists them)")
+            })?;
+            if json.json {
+                return print_json(&kept);
+            }
+            outln!(
+                "# {id}, version {version}, published {} by {}",
+                when(Some(kept.published_at)),
+                kept.actor
+            );
+            out!("{}", definition_toml(&kept.definition.0)?);
+            Ok(())
+        }
+        SyncCommand::Delete { id, json } => {
+            require_sync(&pool, &id).await?;
+            let archived = syncs::archive_sync(&pool, &id, Actor::Cli).await?;
+            if json.json {
+                return print_json(
+                    &serde_json::json!({"sync": id, "status": "archived", "changed": archived}),
+                );
+            }
+            if archived {
+                outln!(
+                    "{id}: archived; it never runs again, keeps its history, and comes back when its file is applied."
+                );
+            } else {
+                outln!("{id}: already archived.");
+            }
+            Ok(())
+        }
+        SyncCommand::Resync { id, json } => {
+            let sync = require_sync(&pool, &id).await?;
+            refuse_archived(&sync)?;
+            let epoch = syncs::resync_sync(&pool, &id, Actor::Cli).await?;
+            if json.json {
+                return print_json(&serde_json::json!({"sync": id, "ledger_epoch": epoch, "cursor": null}));
+            }
+            outln!(
+                "{id}: full resync: ledger epoch {epoch}, cursor rewound; the next run sends every record of the source once more."
+            );
+            Ok(())
+        }
+        SyncCommand::Rollback { id, version, json } => {
+            let sync = require_sync(&pool, &id).await?;
+            let kept = syncs::get_version(&pool, &id, version).await?.ok_or_else(|| {
+                anyhow::anyhow!("sync \"{id}\" has no version {version} (`syncward sync show {id}` lists them)")
+            })?;
+            let definition: SyncDefinition = serde_json::from_value(kept.definition.0)
+                .with_context(|| format!("version {version} of {id} no longer validates"))?;
+            definition.check_secrets(&format!("{id} version {version}"))?;
+            let (published, _) = syncs::rollback_sync(&pool, &definition, version, Actor::Cli).await?;
+            if json.json {
+                return print_json(&serde_json::json!({"sync": id, "version": published, "from_version": version}));
+            }
+            if published == sync.version {
+                outln!("{id}: version {version} is the current definition; republished as version {published}.");
+            } else {
+                outln!("{id}: version {version} published again as version {published}.");
+            }
+            Ok(())
+        }
+        SyncCommand::Pause { id, json } => {
+            refuse_archived(&require_sync(&pool, &id).await?)?;
             let paused = syncs::pause_sync(&pool, &id, PAUSED_MANUAL, Actor::Cli).await?;
             if json.json {
                 return print_json(
@@ -118,7 +205,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
         SyncCommand::Resume { id, json } => {
-            require_sync(&pool, &id).await?;
+            refuse_archived(&require_sync(&pool, &id).await?)?;
             let resumed = syncs::resume_sync(&pool, &id, Actor::Cli).await?;
             if json.json {
                 return print_json(
@@ -140,6 +227,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             json,
         } => {
             let sync = require_sync(&pool, &id).await?;
+            refuse_archived(&sync)?;
             if sync.status == "paused" && !force {
                 let reason = sync
                     .paused_reason
@@ -161,7 +249,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             let definition = sync
                 .definition()
                 .context("the stored definition no longer validates")?;
-            let preview = crate::worker::preview(&pool, &definition, limit).await?;
+            let preview = crate::worker::preview(&pool, &definition, sync.ledger_epoch, limit).await?;
             let warning = match missing_attributes(
                 &definition.destination,
                 mapped_attributes(&definition),
@@ -321,4 +409,22 @@ async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
     }
     out!("{}", view.page().to_text());
     Ok(())
+}
+
+/// An archived sync is operated on only by applying its file again.
+fn refuse_archived(sync: &syncs::SyncRow) -> anyhow::Result<()> {
+    if sync.status == "archived" {
+        anyhow::bail!(
+            "sync {} is archived; apply its file again (`syncward sync apply FILE`) to restore it",
+            sync.id
+        );
+    }
+    Ok(())
+}
+
+/// A stored definition as the TOML file it came from (same keys and values).
+fn definition_toml(definition: &serde_json::Value) -> anyhow::Result<String> {
+    let parsed: SyncDefinition = serde_json::from_value(definition.clone())
+        .context("the stored definition no longer validates")?;
+    Ok(toml::to_string(&parsed)?)
 }

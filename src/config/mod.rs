@@ -2,6 +2,7 @@
 //! validated newtypes both are made of.
 
 mod bad_input;
+mod changes;
 mod env_file;
 mod ids;
 mod schedule;
@@ -10,9 +11,12 @@ mod sync_file;
 mod url_secrets;
 
 pub use bad_input::BadInput;
+pub use changes::{FieldChange, delivery_meaning, field_changes};
 pub use env_file::{DEFAULT_ENV_FILE, ENV_FILE_LOADED, variables_to_add};
 pub use ids::{SyncId, WorkspaceId};
 pub use schedule::{CatchUp, Schedule, Timezone};
 pub use settings::*;
-pub use sync_file::{ConsentRule, MappingConfig, SyncDefinition, load_for_apply};
+pub use sync_file::{
+    ConsentRule, MappingConfig, SyncDefinition, load_definitions, load_for_apply, sync_files_in,
+};
 pub use url_secrets::{REDACTED, redact_url, redact_url_text};

@@ -219,14 +219,69 @@ impl SyncDefinition {
 /// Loads every file of one `sync apply`, all or nothing: the first bad file, a
 /// missing secret or a duplicate id stops the whole apply before anything is
 /// written.
+/// The sync files an apply names: each FILE as given, and every `*.toml`
+/// under each DIR (subdirectories included), in path order. A directory
+/// without any is refused: applying (or pruning to) an empty set by mistake
+/// would archive every sync.
+pub fn sync_files_in(paths: &[impl AsRef<Path>]) -> Result<Vec<std::path::PathBuf>, BadInput> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<(), BadInput> {
+        let origin = dir.display().to_string();
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| BadInput::new(&origin, "", format!("cannot read the directory: {e}")))?;
+        for entry in entries {
+            let path = entry
+                .map_err(|e| BadInput::new(&origin, "", format!("cannot read the directory: {e}")))?
+                .path();
+            if path.is_dir() {
+                walk(&path, out)?;
+            } else if path.extension().is_some_and(|e| e == "toml") {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    for path in paths {
+        let path = path.as_ref();
+        if path.is_dir() {
+            let mut found = Vec::new();
+            walk(path, &mut found)?;
+            if found.is_empty() {
+                return Err(BadInput::new(
+                    path.display().to_string(),
+                    "",
+                    "holds no *.toml sync files",
+                ));
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.to_owned());
+        }
+    }
+    Ok(files)
+}
+
 pub fn load_for_apply(paths: &[impl AsRef<Path>]) -> Result<Vec<SyncDefinition>, BadInput> {
+    load_definitions(paths, true)
+}
+
+/// Reads and checks sync files as `load_for_apply` does; without `secrets`
+/// the variables they name need not be set (a plan made in CI, where the
+/// secrets are not).
+pub fn load_definitions(
+    paths: &[impl AsRef<Path>],
+    secrets: bool,
+) -> Result<Vec<SyncDefinition>, BadInput> {
     let mut seen: HashSet<SyncId> = HashSet::new();
     let mut definitions = Vec::with_capacity(paths.len());
     for path in paths {
         let path = path.as_ref();
         let origin = path.display().to_string();
         let definition = SyncDefinition::load(path)?;
-        definition.check_secrets(&origin)?;
+        if secrets {
+            definition.check_secrets(&origin)?;
+        }
         if !seen.insert(definition.id.clone()) {
             return Err(BadInput::new(
                 origin,

@@ -110,6 +110,13 @@ pub async fn run_now(
     match syncs::get_sync(&state.store, id).await {
         Ok(None) => not_found("sync"),
         Err(e) => internal(e),
+        Ok(Some(sync)) if sync.status == "archived" => (
+            StatusCode::CONFLICT,
+            axum::Json(json!({
+                "error": format!("sync {id} is archived; apply its file again to restore it")
+            })),
+        )
+            .into_response(),
         Ok(Some(sync)) if sync.status == "paused" && !query.force => (
             StatusCode::CONFLICT,
             axum::Json(json!({

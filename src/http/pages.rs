@@ -4,7 +4,7 @@
 //! running run's page reloads itself (a meta refresh), and the chart of recent
 //! runs is inline SVG.
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
@@ -149,8 +149,25 @@ pub async fn overview(State(state): State<HttpState>) -> Response {
     }
 }
 
-pub async fn sync_page(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -> Response {
-    match SyncView::load(&state.store, id.as_str()).await {
+/// `/syncs/{id}?version=N`: the page with version N's definition.
+#[derive(Debug, serde::Deserialize)]
+pub struct VersionQuery {
+    version: Option<i32>,
+}
+
+pub async fn sync_page(
+    State(state): State<HttpState>,
+    SyncIdPath(id): SyncIdPath,
+    Query(query): Query<VersionQuery>,
+) -> Response {
+    let view = match query.version {
+        Some(version) => SyncView::load_version(&state.store, id.as_str(), version).await,
+        None => SyncView::load(&state.store, id.as_str()).await,
+    };
+    match view {
+        Ok(Some(view)) if view.sync.status == "archived" => {
+            Html(layout(&view.page(), None).into_string()).into_response()
+        }
         Ok(Some(view)) => {
             let paused = view.sync.status == "paused";
             let actions = html! {
@@ -198,6 +215,13 @@ pub async fn action(
     let paused = match syncs::get_sync(&state.store, id).await {
         Ok(None) => return not_found("sync"),
         Err(e) => return internal(e),
+        Ok(Some(sync)) if sync.status == "archived" => {
+            return (
+                StatusCode::CONFLICT,
+                "the sync is archived; apply its file again to restore it",
+            )
+                .into_response();
+        }
         Ok(Some(sync)) => sync.status == "paused",
     };
     let done = match verb.as_str() {

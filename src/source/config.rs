@@ -19,6 +19,17 @@ pub enum SourceConfig {
 }
 
 impl SourceConfig {
+    /// The fields whose change changes every delivery key: those the source's
+    /// fingerprint is made of, and `page_size` (a record's page cursor and
+    /// position are part of its key).
+    pub fn key_fields(&self) -> &'static [&'static str] {
+        match self {
+            SourceConfig::Postgres(_) => &["kind", "query", "cursor_column", "page_size"],
+            SourceConfig::Shopify(_) => &["kind", "shop", "query", "page_size"],
+            SourceConfig::Http(_) => &["kind", "url", "cursor_param", "items_pointer", "page_size"],
+        }
+    }
+
     /// Pure checks of values that deserialize but cannot work. Errors name the
     /// field under `source.`.
     pub fn validate(&self) -> Result<(), (String, String)> {

@@ -73,3 +73,18 @@ pub async fn list_audit_for_sync(
     .fetch_all(pool)
     .await
 }
+
+/// The newest audit entry of one action on a sync (e.g. its last `resync`).
+pub async fn latest_action_for_sync(
+    pool: &sqlx::PgPool,
+    sync_id: &str,
+    action: &str,
+) -> sqlx::Result<Option<AuditRow>> {
+    sqlx::query_as::<_, AuditRow>(
+        "SELECT * FROM audit_log WHERE sync_id = $1 AND action = $2 ORDER BY id DESC LIMIT 1",
+    )
+    .bind(sync_id)
+    .bind(action)
+    .fetch_optional(pool)
+    .await
+}

@@ -30,19 +30,8 @@ pub async fn get_cursor(pool: &PgPool, sync_id: &str) -> sqlx::Result<Option<Cur
 /// cannot write its old position back over the reset.
 pub async fn reset_cursor(pool: &PgPool, sync_id: &str, actor: Actor) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
-    let previous: Option<Option<Json<serde_json::Value>>> = sqlx::query_scalar(concat!(
-        "UPDATE sync_cursors c SET cursor = NULL, ",
-        take_fence!(row: "c"),
-        ", run_id = NULL, updated_at = now()
-         FROM (SELECT sync_id, cursor FROM sync_cursors WHERE sync_id = $1 FOR UPDATE) old
-         WHERE c.sync_id = old.sync_id
-         RETURNING old.cursor"
-    ))
-    .bind(sync_id)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let previous = rewind_cursor(&mut tx, sync_id).await?;
     if let Some(previous) = &previous {
-        let previous = previous.as_ref().map(|c| c.0.clone());
         record_audit(
             &mut tx,
             actor,
@@ -55,6 +44,26 @@ pub async fn reset_cursor(pool: &PgPool, sync_id: &str, actor: Actor) -> sqlx::R
     }
     tx.commit().await?;
     Ok(previous.is_some())
+}
+
+/// Forgets the cursor under a new fence (a run in flight can no longer
+/// checkpoint). `None` when the sync has no cursor row; else the cursor it had.
+pub async fn rewind_cursor(
+    conn: &mut sqlx::PgConnection,
+    sync_id: &str,
+) -> sqlx::Result<Option<Option<serde_json::Value>>> {
+    let previous: Option<Option<Json<serde_json::Value>>> = sqlx::query_scalar(concat!(
+        "UPDATE sync_cursors c SET cursor = NULL, ",
+        take_fence!(row: "c"),
+        ", run_id = NULL, updated_at = now()
+         FROM (SELECT sync_id, cursor FROM sync_cursors WHERE sync_id = $1 FOR UPDATE) old
+         WHERE c.sync_id = old.sync_id
+         RETURNING old.cursor"
+    ))
+    .bind(sync_id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(previous.map(|p| p.map(|c| c.0)))
 }
 
 /// The checkpoint's cursor write (guarantee 1): the sync's cursor moves to

@@ -19,6 +19,8 @@ pub struct RunRow {
     pub sync_id: String,
     pub workspace_id: String,
     pub sync_version: i32,
+    /// The sync's ledger epoch the run keys its records in (set at its claim).
+    pub ledger_epoch: i32,
     pub status: String,
     pub trigger: String,
     pub attempt: i32,
@@ -140,9 +142,10 @@ pub async fn create_claimed_run(
     executor: &Executor,
 ) -> sqlx::Result<RunRow> {
     sqlx::query_as::<_, RunRow>(
-        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, status, attempt,
-                           started_at, heartbeat_at, worker_id, boot_id)
-         SELECT id, workspace_id, version, $2, $3, 'running', 1, now(), now(), $4, $5 FROM syncs WHERE id = $1
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, ledger_epoch, trigger, max_attempts,
+                           status, attempt, started_at, heartbeat_at, worker_id, boot_id)
+         SELECT id, workspace_id, version, ledger_epoch, $2, $3, 'running', 1, now(), now(), $4, $5
+         FROM syncs WHERE id = $1
          RETURNING *",
     )
     .bind(sync_id)
@@ -375,6 +378,8 @@ pub struct ClaimedRun {
     pub sync_definition: Option<Json<serde_json::Value>>,
     /// The sync is paused: the run ends skipped unless it was forced.
     pub sync_paused: Option<bool>,
+    /// The sync is archived: the run ends skipped.
+    pub sync_archived: Option<bool>,
 }
 
 /// Claims the oldest due queued run for `executor`: one short transaction that
@@ -433,13 +438,17 @@ pub async fn claim_runs(
          claimed AS (
            UPDATE runs r SET status = 'running', attempt = r.attempt + 1, started_at = now(),
                   heartbeat_at = now(), worker_id = w.worker_id, boot_id = w.boot_id,
-                  lease_token = NULL, finished_at = NULL
-           FROM next JOIN want w USING (slot) WHERE r.id = next.id
+                  lease_token = NULL, finished_at = NULL,
+                  -- What it runs with: the definition and ledger epoch of now,
+                  -- whatever they were when it was queued.
+                  sync_version = s.version, ledger_epoch = s.ledger_epoch
+           FROM next JOIN want w USING (slot), syncs s WHERE r.id = next.id AND s.id = r.sync_id
            RETURNING r.*, w.slot),
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
            SELECT id, 'claimed', jsonb_build_object('attempt', attempt, 'worker', worker_id) FROM claimed)
-         SELECT c.*, s.definition AS sync_definition, s.status = 'paused' AS sync_paused
+         SELECT c.*, s.definition AS sync_definition, s.status = 'paused' AS sync_paused,
+                s.status = 'archived' AS sync_archived
          FROM claimed c LEFT JOIN syncs s ON s.id = c.sync_id",
     )
     .bind(executors.iter().map(|e| e.worker_id.as_str()).collect::<Vec<_>>())

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgPool};
+use sqlx::{FromRow, PgConnection, PgPool};
 
 use super::audit::{Actor, record_audit};
 use crate::config::SyncDefinition;
@@ -29,6 +29,10 @@ pub struct SyncRow {
     pub activated_at: Option<DateTime<Utc>>,
     /// When the schedule next enqueues a run; `None` until the next tick arms it.
     pub next_due_at: Option<DateTime<Utc>>,
+    /// When it was archived (its file pruned, or `sync delete`); `None` otherwise.
+    pub archived_at: Option<DateTime<Utc>>,
+    /// Part of every delivery key; a full resync starts the next one.
+    pub ledger_epoch: i32,
 }
 
 impl SyncRow {
@@ -65,6 +69,20 @@ pub enum PublishOutcome {
     Updated,
     /// Same definition; still a publish: the sync is active and its breaker re-armed.
     Unchanged,
+    /// It was archived; applying its file brought it back (its definition may
+    /// have changed too: the version says).
+    Restored,
+}
+
+impl PublishOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PublishOutcome::Created => "created",
+            PublishOutcome::Updated => "updated",
+            PublishOutcome::Unchanged => "unchanged",
+            PublishOutcome::Restored => "restored",
+        }
+    }
 }
 
 /// Publishes definitions in one transaction: all land or none. Each becomes
@@ -75,7 +93,70 @@ pub async fn publish_syncs(
     definitions: &[SyncDefinition],
     actor: Actor,
 ) -> anyhow::Result<Vec<(String, i32, PublishOutcome)>> {
+    Ok(apply_syncs(pool, definitions, false, actor).await?.published)
+}
+
+/// What an apply did: the syncs it archived (their files are gone), then what
+/// each publish did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Applied {
+    pub archived: Vec<String>,
+    pub published: Vec<(String, i32, PublishOutcome)>,
+}
+
+/// Publishes definitions as `publish_syncs` does and, with `prune`, archives
+/// every other sync not archived yet, all in one transaction.
+pub async fn apply_syncs(
+    pool: &PgPool,
+    definitions: &[SyncDefinition],
+    prune: bool,
+    actor: Actor,
+) -> anyhow::Result<Applied> {
     let mut tx = pool.begin().await?;
+    let archived = if prune {
+        let kept: Vec<&str> = definitions.iter().map(|d| d.id.as_str()).collect();
+        let gone = syncs_not_in(&mut tx, &kept).await?;
+        archive_in(&mut tx, &gone, "pruned", actor).await?
+    } else {
+        Vec::new()
+    };
+    let published = publish_in(&mut tx, definitions, actor).await?;
+    tx.commit().await?;
+    Ok(Applied { archived, published })
+}
+
+/// Publishes one earlier version's definition again (a new version with its
+/// content), recorded as a rollback in the audit log.
+pub async fn rollback_sync(
+    pool: &PgPool,
+    definition: &SyncDefinition,
+    to_version: i32,
+    actor: Actor,
+) -> anyhow::Result<(i32, PublishOutcome)> {
+    let mut tx = pool.begin().await?;
+    let published = publish_in(&mut tx, std::slice::from_ref(definition), actor).await?;
+    let (_, version, outcome) = published
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("nothing was published"))?;
+    record_audit(
+        &mut tx,
+        actor,
+        "rollback",
+        definition.id.as_str(),
+        None,
+        serde_json::json!({ "to_version": to_version, "version": version }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok((version, outcome))
+}
+
+async fn publish_in(
+    tx: &mut PgConnection,
+    definitions: &[SyncDefinition],
+    actor: Actor,
+) -> anyhow::Result<Vec<(String, i32, PublishOutcome)>> {
     let mut outcomes = Vec::with_capacity(definitions.len());
     for definition in definitions {
         let json = serde_json::to_value(definition)?;
@@ -87,25 +168,30 @@ pub async fn publish_syncs(
         // upsert, to tell created / updated / unchanged apart in one statement. (No
         // FOR UPDATE there: locking a row this same statement updates yields nothing.)
         let (version, outcome): (i32, String) = sqlx::query_as(
-            "WITH before AS (SELECT definition FROM syncs WHERE id = $1),
+            "WITH before AS (SELECT definition, status FROM syncs WHERE id = $1),
              upserted AS (
                INSERT INTO syncs (id, workspace_id, definition) VALUES ($1, $2, $3)
                ON CONFLICT (id) DO UPDATE SET
                  workspace_id = EXCLUDED.workspace_id,
                  definition = EXCLUDED.definition,
                  version = syncs.version + CASE WHEN syncs.definition = EXCLUDED.definition THEN 0 ELSE 1 END,
-                 activated_at = CASE WHEN syncs.status = 'paused' THEN now() ELSE syncs.activated_at END,
-                 -- A new schedule, or a sync coming back from a pause, is armed
-                 -- afresh: no catch-up of ticks from before.
-                 next_due_at = CASE WHEN syncs.status = 'paused'
+                 activated_at = CASE WHEN syncs.status <> 'active' THEN now() ELSE syncs.activated_at END,
+                 -- A new schedule, or a sync coming back from a pause or the
+                 -- archive, is armed afresh: no catch-up of ticks from before.
+                 next_due_at = CASE WHEN syncs.status <> 'active'
                      OR syncs.definition->'schedule' IS DISTINCT FROM EXCLUDED.definition->'schedule'
                      OR syncs.definition->'timezone' IS DISTINCT FROM EXCLUDED.definition->'timezone'
                    THEN NULL ELSE syncs.next_due_at END,
-                 status = 'active', paused_reason = NULL, paused_at = NULL,
+                 status = 'active', paused_reason = NULL, paused_at = NULL, archived_at = NULL,
                  changed_at = now(), updated_at = now()
-               RETURNING version)
+               RETURNING version),
+             kept AS (
+               INSERT INTO sync_versions (sync_id, version, definition, actor)
+               SELECT $1, version, $3, $4 FROM upserted
+               ON CONFLICT (sync_id, version) DO NOTHING)
              SELECT upserted.version,
                     CASE WHEN NOT EXISTS (SELECT 1 FROM before) THEN 'created'
+                         WHEN (SELECT status FROM before) = 'archived' THEN 'restored'
                          WHEN (SELECT definition FROM before) = $3 THEN 'unchanged'
                          ELSE 'updated' END
              FROM upserted",
@@ -113,6 +199,7 @@ pub async fn publish_syncs(
         .bind(definition.id.as_str())
         .bind(definition.workspace.as_str())
         .bind(Json(&json))
+        .bind(actor.as_str())
         .fetch_one(&mut *tx)
         .await?;
         sqlx::query(
@@ -124,10 +211,11 @@ pub async fn publish_syncs(
         let outcome = match outcome.as_str() {
             "created" => PublishOutcome::Created,
             "updated" => PublishOutcome::Updated,
+            "restored" => PublishOutcome::Restored,
             _ => PublishOutcome::Unchanged,
         };
         record_audit(
-            &mut tx,
+            &mut *tx,
             actor,
             "publish",
             definition.id.as_str(),
@@ -137,8 +225,118 @@ pub async fn publish_syncs(
         .await?;
         outcomes.push((definition.id.to_string(), version, outcome));
     }
-    tx.commit().await?;
     Ok(outcomes)
+}
+
+/// Syncs not archived whose ids are not in `kept`, locked for the apply.
+async fn syncs_not_in(tx: &mut PgConnection, kept: &[&str]) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT id FROM syncs WHERE status <> 'archived' AND NOT (id = ANY($1))
+         ORDER BY id FOR UPDATE",
+    )
+    .bind(kept)
+    .fetch_all(tx)
+    .await
+}
+
+/// Archives one sync (`sync delete`): it never runs again until its file is
+/// applied again; its history and ledger stay. Returns false when it was
+/// archived already.
+pub async fn archive_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let archived = archive_in(&mut tx, &[id.to_owned()], "deleted", actor).await?;
+    tx.commit().await?;
+    Ok(!archived.is_empty())
+}
+
+/// Touches `syncs` and `runs` in one statement: the syncs become archived and
+/// their queued runs end `skipped`, so nothing of theirs is left to claim.
+/// Each archive is audited with `reason` (`pruned` or `deleted`).
+async fn archive_in(
+    tx: &mut PgConnection,
+    ids: &[String],
+    reason: &str,
+    actor: Actor,
+) -> sqlx::Result<Vec<String>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let archived: Vec<String> = sqlx::query_scalar(
+        "WITH archived AS (
+           UPDATE syncs SET status = 'archived', archived_at = now(), paused_reason = NULL,
+                  paused_at = NULL, next_due_at = NULL, updated_at = now()
+           WHERE id = ANY($1) AND status <> 'archived'
+           RETURNING id),
+         cancelled AS (
+           UPDATE runs SET status = 'skipped', finished_at = now(), failure_code = 'sync_archived',
+                  failure_detail = 'the sync was archived before this run started'
+           WHERE status = 'queued' AND sync_id IN (SELECT id FROM archived))
+         SELECT id FROM archived ORDER BY id",
+    )
+    .bind(ids)
+    .fetch_all(&mut *tx)
+    .await?;
+    for id in &archived {
+        record_audit(&mut *tx, actor, "archive", id, Some(reason), serde_json::json!({})).await?;
+    }
+    Ok(archived)
+}
+
+/// A full resync (`sync resync`): the sync's next ledger epoch, so no key of
+/// the earlier ones matches and every record is sent once more, and its
+/// cursor rewound under a new fence (a run in flight loses its checkpoint and
+/// is retried in the new epoch), audited. Returns the new epoch.
+pub async fn resync_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<i32> {
+    let mut tx = pool.begin().await?;
+    let epoch: i32 = sqlx::query_scalar(
+        "UPDATE syncs SET ledger_epoch = ledger_epoch + 1, updated_at = now()
+         WHERE id = $1 RETURNING ledger_epoch",
+    )
+    .bind(id)
+    .fetch_one(&mut *tx)
+    .await?;
+    let previous = super::cursors::rewind_cursor(&mut tx, id).await?;
+    record_audit(
+        &mut tx,
+        actor,
+        "resync",
+        id,
+        None,
+        serde_json::json!({ "epoch": epoch, "previous_cursor": previous }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(epoch)
+}
+
+/// One kept definition.
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct SyncVersion {
+    pub sync_id: String,
+    pub version: i32,
+    pub definition: Json<serde_json::Value>,
+    pub published_at: DateTime<Utc>,
+    pub actor: String,
+}
+
+pub async fn get_version(pool: &PgPool, id: &str, version: i32) -> sqlx::Result<Option<SyncVersion>> {
+    sqlx::query_as::<_, SyncVersion>(
+        "SELECT * FROM sync_versions WHERE sync_id = $1 AND version = $2",
+    )
+    .bind(id)
+    .bind(version)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Every kept version of a sync, newest first.
+pub async fn list_versions(pool: &PgPool, id: &str) -> sqlx::Result<Vec<SyncVersion>> {
+    sqlx::query_as::<_, SyncVersion>(
+        "SELECT * FROM sync_versions WHERE sync_id = $1 ORDER BY version DESC",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await
 }
 
 pub async fn get_sync(pool: &PgPool, id: &str) -> sqlx::Result<Option<SyncRow>> {

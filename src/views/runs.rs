@@ -7,7 +7,9 @@ use sqlx::PgPool;
 
 use super::REJECTED_SHOWN;
 use super::failure::FailureView;
-use super::layout::{Body, Page, RunBar, Section, cursor_words, duration_words, sync_link, when};
+use super::layout::{
+    Body, Cell, Page, RunBar, Section, cursor_words, duration_words, sync_link, when,
+};
 use crate::store::imports::{self, ImportProcessRow};
 use crate::store::rejected::{self, RejectedRow};
 use crate::store::runs::{self, RunEventRow, RunRow};
@@ -61,6 +63,14 @@ impl RunView {
             title: "Run".into(),
             body: Body::Facts(vec![
                 ("sync", sync_link(&r.sync_id)),
+                (
+                    "definition",
+                    Cell::linked(
+                        format!("version {}", r.sync_version),
+                        format!("/syncs/{}?version={}", r.sync_id, r.sync_version),
+                    ),
+                ),
+                ("ledger epoch", r.ledger_epoch.to_string().into()),
                 ("workspace", r.workspace_id.clone().into()),
                 ("status", r.status.clone().into()),
                 ("trigger", r.trigger.clone().into()),

@@ -12,7 +12,8 @@ use crate::store::cursors::{self, CursorRow};
 use crate::store::deadman::{self, IncidentRow};
 use crate::store::rejected::{self, OpenRejections, RejectedRow};
 use crate::store::runs::{self, RunEventRow, RunRow};
-use crate::store::syncs::{self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncSummary};
+use crate::store::audit::{self, AuditRow};
+use crate::store::syncs::{self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncSummary, SyncVersion};
 
 /// How many recent runs the sync page lists.
 const RECENT_RUNS: usize = 10;
@@ -137,6 +138,13 @@ pub struct SyncView {
     /// What the source said on its latest run that the operator should know
     /// (e.g. Shopify serving another API version than the pinned one).
     pub source_notices: Vec<RunEventRow>,
+    /// Every kept definition, newest first.
+    pub versions: Vec<SyncVersion>,
+    /// The version whose definition the page shows (`?version=N`); `None`:
+    /// the current one.
+    pub shown_version: Option<SyncVersion>,
+    /// The latest full resync (`sync resync`), from the audit log.
+    pub last_resync: Option<AuditRow>,
 }
 
 /// When the schedule fires this sync next, in words.
@@ -159,7 +167,22 @@ impl SyncView {
             rejections: rejected::open_rejections(pool, id, REJECTED_SHOWN).await?,
             recent_runs: runs::list_runs(pool, Some(id), CHARTED_RUNS).await?,
             source_notices: runs::latest_source_notices(pool, id).await?,
+            versions: syncs::list_versions(pool, id).await?,
+            shown_version: None,
+            last_resync: audit::latest_action_for_sync(pool, id, "resync").await?,
             sync,
+        }))
+    }
+
+    /// The page showing version `version`'s definition; `None` when the sync
+    /// or that version does not exist.
+    pub async fn load_version(pool: &PgPool, id: &str, version: i32) -> sqlx::Result<Option<Self>> {
+        let Some(shown) = syncs::get_version(pool, id, version).await? else {
+            return Ok(None);
+        };
+        Ok(Self::load(pool, id).await?.map(|view| Self {
+            shown_version: Some(shown),
+            ..view
         }))
     }
 
@@ -168,6 +191,10 @@ impl SyncView {
         let mut sections = Vec::new();
         let status = match &s.paused_reason {
             Some(reason) => format!("{} since {}", paused_words(reason), when(s.paused_at)),
+            None if s.status == "archived" => format!(
+                "archived since {} (it never runs; applying its file restores it)",
+                when(s.archived_at)
+            ),
             None => format!("active since {}", when(s.activated_at)),
         };
         let cursor = match self
@@ -197,6 +224,7 @@ impl SyncView {
                 ),
                 ("next scheduled run", next_due_words(s).into()),
                 ("cursor", cursor.into()),
+                ("ledger epoch", self.epoch_words().into()),
             ]),
         });
         if let Some(error) = &s.last_error {
@@ -315,16 +343,73 @@ impl SyncView {
             body,
         });
         // The stored JSON came from a validated definition, so it renders as TOML.
+        let (title, json) = match &self.shown_version {
+            Some(v) => (
+                format!(
+                    "Definition, version {} of {} (published {} by {}; secrets are named by environment variable only)",
+                    v.version,
+                    s.version,
+                    when(Some(v.published_at)),
+                    v.actor
+                ),
+                &v.definition.0,
+            ),
+            None => (
+                format!(
+                    "Definition, version {} (secrets are named by environment variable only)",
+                    s.version
+                ),
+                &s.definition.0,
+            ),
+        };
         let definition =
-            toml::to_string(&s.definition.0).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
+            toml::to_string(json).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
         sections.push(Section {
-            title: "Definition (secrets are named by environment variable only)".into(),
+            title,
             body: Body::Text(definition),
+        });
+        sections.push(Section {
+            title: format!(
+                "Versions (`syncward sync rollback {} N` publishes one again)",
+                s.id
+            ),
+            body: Body::Table {
+                headers: vec!["version", "published", "by"],
+                rows: self
+                    .versions
+                    .iter()
+                    .map(|v| {
+                        vec![
+                            Cell::linked(
+                                v.version.to_string(),
+                                format!("/syncs/{}?version={}", s.id, v.version),
+                            ),
+                            when(Some(v.published_at)).into(),
+                            v.actor.clone().into(),
+                        ]
+                    })
+                    .collect(),
+            },
         });
         Page {
             title: format!("Sync {}", s.id),
             sections,
             refresh: None,
+        }
+    }
+}
+
+impl SyncView {
+    /// The ledger epoch in words: 0, or which resync started it.
+    fn epoch_words(&self) -> String {
+        let epoch = self.sync.ledger_epoch;
+        match &self.last_resync {
+            Some(resync) if epoch > 0 => format!(
+                "{epoch} (a full resync requested {} by {}: every record is sent once more)",
+                when(Some(resync.at)),
+                resync.actor
+            ),
+            _ => format!("{epoch} (no full resync yet)"),
         }
     }
 }

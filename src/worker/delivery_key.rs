@@ -6,7 +6,8 @@
 //! ```text
 //! "syncward.delivery-key.v1"            domain tag, raw bytes
 //! field(sync id)                        UTF-8
-//! field(source fingerprint)             UTF-8
+//! field(source fingerprint)             UTF-8; from a sync's first full resync on, followed by
+//!                                       `#epoch=N` (`keyed_fingerprint`; epoch 0 adds nothing)
 //! field(page cursor)                    canonical JSON of the cursor the page was read from (`null` at the start)
 //! field(position on the page)           u64 big-endian, 8 bytes
 //! field(record)                         canonical JSON of the record
@@ -29,6 +30,18 @@ const DOMAIN: &[u8] = b"syncward.delivery-key.v1";
 /// its keys, under another tag. Persisted: changing it would make every page
 /// look unclaimed.
 const PAGE_DOMAIN: &[u8] = b"syncward.ledger-page.v1";
+
+/// The fingerprint a run keys its records with: the source's, in the sync's
+/// ledger epoch. A full resync starts a new epoch, so no key of an earlier one
+/// matches and every record is sent once more; epoch 0 leaves the source's
+/// fingerprint as it is, so keys from before epochs existed still match.
+pub fn keyed_fingerprint(source_fingerprint: String, epoch: i32) -> String {
+    if epoch == 0 {
+        source_fingerprint
+    } else {
+        format!("{source_fingerprint}#epoch={epoch}")
+    }
+}
 
 /// A 32-byte SHA-256 delivery key.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -165,6 +165,7 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
         run,
         sync_definition,
         sync_paused,
+        sync_archived,
     } = claimed;
     let span =
         info_span!("claimed", run.id = run.id, sync.id = %run.sync_id, attempt = run.attempt);
@@ -175,6 +176,13 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
             None => Err("the sync no longer exists".to_string()),
         };
         let report = match definition {
+            // A run queued before the archive: nothing is read or sent.
+            _ if sync_archived == Some(true) => RunReport {
+                outcome: RunOutcome::Skipped(FailureCode::SyncArchived),
+                counts: RunCounts::default(),
+                cursor: None,
+                lease: None,
+            },
             // A run queued before the pause: nothing is read or sent.
             _ if sync_paused == Some(true) && run.trigger != FORCED_TRIGGER => RunReport {
                 outcome: RunOutcome::Skipped(FailureCode::SyncPaused),

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sqlx::PgPool;
 
-use super::delivery_key::{DeliveryKey, PageKeys};
+use super::delivery_key::{DeliveryKey, PageKeys, keyed_fingerprint};
 use crate::config::SyncDefinition;
 use crate::destination::Consent;
 use crate::mapping::map_record;
@@ -43,6 +43,7 @@ pub struct Preview {
 pub async fn preview(
     store: &PgPool,
     definition: &SyncDefinition,
+    ledger_epoch: i32,
     limit: usize,
 ) -> anyhow::Result<Preview> {
     let sync_id = definition.id.as_str();
@@ -50,7 +51,7 @@ pub async fn preview(
         .await?
         .and_then(|c| c.cursor.map(|v| v.0));
     let mut source = AnySource::open(&definition.source, &Default::default())?;
-    let fingerprint = source.fingerprint();
+    let fingerprint = keyed_fingerprint(source.fingerprint(), ledger_epoch);
     let page = source.fetch_page(cursor.as_ref()).await?;
     let page_records = page.records.len();
     let values = page.records.into_values()?;

@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::delivery_key::keyed_fingerprint;
 use super::prepared_page::{PreparedPage, prepare_page};
 use super::run::RunContext;
 use super::run_failure::RunFailure;
@@ -31,7 +32,7 @@ impl<'s> ReadAhead<'s> {
         source: &'s mut AnySource,
         cursor: Option<&Value>,
     ) -> Result<Self, RunFailure> {
-        let fingerprint = source.fingerprint();
+        let fingerprint = keyed_fingerprint(source.fingerprint(), cx.run.ledger_epoch);
         let first = source.fetch_page(cursor).await?;
         let following = read_following(source, following_cursor(&first)).await;
         let next = prepare_page(cx, &fingerprint, cursor, first).await?;

@@ -1,0 +1,192 @@
+//! What publishing a definition over the stored one would change: a
+//! field-level diff, and what each change means for delivery (`sync apply
+//! --plan`). Secrets are env var names in definitions, so a diff shows names.
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::sync_file::SyncDefinition;
+
+/// One field that differs: its dotted path and both values (`None`: absent).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldChange {
+    pub field: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+}
+
+/// Fields that differ between two stored definitions, in path order. Tables
+/// are walked; arrays and values are compared whole.
+pub fn field_changes(before: &Value, after: &Value) -> Vec<FieldChange> {
+    let (mut old, mut new) = (BTreeMap::new(), BTreeMap::new());
+    flatten("", before, &mut old);
+    flatten("", after, &mut new);
+    let mut fields: Vec<&String> = old.keys().chain(new.keys()).collect();
+    fields.sort();
+    fields.dedup();
+    fields
+        .into_iter()
+        .filter(|f| old.get(*f) != new.get(*f))
+        .map(|f| FieldChange {
+            field: f.clone(),
+            before: old.get(f).cloned(),
+            after: new.get(f).cloned(),
+        })
+        .collect()
+}
+
+fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                flatten(&path, inner, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_owned(), other.clone());
+        }
+    }
+}
+
+/// What the changes mean for delivery, one sentence per kind of change.
+pub fn delivery_meaning(changes: &[FieldChange], new: &SyncDefinition) -> Vec<String> {
+    let id = new.id.as_str();
+    let under = |section: &str| {
+        changes
+            .iter()
+            .filter(|c| c.field == section || c.field.starts_with(&format!("{section}.")))
+            .map(|c| c.field.as_str())
+            .collect::<Vec<_>>()
+    };
+    let mut meanings = Vec::new();
+    let key_fields = new.source.key_fields();
+    let (keyed, other_source): (Vec<&str>, Vec<&str>) = under("source").into_iter().partition(|f| {
+        key_fields.iter().any(|k| f.strip_prefix("source.") == Some(*k))
+    });
+    if !keyed.is_empty() {
+        meanings.push(format!(
+            "{} changed: delivery keys change; the cursor stays, so only records read from now on are sent, and a rewind (`syncward sync reset-cursor {id}`) would send every record again",
+            keyed.join(", ")
+        ));
+    }
+    if !other_source.is_empty() {
+        meanings.push(format!(
+            "{} changed: how the source is reached, not what is read; delivery keys stay",
+            other_source.join(", ")
+        ));
+    }
+    let mapping = under("mapping");
+    if !mapping.is_empty() {
+        meanings.push(format!(
+            "{} changed: only records read from now on get it; `syncward sync resync {id}` sends everything again",
+            mapping.join(", ")
+        ));
+    }
+    let destination = under("destination");
+    if !destination.is_empty() {
+        meanings.push(format!(
+            "{} changed: records already delivered are not sent again (the ledger keeps them); `syncward sync resync {id}` sends everything again",
+            destination.join(", ")
+        ));
+    }
+    let timing: Vec<&str> = ["schedule", "timezone", "catch_up"]
+        .into_iter()
+        .filter(|f| !under(f).is_empty())
+        .collect();
+    if !timing.is_empty() {
+        let next = new
+            .schedule
+            .next_after_in(Utc::now(), new.timezone.as_ref())
+            .map(|at| at.format("%Y-%m-%d %H:%M:%SZ").to_string())
+            .unwrap_or_else(|| "never".into());
+        meanings.push(format!(
+            "{} changed: the schedule is armed afresh; next run at {next}",
+            timing.join(", ")
+        ));
+    }
+    let guards: Vec<&str> = ["breaker_failures", "silence_window"]
+        .into_iter()
+        .filter(|f| !under(f).is_empty())
+        .collect();
+    if !guards.is_empty() {
+        meanings.push(format!("{} changed: applies from the next run", guards.join(", ")));
+    }
+    if !under("workspace").is_empty() {
+        meanings.push(
+            "workspace changed: runs, alerts and the dead-man check count it under the new workspace"
+                .into(),
+        );
+    }
+    meanings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn definition(extra: &str) -> SyncDefinition {
+        SyncDefinition::parse(
+            "t.toml",
+            &format!(
+                r#"id = "s"
+workspace = "w"
+schedule = "0 0 3 * * *"
+{extra}
+[source]
+kind = "postgres"
+url_env = "DB_URL"
+query = "SELECT id, email FROM t"
+cursor_column = "id"
+[destination]
+kind = "brevo"
+api_key_env = "KEY"
+list_ids = [1]
+[mapping]
+email = "email"
+"#
+            ),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_changed_query_and_a_new_attribute_are_named_with_what_they_mean() {
+        let before = definition("");
+        let mut after = before.clone();
+        after.mapping.attributes.insert("LASTNAME".into(), "last_name".into());
+        let mut after = serde_json::to_value(&after).unwrap();
+        after["source"]["query"] = "SELECT id, email, last_name FROM t".into();
+        let changes = field_changes(&serde_json::to_value(&before).unwrap(), &after);
+        let fields: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["mapping.attributes.LASTNAME", "source.query"]);
+        assert_eq!(changes[0].before, None);
+        let parsed: SyncDefinition = serde_json::from_value(after).unwrap();
+        let meaning = delivery_meaning(&changes, &parsed).join("\n");
+        assert!(meaning.contains("source.query changed: delivery keys change"), "{meaning}");
+        assert!(meaning.contains("`syncward sync resync s` sends everything again"), "{meaning}");
+    }
+
+    #[test]
+    fn a_new_url_variable_keeps_the_keys() {
+        let before = serde_json::to_value(definition("")).unwrap();
+        let mut after = before.clone();
+        after["source"]["url_env"] = "OTHER_URL".into();
+        let changes = field_changes(&before, &after);
+        let parsed: SyncDefinition = serde_json::from_value(after).unwrap();
+        let meaning = delivery_meaning(&changes, &parsed);
+        assert_eq!(
+            meaning,
+            ["source.url_env changed: how the source is reached, not what is read; delivery keys stay"]
+        );
+    }
+
+    #[test]
+    fn identical_definitions_have_no_changes() {
+        let v = serde_json::to_value(definition("timezone = \"Europe/Paris\"")).unwrap();
+        assert!(field_changes(&v, &v).is_empty());
+    }
+}
