@@ -44,5 +44,6 @@ mod status;
 mod sync_commands;
 mod sync_files;
 mod sync_run;
+mod syncs_as_code;
 mod systemd_unit;
 mod webhook_destination;
