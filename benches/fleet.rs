@@ -67,17 +67,29 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 fn postgres_cpu_seconds() -> f64 {
     let ticks = 100.0; // USER_HZ on Linux
     let mut total = 0u64;
-    let Ok(entries) = std::fs::read_dir("/proc") else { return 0.0 };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
     for entry in entries.flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some((name, rest)) = stat.split_once(") ") else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((name, rest)) = stat.split_once(") ") else {
+            continue;
+        };
         if !name.ends_with("(postgres") {
             continue;
         }
         let fields: Vec<&str> = rest.split_whitespace().collect();
         // utime and stime are fields 14 and 15 of stat; `rest` starts at field 3.
-        let used = fields.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
-            + fields.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let used = fields
+            .get(11)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            + fields
+                .get(12)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
         total += used;
     }
     total as f64 / ticks
@@ -160,16 +172,25 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
     );
 
     let config = tempfile::NamedTempFile::new()?;
-    std::fs::write(config.path(), "# fleet benchmark: settings are in SYNCWARD__* variables\n")?;
+    std::fs::write(
+        config.path(),
+        "# fleet benchmark: settings are in SYNCWARD__* variables\n",
+    )?;
     let env: Vec<(String, String)> = vec![
-        ("SYNCWARD__DATABASE__URL".into(), std::env::var("BENCH_SOURCE_URL")?),
+        (
+            "SYNCWARD__DATABASE__URL".into(),
+            std::env::var("BENCH_SOURCE_URL")?,
+        ),
         (
             "SYNCWARD__REDIS__KEY_PREFIX".into(),
             format!("syncward-fleet-{}", Uuid::new_v4().simple()),
         ),
         ("SYNCWARD__HTTP__LISTEN".into(), "127.0.0.1:0".into()),
         ("SYNCWARD__WORKERS__COUNT".into(), workers.to_string()),
-        ("SYNCWARD_CONFIG".into(), config.path().display().to_string()),
+        (
+            "SYNCWARD_CONFIG".into(),
+            config.path().display().to_string(),
+        ),
         ("RUST_LOG".into(), "warn".into()),
     ];
     let mut processes = Vec::new();
@@ -189,11 +210,20 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
         if armed as usize == total {
             break;
         }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(50), "only {armed} syncs armed");
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(50),
+            "only {armed} syncs armed"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    println!("  all armed {:.1} s after the daemons were ready", started.elapsed().as_secs_f64());
-    anyhow::ensure!(Utc::now() < due, "arming took past the due second; raise the lead time");
+    println!(
+        "  all armed {:.1} s after the daemons were ready",
+        started.elapsed().as_secs_f64()
+    );
+    anyhow::ensure!(
+        Utc::now() < due,
+        "arming took past the due second; raise the lead time"
+    );
 
     // Connections and Postgres CPU while the tick's runs go through.
     let most_connections = Arc::new(AtomicI64::new(0));
@@ -225,11 +255,9 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
     let mut enqueued_at: Vec<f64> = Vec::with_capacity(total);
     let mut seen = 0usize;
     while seen < total {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM runs WHERE trigger = 'schedule'",
-        )
-        .fetch_one(&pool)
-        .await?;
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM runs WHERE trigger = 'schedule'")
+            .fetch_one(&pool)
+            .await?;
         let since_due = (Utc::now() - due).num_microseconds().unwrap_or(0) as f64 / 1e6;
         while seen < n as usize {
             enqueued_at.push(since_due);
@@ -239,15 +267,17 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     loop {
-        let left: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM runs WHERE status IN ('queued', 'running')",
-        )
-        .fetch_one(&pool)
-        .await?;
+        let left: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')")
+                .fetch_one(&pool)
+                .await?;
         if left == 0 {
             break;
         }
-        anyhow::ensure!(wall.elapsed() < Duration::from_secs(900), "{left} runs never finished");
+        anyhow::ensure!(
+            wall.elapsed() < Duration::from_secs(900),
+            "{left} runs never finished"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let cpu = postgres_cpu_seconds() - cpu_before;

@@ -119,7 +119,9 @@ pub fn to_text(plans: &[SyncPlan]) -> String {
             (PlannedAction::Restore, Some(v)) if p.changes.is_empty() => {
                 ("+", format!("restore, version {v}"))
             }
-            (PlannedAction::Restore, Some(v)) => ("+", format!("restore, version {v} -> {}", v + 1)),
+            (PlannedAction::Restore, Some(v)) => {
+                ("+", format!("restore, version {v} -> {}", v + 1))
+            }
             (PlannedAction::Resume, Some(v)) => ("~", format!("resume, version {v}")),
             (PlannedAction::Unchanged, Some(v)) => ("=", format!("unchanged, version {v}")),
             (PlannedAction::Archive, Some(v)) => ("-", format!("archive, version {v}")),

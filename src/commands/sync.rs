@@ -120,7 +120,11 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             }
             Ok(())
         }
-        SyncCommand::Show { id, version: None, json } => show(&pool, &id, json.json).await,
+        SyncCommand::Show {
+            id,
+            version: None,
+            json,
+        } => show(&pool, &id, json.json).await,
         SyncCommand::Show {
             id,
             version: Some(version),
@@ -163,7 +167,9 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             refuse_archived(&sync)?;
             let epoch = syncs::resync_sync(&pool, &id, Actor::Cli).await?;
             if json.json {
-                return print_json(&serde_json::json!({"sync": id, "ledger_epoch": epoch, "cursor": null}));
+                return print_json(
+                    &serde_json::json!({"sync": id, "ledger_epoch": epoch, "cursor": null}),
+                );
             }
             outln!(
                 "{id}: full resync: ledger epoch {epoch}, cursor rewound; the next run sends every record of the source once more."
@@ -178,12 +184,17 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             let definition: SyncDefinition = serde_json::from_value(kept.definition.0)
                 .with_context(|| format!("version {version} of {id} no longer validates"))?;
             definition.check_secrets(&format!("{id} version {version}"))?;
-            let (published, _) = syncs::rollback_sync(&pool, &definition, version, Actor::Cli).await?;
+            let (published, _) =
+                syncs::rollback_sync(&pool, &definition, version, Actor::Cli).await?;
             if json.json {
-                return print_json(&serde_json::json!({"sync": id, "version": published, "from_version": version}));
+                return print_json(
+                    &serde_json::json!({"sync": id, "version": published, "from_version": version}),
+                );
             }
             if published == sync.version {
-                outln!("{id}: version {version} is the current definition; republished as version {published}.");
+                outln!(
+                    "{id}: version {version} is the current definition; republished as version {published}."
+                );
             } else {
                 outln!("{id}: version {version} published again as version {published}.");
             }
@@ -249,7 +260,8 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             let definition = sync
                 .definition()
                 .context("the stored definition no longer validates")?;
-            let preview = crate::worker::preview(&pool, &definition, sync.ledger_epoch, limit).await?;
+            let preview =
+                crate::worker::preview(&pool, &definition, sync.ledger_epoch, limit).await?;
             let warning = match missing_attributes(
                 &definition.destination,
                 mapped_attributes(&definition),

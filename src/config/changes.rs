@@ -42,7 +42,11 @@ fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
     match value {
         Value::Object(map) => {
             for (key, inner) in map {
-                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
                 flatten(&path, inner, out);
             }
         }
@@ -64,9 +68,12 @@ pub fn delivery_meaning(changes: &[FieldChange], new: &SyncDefinition) -> Vec<St
     };
     let mut meanings = Vec::new();
     let key_fields = new.source.key_fields();
-    let (keyed, other_source): (Vec<&str>, Vec<&str>) = under("source").into_iter().partition(|f| {
-        key_fields.iter().any(|k| f.strip_prefix("source.") == Some(*k))
-    });
+    let (keyed, other_source): (Vec<&str>, Vec<&str>) =
+        under("source").into_iter().partition(|f| {
+            key_fields
+                .iter()
+                .any(|k| f.strip_prefix("source.") == Some(*k))
+        });
     if !keyed.is_empty() {
         meanings.push(format!(
             "{} changed: delivery keys change; the cursor stays, so only records read from now on are sent, and a rewind (`syncward sync reset-cursor {id}`) would send every record again",
@@ -113,7 +120,10 @@ pub fn delivery_meaning(changes: &[FieldChange], new: &SyncDefinition) -> Vec<St
         .filter(|f| !under(f).is_empty())
         .collect();
     if !guards.is_empty() {
-        meanings.push(format!("{} changed: applies from the next run", guards.join(", ")));
+        meanings.push(format!(
+            "{} changed: applies from the next run",
+            guards.join(", ")
+        ));
     }
     if !under("workspace").is_empty() {
         meanings.push(
@@ -157,7 +167,10 @@ email = "email"
     fn a_changed_query_and_a_new_attribute_are_named_with_what_they_mean() {
         let before = definition("");
         let mut after = before.clone();
-        after.mapping.attributes.insert("LASTNAME".into(), "last_name".into());
+        after
+            .mapping
+            .attributes
+            .insert("LASTNAME".into(), "last_name".into());
         let mut after = serde_json::to_value(&after).unwrap();
         after["source"]["query"] = "SELECT id, email, last_name FROM t".into();
         let changes = field_changes(&serde_json::to_value(&before).unwrap(), &after);
@@ -166,8 +179,14 @@ email = "email"
         assert_eq!(changes[0].before, None);
         let parsed: SyncDefinition = serde_json::from_value(after).unwrap();
         let meaning = delivery_meaning(&changes, &parsed).join("\n");
-        assert!(meaning.contains("source.query changed: delivery keys change"), "{meaning}");
-        assert!(meaning.contains("`syncward sync resync s` sends everything again"), "{meaning}");
+        assert!(
+            meaning.contains("source.query changed: delivery keys change"),
+            "{meaning}"
+        );
+        assert!(
+            meaning.contains("`syncward sync resync s` sends everything again"),
+            "{meaning}"
+        );
     }
 
     #[test]
@@ -180,7 +199,9 @@ email = "email"
         let meaning = delivery_meaning(&changes, &parsed);
         assert_eq!(
             meaning,
-            ["source.url_env changed: how the source is reached, not what is read; delivery keys stay"]
+            [
+                "source.url_env changed: how the source is reached, not what is read; delivery keys stay"
+            ]
         );
     }
 

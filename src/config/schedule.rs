@@ -205,7 +205,10 @@ mod tests {
     fn an_unknown_time_zone_is_refused_with_an_example() {
         let err = Timezone::parse("Mars/Olympus").unwrap_err();
         assert!(err.contains("IANA name such as"), "{err}");
-        assert_eq!(Timezone::parse("Europe/Paris").unwrap().name(), "Europe/Paris");
+        assert_eq!(
+            Timezone::parse("Europe/Paris").unwrap().name(),
+            "Europe/Paris"
+        );
     }
 
     #[test]

@@ -110,7 +110,7 @@ impl Ticker {
             .collect();
         // Definitions that cannot become a run: their failure is recorded once
         // their tick is taken, and they are re-read at every tick until fixed.
-        let mut problems: HashMap<String, (Option<Timing>, String)> = HashMap::new();
+        let mut problems: HashMap<String, Unbuildable> = HashMap::new();
         if !unparsed.is_empty() {
             for (id, version, json) in schedule::definitions(&mut tx, &unparsed).await? {
                 match read_timing(&id, &json.0) {
@@ -119,7 +119,7 @@ impl Ticker {
                     }
                     Err(problem) => {
                         self.timings.remove(&id);
-                        problems.insert(id, problem);
+                        problems.insert(id, *problem);
                     }
                 }
             }
@@ -182,12 +182,12 @@ impl Ticker {
     }
 }
 
+/// Why a sync's run cannot be built, with its timing if the schedule reads.
+type Unbuildable = (Option<Timing>, String);
+
 /// A definition's timing, or why its run cannot be built (with the timing if
 /// at least the schedule reads).
-fn read_timing(
-    sync_id: &str,
-    json: &serde_json::Value,
-) -> Result<Timing, (Option<Timing>, String)> {
+fn read_timing(sync_id: &str, json: &serde_json::Value) -> Result<Timing, Box<Unbuildable>> {
     let definition = match serde_json::from_value::<SyncDefinition>(json.clone()) {
         Ok(definition) => definition,
         Err(e) => {
@@ -200,7 +200,10 @@ fn read_timing(
                 timezone: None,
                 catch_up: CatchUp::Once,
             });
-            return Err((timing, format!("the stored definition no longer validates: {e}")));
+            return Err(Box::new((
+                timing,
+                format!("the stored definition no longer validates: {e}"),
+            )));
         }
     };
     let timing = Timing {
@@ -210,7 +213,7 @@ fn read_timing(
     };
     match definition.check_secrets(sync_id) {
         Ok(()) => Ok(timing),
-        Err(e) => Err((Some(timing), e.to_string())),
+        Err(e) => Err(Box::new((Some(timing), e.to_string()))),
     }
 }
 
@@ -231,7 +234,9 @@ async fn record_unbuildable(daemon: &Daemon, sync_id: &str, detail: &str) {
                 warn!(error = %e, "The circuit breaker check failed");
             }
         }
-        Err(e) => warn!(sync.id = %sync_id, error = %e, "Recording an unbuildable scheduled run failed"),
+        Err(e) => {
+            warn!(sync.id = %sync_id, error = %e, "Recording an unbuildable scheduled run failed")
+        }
     }
 }
 

@@ -93,7 +93,9 @@ pub async fn publish_syncs(
     definitions: &[SyncDefinition],
     actor: Actor,
 ) -> anyhow::Result<Vec<(String, i32, PublishOutcome)>> {
-    Ok(apply_syncs(pool, definitions, false, actor).await?.published)
+    Ok(apply_syncs(pool, definitions, false, actor)
+        .await?
+        .published)
 }
 
 /// What an apply did: the syncs it archived (their files are gone), then what
@@ -122,7 +124,10 @@ pub async fn apply_syncs(
     };
     let published = publish_in(&mut tx, definitions, actor).await?;
     tx.commit().await?;
-    Ok(Applied { archived, published })
+    Ok(Applied {
+        archived,
+        published,
+    })
 }
 
 /// Publishes one earlier version's definition again (a new version with its
@@ -277,7 +282,15 @@ async fn archive_in(
     .fetch_all(&mut *tx)
     .await?;
     for id in &archived {
-        record_audit(&mut *tx, actor, "archive", id, Some(reason), serde_json::json!({})).await?;
+        record_audit(
+            &mut *tx,
+            actor,
+            "archive",
+            id,
+            Some(reason),
+            serde_json::json!({}),
+        )
+        .await?;
     }
     Ok(archived)
 }
@@ -319,7 +332,11 @@ pub struct SyncVersion {
     pub actor: String,
 }
 
-pub async fn get_version(pool: &PgPool, id: &str, version: i32) -> sqlx::Result<Option<SyncVersion>> {
+pub async fn get_version(
+    pool: &PgPool,
+    id: &str,
+    version: i32,
+) -> sqlx::Result<Option<SyncVersion>> {
     sqlx::query_as::<_, SyncVersion>(
         "SELECT * FROM sync_versions WHERE sync_id = $1 AND version = $2",
     )

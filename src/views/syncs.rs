@@ -8,12 +8,14 @@ use sqlx::PgPool;
 use super::REJECTED_SHOWN;
 use super::failure::FailureView;
 use super::layout::{Body, Cell, Page, RunBar, Section, cursor_words, run_link, sync_link, when};
+use crate::store::audit::{self, AuditRow};
 use crate::store::cursors::{self, CursorRow};
 use crate::store::deadman::{self, IncidentRow};
 use crate::store::rejected::{self, OpenRejections, RejectedRow};
 use crate::store::runs::{self, RunEventRow, RunRow};
-use crate::store::audit::{self, AuditRow};
-use crate::store::syncs::{self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncSummary, SyncVersion};
+use crate::store::syncs::{
+    self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncSummary, SyncVersion,
+};
 
 /// How many recent runs the sync page lists.
 const RECENT_RUNS: usize = 10;

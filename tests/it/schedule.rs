@@ -32,9 +32,16 @@ async fn scheduled_runs(s: &Scenario, id: &str) -> anyhow::Result<i64> {
 
 /// Publishes a copy of the scenario's sync under `id`, with `edit` applied to
 /// its file.
-async fn publish_copy(s: &Scenario, id: &str, edit: impl Fn(String) -> String) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
-        .replacen(&format!("id = \"{SYNC_ID}\""), &format!("id = \"{id}\""), 1);
+async fn publish_copy(
+    s: &Scenario,
+    id: &str,
+    edit: impl Fn(String) -> String,
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(s.dir.path().join("sync.toml"))?.replacen(
+        &format!("id = \"{SYNC_ID}\""),
+        &format!("id = \"{id}\""),
+        1,
+    );
     let path = s.dir.path().join(format!("{id}.toml"));
     std::fs::write(&path, edit(text))?;
     s.cli
@@ -70,8 +77,10 @@ async fn a_tick_missed_while_no_daemon_ran_is_caught_up_once_or_skipped() -> any
     let mut first = DaemonProcess::spawn(&s.cli).await?;
     first
         .eventually(Duration::from_secs(30), "both syncs armed", || async {
-            Ok(scalar_i64(&s, at_three_in_new_york, "daily-once").await? == 1
-                && scalar_i64(&s, at_three_in_new_york, "daily-skip").await? == 1)
+            Ok(
+                scalar_i64(&s, at_three_in_new_york, "daily-once").await? == 1
+                    && scalar_i64(&s, at_three_in_new_york, "daily-skip").await? == 1,
+            )
         })
         .await?;
     first.signal("TERM")?;
@@ -87,23 +96,33 @@ async fn a_tick_missed_while_no_daemon_ran_is_caught_up_once_or_skipped() -> any
 
     let second = DaemonProcess::spawn(&s.cli).await?;
     second
-        .eventually(Duration::from_secs(30), "the missed ticks taken", || async {
-            Ok(scalar_i64(&s, at_three_in_new_york, "daily-once").await? == 1
-                && scalar_i64(&s, at_three_in_new_york, "daily-skip").await? == 1)
-        })
+        .eventually(
+            Duration::from_secs(30),
+            "the missed ticks taken",
+            || async {
+                Ok(
+                    scalar_i64(&s, at_three_in_new_york, "daily-once").await? == 1
+                        && scalar_i64(&s, at_three_in_new_york, "daily-skip").await? == 1,
+                )
+            },
+        )
         .await?;
     assert_eq!(scheduled_runs(&s, "daily-once").await?, 1, "caught up once");
     assert_eq!(scheduled_runs(&s, "daily-skip").await?, 0, "skipped");
     second
-        .eventually(Duration::from_secs(60), "the caught-up run succeeded", || async {
-            Ok(scalar_i64(
-                &s,
-                "SELECT count(*) FROM runs WHERE sync_id = $1 AND status = 'succeeded'",
-                "daily-once",
-            )
-            .await?
-                == 1)
-        })
+        .eventually(
+            Duration::from_secs(60),
+            "the caught-up run succeeded",
+            || async {
+                Ok(scalar_i64(
+                    &s,
+                    "SELECT count(*) FROM runs WHERE sync_id = $1 AND status = 'succeeded'",
+                    "daily-once",
+                )
+                .await?
+                    == 1)
+            },
+        )
         .await?;
     Ok(())
 }
@@ -129,12 +148,21 @@ async fn two_daemons_enqueue_every_sync_due_on_one_second_exactly_once() -> anyh
     for i in 0..200 {
         std::fs::write(
             dir.path().join(format!("fleet-{i}.toml")),
-            template.replacen(&format!("id = \"{SYNC_ID}\""), &format!("id = \"fleet-{i}\""), 1),
+            template.replacen(
+                &format!("id = \"{SYNC_ID}\""),
+                &format!("id = \"fleet-{i}\""),
+                1,
+            ),
         )?;
     }
     let mut apply = vec!["sync".to_string(), "apply".to_string()];
     for i in 0..200 {
-        apply.push(dir.path().join(format!("fleet-{i}.toml")).display().to_string());
+        apply.push(
+            dir.path()
+                .join(format!("fleet-{i}.toml"))
+                .display()
+                .to_string(),
+        );
     }
     let apply: Vec<&str> = apply.iter().map(String::as_str).collect();
     s.cli.run(&apply).await?.ok()?;
@@ -145,9 +173,17 @@ async fn two_daemons_enqueue_every_sync_due_on_one_second_exactly_once() -> anyh
         let pool = s.db.pool.clone();
         async move { Ok::<i64, anyhow::Error>(sqlx::query_scalar(sql).fetch_one(&pool).await?) }
     };
-    a.eventually(Duration::from_secs(60), "200 runs enqueued by the tick", || async {
-        Ok(count("SELECT count(*) FROM runs WHERE sync_id LIKE 'fleet-%' AND trigger = 'schedule'").await? >= 200)
-    })
+    a.eventually(
+        Duration::from_secs(60),
+        "200 runs enqueued by the tick",
+        || async {
+            Ok(count(
+                "SELECT count(*) FROM runs WHERE sync_id LIKE 'fleet-%' AND trigger = 'schedule'",
+            )
+            .await?
+                >= 200)
+        },
+    )
     .await?;
     a.eventually(Duration::from_secs(10), "every due time a day on", || async {
         Ok(count(
@@ -164,7 +200,8 @@ async fn two_daemons_enqueue_every_sync_due_on_one_second_exactly_once() -> anyh
     .await?;
     assert_eq!(most, 1, "no sync got two runs from one tick");
     assert_eq!(
-        count("SELECT count(*) FROM runs WHERE sync_id LIKE 'fleet-%' AND trigger = 'schedule'").await?,
+        count("SELECT count(*) FROM runs WHERE sync_id LIKE 'fleet-%' AND trigger = 'schedule'")
+            .await?,
         200
     );
     Ok(())
@@ -199,11 +236,19 @@ async fn a_resumed_or_rescheduled_sync_waits_for_its_next_tick() -> anyhow::Resu
         .execute(&s.db.pool)
         .await?;
     let report = ticker.tick(&daemon).await?;
-    assert_eq!((report.armed, report.enqueued), (0, 0), "paused: {report:?}");
+    assert_eq!(
+        (report.armed, report.enqueued),
+        (0, 0),
+        "paused: {report:?}"
+    );
 
     s.cli.run(&["sync", "resume", SYNC_ID]).await?.ok()?;
     let report = ticker.tick(&daemon).await?;
-    assert_eq!((report.armed, report.enqueued), (1, 0), "resumed: {report:?}");
+    assert_eq!(
+        (report.armed, report.enqueued),
+        (1, 0),
+        "resumed: {report:?}"
+    );
     assert_eq!(scalar_i64(&s, armed, SYNC_ID).await?, 1);
 
     // Due a moment ago, then re-published with another schedule: re-armed.
@@ -216,7 +261,11 @@ async fn a_resumed_or_rescheduled_sync_waits_for_its_next_tick() -> anyhow::Resu
     })
     .await?;
     let report = ticker.tick(&daemon).await?;
-    assert_eq!((report.armed, report.enqueued), (1, 0), "rescheduled: {report:?}");
+    assert_eq!(
+        (report.armed, report.enqueued),
+        (1, 0),
+        "rescheduled: {report:?}"
+    );
     assert_eq!(scheduled_runs(&s, SYNC_ID).await?, 0);
     Ok(())
 }
