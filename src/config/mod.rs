@@ -4,6 +4,7 @@
 mod bad_input;
 mod env_file;
 mod ids;
+mod redis_address;
 mod schedule;
 mod settings;
 mod sync_file;
@@ -12,6 +13,7 @@ mod url_secrets;
 pub use bad_input::BadInput;
 pub use env_file::{DEFAULT_ENV_FILE, ENV_FILE_LOADED, variables_to_add};
 pub use ids::{SyncId, WorkspaceId};
+pub use redis_address::{RedisAddress, SENTINEL_PORT, SENTINEL_SCHEME, SentinelAddress};
 pub use schedule::{CatchUp, Schedule, Timezone};
 pub use settings::*;
 pub use sync_file::{ConsentRule, MappingConfig, SyncDefinition, load_for_apply};
