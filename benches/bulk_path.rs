@@ -63,8 +63,9 @@ async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
     // The fake keeps its contacts but no log of bodies: Brevo's own work is
     // not syncward's, and on this machine it shares the two cores.
     fake.lean();
-    let redis = deadpool_redis::Config::from_url("redis://127.0.0.1:6379")
-        .create_pool(Some(deadpool_redis::Runtime::Tokio1))?;
+    let redis = syncward::lease::RedisPool::open(&syncward::config::RedisAddress::Server(
+        "redis://127.0.0.1:6379".into(),
+    ))?;
     let leases = LeaseManager::new(
         redis,
         &format!("syncward-bench-{}", Uuid::new_v4().simple()),

@@ -66,8 +66,9 @@ email = "email"
         })
         .collect::<Result<_, _>>()?;
     syncs::publish_syncs(&pool, &definitions, Actor::Cli).await?;
-    let redis = deadpool_redis::Config::from_url("redis://127.0.0.1:6379")
-        .create_pool(Some(deadpool_redis::Runtime::Tokio1))?;
+    let redis = syncward::lease::RedisPool::open(&syncward::config::RedisAddress::Server(
+        "redis://127.0.0.1:6379".into(),
+    ))?;
     let prefix = format!("syncward-bench-{}", Uuid::new_v4().simple());
 
     for workers in worker_counts {

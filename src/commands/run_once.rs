@@ -69,7 +69,7 @@ pub struct SyncBusy {
 /// liveness key is there. In words, for people.
 async fn live_holder_words(
     pool: &PgPool,
-    redis: &deadpool_redis::Pool,
+    redis: &crate::lease::RedisPool,
     prefix: &str,
     leases: &LeaseManager,
     sync_id: &str,

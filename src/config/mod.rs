@@ -5,6 +5,7 @@ mod bad_input;
 mod changes;
 mod env_file;
 mod ids;
+mod redis_address;
 mod schedule;
 mod settings;
 mod sync_file;
@@ -14,6 +15,7 @@ pub use bad_input::BadInput;
 pub use changes::{FieldChange, delivery_meaning, field_changes};
 pub use env_file::{DEFAULT_ENV_FILE, ENV_FILE_LOADED, variables_to_add};
 pub use ids::{SyncId, WorkspaceId};
+pub use redis_address::{RedisAddress, SENTINEL_PORT, SENTINEL_SCHEME, SentinelAddress};
 pub use schedule::{CatchUp, Schedule, Timezone};
 pub use settings::*;
 pub use sync_file::{

@@ -11,6 +11,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use super::bad_input::BadInput;
+use super::redis_address::RedisAddress;
 use super::schedule::Schedule;
 use super::url_secrets::{REDACTED, hide_urls_in_message, redact_url, redact_url_text};
 
@@ -63,12 +64,30 @@ impl Default for DatabaseSettings {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedisSettings {
-    /// Redis URL for leases, liveness keys and dead-man markers. Secret (it may hold
-    /// a password). Default `redis://127.0.0.1:6379`.
+    /// Redis URL for leases, liveness keys, dead-man markers and shared request
+    /// budgets. Secret (it may hold a password). Default `redis://127.0.0.1:6379`.
+    ///
+    /// One server: `redis://[[user]:password@]host[:port][/db]` (`rediss://`
+    /// for TLS). A Sentinel set, whose current primary is used and followed
+    /// through a failover:
+    /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service_name[/db]`,
+    /// each host a Sentinel (port 26379 when left out), `service_name` the
+    /// primary's name in the Sentinels' configuration (`mymaster`); the
+    /// user-info and database are the primary's, the Sentinels are asked
+    /// without a password. `check-config` shows either form with its password
+    /// redacted.
     pub url: SecretString,
     /// Prefix of every Redis key; isolates deployments (and tests) sharing one
     /// Redis. Default `syncward`.
     pub key_prefix: String,
+}
+
+impl RedisSettings {
+    /// `url` read as one server or a Sentinel set; the error names the problem
+    /// without quoting the URL.
+    pub fn address(&self) -> Result<RedisAddress, String> {
+        RedisAddress::parse(self.url.expose_secret())
+    }
 }
 
 impl Default for RedisSettings {
@@ -564,7 +583,9 @@ impl Settings {
             &self.database.url,
             &["postgres", "postgresql"],
         )?;
-        check_url(origin, "redis.url", &self.redis.url, &["redis", "rediss"])?;
+        if let Err(problem) = self.redis.address() {
+            return bad("redis.url", problem);
+        }
         if self.database.max_connections == 0 {
             return bad("database.max_connections", "must be at least 1".into());
         }

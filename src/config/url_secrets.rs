@@ -44,6 +44,10 @@ pub fn redact_url_text(text: &str) -> String {
     // Placeholders without brackets, because the URL would percent-encode
     // `[redacted]` in the user-info.
     const PASSWORD: &str = "REDACTEDPASSWORD";
+    // A Sentinel set's list of hosts is no URL the url crate reads.
+    if let Some(shown) = super::redis_address::redact_sentinel_url(text) {
+        return shown;
+    }
     let Ok(mut parsed) = url::Url::parse(text) else {
         return REDACTED.to_string();
     };

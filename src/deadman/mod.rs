@@ -9,13 +9,12 @@
 
 use std::time::Duration;
 
-use deadpool_redis::Pool;
 use deadpool_redis::redis::{self, AsyncCommands};
 use tracing::info;
 
 use crate::alerts::{Alert, Alerter};
 use crate::config::DeadmanSettings;
-use crate::lease::SharedConnection;
+use crate::lease::{RedisPool, SharedConnection};
 use crate::store::deadman;
 
 /// What one check found.
@@ -33,7 +32,7 @@ fn marker(prefix: &str, target: &str) -> String {
 
 pub async fn check(
     alerter: &Alerter,
-    redis: &Pool,
+    redis: &RedisPool,
     prefix: &str,
     settings: &DeadmanSettings,
 ) -> anyhow::Result<DeadmanReport> {
@@ -96,7 +95,7 @@ pub async fn check(
 /// Where a check reports and keeps its markers.
 struct Watch<'a> {
     alerter: &'a Alerter,
-    redis: &'a Pool,
+    redis: &'a RedisPool,
     prefix: &'a str,
 }
 

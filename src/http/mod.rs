@@ -28,7 +28,6 @@ use axum::http::header::{
 };
 use axum::http::{HeaderValue, StatusCode};
 use axum::routing::{get, post};
-use deadpool_redis::Pool;
 use secrecy::SecretString;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
@@ -36,6 +35,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::config::Settings;
+use crate::lease::RedisPool;
 use crate::shutdown::Shutdown;
 
 pub use hosts::AllowedHosts;
@@ -45,7 +45,7 @@ pub use server::ConnectionLimits;
 #[derive(Clone, Debug)]
 pub struct HttpState {
     pub store: PgPool,
-    pub redis: Pool,
+    pub redis: RedisPool,
     pub token: Option<SecretString>,
     pub max_attempts: i32,
     /// The Prometheus recorder's handle; `None` where none is installed.

@@ -4,11 +4,10 @@
 
 use std::time::Duration;
 
-use deadpool_redis::Pool;
 use deadpool_redis::redis::{self, AsyncCommands};
 use uuid::Uuid;
 
-use super::LeaseError;
+use super::{LeaseError, RedisPool};
 
 pub fn liveness_key(prefix: &str, boot_id: Uuid) -> String {
     format!("{prefix}:daemon:{}", boot_id.simple())
@@ -16,7 +15,7 @@ pub fn liveness_key(prefix: &str, boot_id: Uuid) -> String {
 
 /// Sets (or refreshes) this daemon's liveness key for `ttl`.
 pub async fn refresh_liveness(
-    pool: &Pool,
+    pool: &RedisPool,
     prefix: &str,
     boot_id: Uuid,
     ttl: Duration,
@@ -34,13 +33,17 @@ pub async fn refresh_liveness(
 }
 
 /// Whether the daemon with `boot_id` still shows signs of life.
-pub async fn is_alive(pool: &Pool, prefix: &str, boot_id: Uuid) -> Result<bool, LeaseError> {
+pub async fn is_alive(pool: &RedisPool, prefix: &str, boot_id: Uuid) -> Result<bool, LeaseError> {
     let mut conn = pool.get().await?;
     Ok(conn.exists(liveness_key(prefix, boot_id)).await?)
 }
 
 /// Removes this daemon's key at a clean exit, so nothing waits out its TTL.
-pub async fn clear_liveness(pool: &Pool, prefix: &str, boot_id: Uuid) -> Result<(), LeaseError> {
+pub async fn clear_liveness(
+    pool: &RedisPool,
+    prefix: &str,
+    boot_id: Uuid,
+) -> Result<(), LeaseError> {
     let mut conn = pool.get().await?;
     let _: () = conn.del(liveness_key(prefix, boot_id)).await?;
     Ok(())

@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use deadpool_redis::redis::{self, AsyncCommands, Script};
-use deadpool_redis::{Config, Pool, Runtime};
-use secrecy::ExposeSecret;
+
 use uuid::Uuid;
 
-use super::SharedConnection;
+use super::{RedisPool, SharedConnection};
 use crate::config::{RedisSettings, redact_url};
 
 #[derive(Debug, thiserror::Error)]
@@ -41,13 +40,14 @@ pub struct LeaseHolder {
     pub boot_id: Option<Uuid>,
 }
 
-/// Opens the Redis pool and proves the server answers; the error names the
-/// server with its password redacted.
-pub async fn connect_redis(settings: &RedisSettings) -> anyhow::Result<Pool> {
+/// Opens the Redis pool (one server, or a Sentinel set's primary) and proves
+/// the server answers; the error names the server with its password redacted.
+pub async fn connect_redis(settings: &RedisSettings) -> anyhow::Result<RedisPool> {
     let unreachable = || format!("cannot reach Redis at {}", redact_url(&settings.url));
-    let pool = Config::from_url(settings.url.expose_secret())
-        .create_pool(Some(Runtime::Tokio1))
-        .with_context(unreachable)?;
+    let address = settings
+        .address()
+        .map_err(|problem| anyhow::anyhow!("redis.url: {problem}"))?;
+    let pool = RedisPool::open(&address).with_context(unreachable)?;
     let mut conn = tokio::time::timeout(Duration::from_secs(10), pool.get())
         .await
         .map_err(|_| anyhow::anyhow!("no answer within 10s"))
@@ -127,7 +127,7 @@ impl std::fmt::Debug for LeaseManager {
 }
 
 impl LeaseManager {
-    pub fn new(pool: Pool, prefix: &str, boot_id: Uuid, ttl: Duration) -> Self {
+    pub fn new(pool: RedisPool, prefix: &str, boot_id: Uuid, ttl: Duration) -> Self {
         Self {
             redis: SharedConnection::new(pool),
             prefix: prefix.to_owned(),
@@ -140,7 +140,7 @@ impl LeaseManager {
         self.boot_id
     }
 
-    pub fn pool(&self) -> &Pool {
+    pub fn pool(&self) -> &RedisPool {
         self.redis.pool()
     }
 

@@ -6,16 +6,15 @@ use std::sync::{Arc, Mutex};
 
 use deadpool_redis::redis::RedisError;
 use deadpool_redis::redis::aio::MultiplexedConnection;
-use deadpool_redis::{Connection, Pool};
 
-use super::LeaseError;
+use super::{LeaseError, RedisConnection, RedisPool, is_demoted_primary};
 
 /// Takes a connection from the pool once and hands out clones of it; after an
 /// I/O error it is dropped, and the next command takes a checked one from the
 /// pool again.
 #[derive(Clone)]
 pub struct SharedConnection {
-    pool: Pool,
+    pool: RedisPool,
     current: Arc<Mutex<Option<MultiplexedConnection>>>,
 }
 
@@ -26,21 +25,22 @@ impl std::fmt::Debug for SharedConnection {
 }
 
 impl SharedConnection {
-    pub fn new(pool: Pool) -> Self {
+    pub fn new(pool: RedisPool) -> Self {
         Self {
             pool,
             current: Arc::new(Mutex::new(None)),
         }
     }
 
-    pub fn pool(&self) -> &Pool {
+    pub fn pool(&self) -> &RedisPool {
         &self.pool
     }
 
     /// Runs `command` on the shared connection. When the connection turns out
-    /// to be broken (Redis restarted, say), it is dropped and `command` runs
-    /// once more on a fresh one, as the pool's checkout would have found it
-    /// broken before sending: so every command sent here must be safe to
+    /// to be broken (Redis restarted, say) or to reach a replica (a Sentinel
+    /// failover demoted its primary: `READONLY`), it is dropped and `command`
+    /// runs once more on a fresh one, as the pool's checkout would have found
+    /// it broken before sending: so every command sent here must be safe to
     /// repeat (a compare-and-set or a read).
     pub async fn run<T, F, Fut>(&self, command: F) -> Result<T, LeaseError>
     where
@@ -50,7 +50,10 @@ impl SharedConnection {
         let first = command(self.connection().await?).await;
         match first {
             Err(e)
-                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() =>
+                if e.is_io_error()
+                    || e.is_connection_dropped()
+                    || e.is_unrecoverable_error()
+                    || is_demoted_primary(&e) =>
             {
                 self.current
                     .lock()
@@ -71,7 +74,7 @@ impl SharedConnection {
         {
             return Ok(connection);
         }
-        let connection = Connection::take(self.pool.get().await?);
+        let connection = RedisConnection::take(self.pool.get().await?);
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(connection.clone());
         Ok(connection)
     }

@@ -6,12 +6,24 @@
 //! account alone at half the rate: slower, never unlimited.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use deadpool_redis::Pool;
-use deadpool_redis::redis::Script;
+use deadpool_redis::redis::{Script, ScriptInvocation};
 use tokio::time::Instant;
+
+/// What `ScriptHost::invoke` returns.
+pub type ScriptAnswer<'a> = Pin<Box<dyn Future<Output = anyhow::Result<i64>> + Send + 'a>>;
+
+/// Where shared budgets are kept: runs the budget's script on Redis. The
+/// daemon's one pool (`lease::RedisPool`, one server or a Sentinel set's
+/// primary) implements it; connectors and this part do not name it.
+pub trait ScriptHost: Send + Sync {
+    /// Runs `script` once and returns its integer answer.
+    fn invoke<'a>(&'a self, script: &'a ScriptInvocation<'a>) -> ScriptAnswer<'a>;
+}
 
 /// Reserves the next slot of `KEYS[1]` (the time the account's next request
 /// may leave, in ms on Redis' clock) `ARGV[1]` ms after the last; returns how
@@ -39,7 +51,7 @@ const LONGEST_WAIT: Duration = Duration::from_secs(60);
 /// when Redis does not answer.
 #[derive(Clone, Default)]
 pub struct SharedBudgets {
-    redis: Option<(Pool, String)>,
+    redis: Option<(Arc<dyn ScriptHost>, String)>,
     local: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
@@ -53,9 +65,9 @@ impl std::fmt::Debug for SharedBudgets {
 
 impl SharedBudgets {
     /// Budgets kept in Redis under `prefix`, shared by every process there.
-    pub fn in_redis(pool: Pool, prefix: &str) -> Self {
+    pub fn in_redis(redis: impl ScriptHost + 'static, prefix: &str) -> Self {
         Self {
-            redis: Some((pool, format!("{prefix}:budget:"))),
+            redis: Some((Arc::new(redis), format!("{prefix}:budget:"))),
             local: Arc::default(),
         }
     }
@@ -65,8 +77,8 @@ impl SharedBudgets {
     pub async fn wait(&self, account: &str, per_second: u32) {
         let per_second = per_second.max(1);
         let interval = Duration::from_secs(1) / per_second;
-        if let Some((pool, prefix)) = &self.redis {
-            match reserve(pool, &format!("{prefix}{account}"), interval).await {
+        if let Some((redis, prefix)) = &self.redis {
+            match reserve(redis.as_ref(), &format!("{prefix}{account}"), interval).await {
                 Ok(wait) => {
                     // A slot already due is taken at once: a timer, even of
                     // zero, costs a millisecond on the bulk path.
@@ -106,15 +118,17 @@ impl SharedBudgets {
     }
 }
 
-async fn reserve(pool: &Pool, key: &str, interval: Duration) -> anyhow::Result<Duration> {
-    let mut conn = tokio::time::timeout(Duration::from_secs(2), pool.get()).await??;
+async fn reserve(
+    redis: &dyn ScriptHost,
+    key: &str,
+    interval: Duration,
+) -> anyhow::Result<Duration> {
     let interval_ms = u64::try_from(interval.as_millis())
         .unwrap_or(u64::MAX)
         .max(1);
-    let wait_ms: i64 = tokio::time::timeout(
-        Duration::from_secs(2),
-        RESERVE.key(key).arg(interval_ms).invoke_async(&mut conn),
-    )
-    .await??;
+    let mut invocation = RESERVE.key(key);
+    invocation.arg(interval_ms);
+    // A connection and the script's answer, within one bound.
+    let wait_ms = tokio::time::timeout(Duration::from_secs(4), redis.invoke(&invocation)).await??;
     Ok(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)))
 }

@@ -7,7 +7,7 @@ mod client;
 mod retry;
 mod signature;
 
-pub use budget::SharedBudgets;
+pub use budget::{ScriptAnswer, ScriptHost, SharedBudgets};
 pub use client::{
     BodyError, ClientError, DESTINATION_ANSWER_CAP, SOURCE_PAGE_CAP, cap_text, describe_error,
     http_client, read_capped, redirect_target,

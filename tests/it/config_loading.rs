@@ -159,6 +159,14 @@ async fn bad_config_exits_2_with_one_line_naming_file_key_and_problem() -> anyho
             "database.url: scheme \"mysql\" is not supported",
         ),
         ("[workers\ncount = 1\n", "not valid TOML"),
+        (
+            "[redis]\nurl = \"redis+sentinel://s1:26379,s2:26379\"\n",
+            "redis.url: a redis+sentinel URL names the primary's service",
+        ),
+        (
+            "[redis]\nurl = \"memcached://h\"\n",
+            "redis.url: scheme \"memcached\" is not supported; use redis, rediss or redis+sentinel",
+        ),
     ];
     for (text, expected) in cases {
         let file = config_file(text)?;
@@ -342,6 +350,34 @@ async fn a_connection_error_hides_a_password_in_the_query() -> anyhow::Result<()
     assert!(
         out.stderr
             .contains("cannot reach Redis at redis://127.0.0.1:1/?password=[redacted]"),
+        "{}",
+        out.stderr
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_sentinel_url_is_shown_with_its_hosts_and_without_its_password() -> anyhow::Result<()> {
+    let url = "redis+sentinel://app:SECRET@127.0.0.1:1,127.0.0.1:2/mymaster/0";
+    let shown = "redis+sentinel://app:[redacted]@127.0.0.1:1,127.0.0.1:2/mymaster/0";
+    let out = Syncward::bare()
+        .with_env("SYNCWARD__REDIS__URL", url)
+        .run(&["check-config"])
+        .await?
+        .ok()?;
+    assert!(!out.stdout.contains("SECRET"), "{}", out.stdout);
+    assert!(out.stdout.contains(shown), "{}", out.stdout);
+    // No Sentinel answers on those ports: the error names the set, redacted.
+    let db = crate::helpers::TestDb::new().await?;
+    let out = Syncward::new(&db, None)
+        .with_env("SYNCWARD__REDIS__URL", url)
+        .run(&["deadman", "check"])
+        .await?;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(!out.stderr.contains("SECRET"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("cannot reach Redis at {shown}")),
         "{}",
         out.stderr
     );

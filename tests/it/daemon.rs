@@ -499,22 +499,7 @@ async fn two_daemons_never_overlap_runs_of_one_sync_and_claim_each_run_once() ->
         .fetch_one(&s.db.pool)
         .await?;
     assert!(finished >= 100, "only {finished} runs succeeded");
-    // A run holds its sync from taking the lease (its `lease` event) until its
-    // next end or re-queue event; no two such spans of one sync may meet. (A
-    // claim that then found the lease busy held nothing.)
-    let spans = "WITH ev AS (
-           SELECT e.run_id, r.sync_id, e.kind, e.at,
-                  lead(e.at) OVER (PARTITION BY e.run_id ORDER BY e.id) AS next_at
-           FROM run_events e JOIN runs r ON r.id = e.run_id),
-         held AS (
-           SELECT run_id, sync_id, tstzrange(at, coalesce(next_at, 'infinity'), '[)') AS span
-           FROM ev WHERE kind = 'lease')";
-    let pairs: Vec<(i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{spans} SELECT a.run_id, b.run_id FROM held a JOIN held b
-           ON a.sync_id = b.sync_id AND a.run_id < b.run_id AND a.span && b.span"
-    )))
-    .fetch_all(&s.db.pool)
-    .await?;
+    let pairs = s.overlapping_holds().await?;
     assert!(
         pairs.is_empty(),
         "two runs of one sync held it at once: {pairs:?}"

@@ -188,25 +188,6 @@ async fn a_foreground_run_against_a_live_daemon_holder_exits_3_naming_it_and_wai
     Ok(())
 }
 
-/// The activity of each fence in the ledger: [first claim, last answer].
-async fn fence_spans(s: &Scenario) -> anyhow::Result<Vec<(i64, SystemTime, SystemTime)>> {
-    type Span = (
-        i64,
-        chrono::DateTime<chrono::Utc>,
-        chrono::DateTime<chrono::Utc>,
-    );
-    let rows: Vec<Span> = sqlx::query_as(
-        "SELECT fence, min(created_at), max(coalesce(completed_at, created_at))
-         FROM delivery_batches GROUP BY fence ORDER BY fence",
-    )
-    .fetch_all(&s.db.pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(f, a, b)| (f, SystemTime::from(a), SystemTime::from(b)))
-        .collect())
-}
-
 /// Redis loses everything mid-run (`restart` or `FLUSHALL`) while a second
 /// daemon stands by: the store's heartbeats keep the second daemon from
 /// taking the run over; the run stops at its next proof and is resumed.
@@ -270,7 +251,7 @@ async fn redis_lost_mid_run(flush: bool) -> anyhow::Result<()> {
         writes.values().all(|n| *n == 1),
         "no key sent twice: {writes:?}"
     );
-    let spans = fence_spans(&s).await?;
+    let spans = s.fence_spans().await?;
     for pair in spans.windows(2) {
         assert!(
             pair[0].2 <= pair[1].1,

@@ -2,7 +2,8 @@
 //! are deleted when the test ends.
 
 use anyhow::Context;
-use deadpool_redis::{Config, Pool, Runtime};
+use syncward::config::RedisAddress;
+use syncward::lease::RedisPool;
 
 pub fn redis_url() -> String {
     std::env::var("SYNCWARD_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
@@ -10,7 +11,9 @@ pub fn redis_url() -> String {
 
 #[derive(Debug)]
 pub struct TestRedis {
-    pub pool: Pool,
+    /// The daemon's own pool type, so a test reaches a Sentinel set's
+    /// primary as the daemon does.
+    pub pool: RedisPool,
     pub url: String,
     pub prefix: String,
 }
@@ -20,10 +23,12 @@ impl TestRedis {
         Self::at(&redis_url()).await
     }
 
-    /// Redis at `url`; an unreachable server is an error that says so.
+    /// Redis at `url` (a server, or a Sentinel set as `redis.url` names one);
+    /// an unreachable server is an error that says so.
     pub async fn at(url: &str) -> anyhow::Result<Self> {
         let url = url.to_string();
-        let pool = Config::from_url(&url).create_pool(Some(Runtime::Tokio1))?;
+        let address = RedisAddress::parse(&url).map_err(anyhow::Error::msg)?;
+        let pool = RedisPool::open(&address)?;
         let mut conn = pool.get().await.with_context(|| {
             format!("tests need Redis at {url} (run scripts/services); it is not reachable")
         })?;
@@ -51,7 +56,9 @@ impl Drop for TestRedis {
         let url = self.url.clone();
         let pattern = format!("{}:*", self.prefix);
         // Cleanup on a private thread (Drop cannot await). A failure only leaves
-        // keys under a unique prefix that nothing reads again.
+        // keys under a unique prefix that nothing reads again. A Sentinel
+        // set's URL opens no plain client: its servers are the test's own and
+        // end with it.
         let handle = std::thread::spawn(move || {
             let Ok(client) = deadpool_redis::redis::Client::open(url) else {
                 return;

@@ -261,6 +261,49 @@ attributes = {{ FIRSTNAME = "first_name" }}
         Ok(list[0].clone())
     }
 
+    /// The activity of each fence in the ledger, in fence order: (fence,
+    /// first claim, last answer). A fence that still wrote after the next
+    /// one began is two runs writing at once.
+    pub async fn fence_spans(
+        &self,
+    ) -> anyhow::Result<Vec<(i64, std::time::SystemTime, std::time::SystemTime)>> {
+        type Span = (
+            i64,
+            chrono::DateTime<chrono::Utc>,
+            chrono::DateTime<chrono::Utc>,
+        );
+        let rows: Vec<Span> = sqlx::query_as(
+            "SELECT fence, min(created_at), max(coalesce(completed_at, created_at))
+             FROM delivery_batches GROUP BY fence ORDER BY fence",
+        )
+        .fetch_all(&self.db.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(f, a, b)| (f, a.into(), b.into()))
+            .collect())
+    }
+
+    /// Pairs of runs of one sync that held it at the same time, by Postgres'
+    /// record: a run holds its sync from taking the lease (its `lease` event)
+    /// until its next event (an end or a re-queue). A claim that found the
+    /// lease busy held nothing.
+    pub async fn overlapping_holds(&self) -> anyhow::Result<Vec<(i64, i64)>> {
+        Ok(sqlx::query_as(
+            "WITH ev AS (
+               SELECT e.run_id, r.sync_id, e.kind, e.at,
+                      lead(e.at) OVER (PARTITION BY e.run_id ORDER BY e.id) AS next_at
+               FROM run_events e JOIN runs r ON r.id = e.run_id),
+             held AS (
+               SELECT run_id, sync_id, tstzrange(at, coalesce(next_at, 'infinity'), '[)') AS span
+               FROM ev WHERE kind = 'lease')
+             SELECT a.run_id, b.run_id FROM held a JOIN held b
+               ON a.sync_id = b.sync_id AND a.run_id < b.run_id AND a.span && b.span",
+        )
+        .fetch_all(&self.db.pool)
+        .await?)
+    }
+
     /// How often each e-mail was written to the fake.
     pub fn writes_per_email(&self) -> std::collections::BTreeMap<String, usize> {
         let mut counts = std::collections::BTreeMap::new();
