@@ -109,6 +109,9 @@ _syncward() {
             syncward__subcmd__help__subcmd__sync,apply)
                 cmd="syncward__subcmd__help__subcmd__sync__subcmd__apply"
                 ;;
+            syncward__subcmd__help__subcmd__sync,delete)
+                cmd="syncward__subcmd__help__subcmd__sync__subcmd__delete"
+                ;;
             syncward__subcmd__help__subcmd__sync,list)
                 cmd="syncward__subcmd__help__subcmd__sync__subcmd__list"
                 ;;
@@ -124,8 +127,14 @@ _syncward() {
             syncward__subcmd__help__subcmd__sync,resume)
                 cmd="syncward__subcmd__help__subcmd__sync__subcmd__resume"
                 ;;
+            syncward__subcmd__help__subcmd__sync,resync)
+                cmd="syncward__subcmd__help__subcmd__sync__subcmd__resync"
+                ;;
             syncward__subcmd__help__subcmd__sync,retry-rejected)
                 cmd="syncward__subcmd__help__subcmd__sync__subcmd__retry__subcmd__rejected"
+                ;;
+            syncward__subcmd__help__subcmd__sync,rollback)
+                cmd="syncward__subcmd__help__subcmd__sync__subcmd__rollback"
                 ;;
             syncward__subcmd__help__subcmd__sync,run)
                 cmd="syncward__subcmd__help__subcmd__sync__subcmd__run"
@@ -166,6 +175,9 @@ _syncward() {
             syncward__subcmd__sync,apply)
                 cmd="syncward__subcmd__sync__subcmd__apply"
                 ;;
+            syncward__subcmd__sync,delete)
+                cmd="syncward__subcmd__sync__subcmd__delete"
+                ;;
             syncward__subcmd__sync,help)
                 cmd="syncward__subcmd__sync__subcmd__help"
                 ;;
@@ -184,8 +196,14 @@ _syncward() {
             syncward__subcmd__sync,resume)
                 cmd="syncward__subcmd__sync__subcmd__resume"
                 ;;
+            syncward__subcmd__sync,resync)
+                cmd="syncward__subcmd__sync__subcmd__resync"
+                ;;
             syncward__subcmd__sync,retry-rejected)
                 cmd="syncward__subcmd__sync__subcmd__retry__subcmd__rejected"
+                ;;
+            syncward__subcmd__sync,rollback)
+                cmd="syncward__subcmd__sync__subcmd__rollback"
                 ;;
             syncward__subcmd__sync,run)
                 cmd="syncward__subcmd__sync__subcmd__run"
@@ -195,6 +213,9 @@ _syncward() {
                 ;;
             syncward__subcmd__sync__subcmd__help,apply)
                 cmd="syncward__subcmd__sync__subcmd__help__subcmd__apply"
+                ;;
+            syncward__subcmd__sync__subcmd__help,delete)
+                cmd="syncward__subcmd__sync__subcmd__help__subcmd__delete"
                 ;;
             syncward__subcmd__sync__subcmd__help,help)
                 cmd="syncward__subcmd__sync__subcmd__help__subcmd__help"
@@ -214,8 +235,14 @@ _syncward() {
             syncward__subcmd__sync__subcmd__help,resume)
                 cmd="syncward__subcmd__sync__subcmd__help__subcmd__resume"
                 ;;
+            syncward__subcmd__sync__subcmd__help,resync)
+                cmd="syncward__subcmd__sync__subcmd__help__subcmd__resync"
+                ;;
             syncward__subcmd__sync__subcmd__help,retry-rejected)
                 cmd="syncward__subcmd__sync__subcmd__help__subcmd__retry__subcmd__rejected"
+                ;;
+            syncward__subcmd__sync__subcmd__help,rollback)
+                cmd="syncward__subcmd__sync__subcmd__help__subcmd__rollback"
                 ;;
             syncward__subcmd__sync__subcmd__help,run)
                 cmd="syncward__subcmd__sync__subcmd__help__subcmd__run"
@@ -592,7 +619,7 @@ _syncward() {
             return 0
             ;;
         syncward__subcmd__help__subcmd__sync)
-            opts="apply list show pause resume run preview reset-cursor retry-rejected"
+            opts="apply list show delete resync rollback pause resume run preview reset-cursor retry-rejected"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -606,6 +633,20 @@ _syncward() {
             return 0
             ;;
         syncward__subcmd__help__subcmd__sync__subcmd__apply)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__help__subcmd__sync__subcmd__delete)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -689,7 +730,35 @@ _syncward() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        syncward__subcmd__help__subcmd__sync__subcmd__resync)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         syncward__subcmd__help__subcmd__sync__subcmd__retry__subcmd__rejected)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__help__subcmd__sync__subcmd__rollback)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1036,7 +1105,7 @@ _syncward() {
             return 0
             ;;
         syncward__subcmd__sync)
-            opts="-h --config --env-file --help apply list show pause resume run preview reset-cursor retry-rejected help"
+            opts="-h --config --env-file --help apply list show delete resync rollback pause resume run preview reset-cursor retry-rejected help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1058,7 +1127,33 @@ _syncward() {
             return 0
             ;;
         syncward__subcmd__sync__subcmd__apply)
-            opts="-h --skip-attribute-check --json --config --env-file --help"
+            opts="-h --plan --prune --skip-attribute-check --json --config --env-file --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --prune)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__sync__subcmd__delete)
+            opts="-h --json --config --env-file --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1080,7 +1175,7 @@ _syncward() {
             return 0
             ;;
         syncward__subcmd__sync__subcmd__help)
-            opts="apply list show pause resume run preview reset-cursor retry-rejected help"
+            opts="apply list show delete resync rollback pause resume run preview reset-cursor retry-rejected help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1094,6 +1189,20 @@ _syncward() {
             return 0
             ;;
         syncward__subcmd__sync__subcmd__help__subcmd__apply)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__sync__subcmd__help__subcmd__delete)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1191,7 +1300,35 @@ _syncward() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        syncward__subcmd__sync__subcmd__help__subcmd__resync)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         syncward__subcmd__sync__subcmd__help__subcmd__retry__subcmd__rejected)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__sync__subcmd__help__subcmd__rollback)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1347,6 +1484,28 @@ _syncward() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        syncward__subcmd__sync__subcmd__resync)
+            opts="-h --json --config --env-file --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         syncward__subcmd__sync__subcmd__retry__subcmd__rejected)
             opts="-h --run --code --json --config --env-file --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1362,6 +1521,28 @@ _syncward() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__sync__subcmd__rollback)
+            opts="-h --json --config --env-file --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1404,12 +1585,16 @@ _syncward() {
             return 0
             ;;
         syncward__subcmd__sync__subcmd__show)
-            opts="-h --json --config --env-file --help"
+            opts="-h --version --json --config --env-file --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --version)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
