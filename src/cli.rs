@@ -41,6 +41,9 @@ pub enum Command {
     /// Run history.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// Workspace-scoped access tokens for the API and pages.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// The delivery ledger.
     #[command(subcommand)]
     Ledger(LedgerCommand),
@@ -238,4 +241,30 @@ pub struct JsonFlag {
     /// Print JSON for machines instead of text for people.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token that shows and acts on one workspace's syncs only
+    /// (every other workspace is "not found"). It is printed once; only its
+    /// digest is stored.
+    Create {
+        /// The workspace it is for (a workspace exists once a sync of it was applied).
+        #[arg(long)]
+        workspace: String,
+        /// It may read but not pause, resume, run or retry.
+        #[arg(long)]
+        read_only: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// List tokens (never the tokens themselves): id, workspace, access, created, revoked.
+    List(JsonFlag),
+    /// Revoke a token at once.
+    Revoke {
+        /// The token's id (`syncward token list` shows them).
+        id: i64,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
 }

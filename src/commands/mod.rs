@@ -12,6 +12,7 @@ pub use run_once::SyncBusy;
 mod runs;
 mod status;
 mod sync;
+mod tokens;
 
 pub use status::NoLiveDaemon;
 
@@ -68,6 +69,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Sync(command) => sync::execute(&settings, command).await,
+        Command::Token(command) => tokens::execute(&settings, command).await,
         Command::Status(json) => status::execute(&settings, json.json).await,
         Command::Ledger(LedgerCommand::Purge(json)) => {
             let pool = store::connect(&settings.database).await?;

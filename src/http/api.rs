@@ -1,11 +1,12 @@
 //! The JSON API (DESIGN §3).
 
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::HttpState;
+use super::auth::Scope;
 use super::path_ids::{RunIdPath, SyncIdPath};
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
@@ -30,9 +31,15 @@ fn internal(e: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
-pub async fn list_syncs(State(state): State<HttpState>) -> Response {
+pub async fn list_syncs(
+    State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
+) -> Response {
     match syncs::list_syncs(&state.store).await {
-        Ok(list) => axum::Json(list).into_response(),
+        Ok(mut list) => {
+            list.retain(|s| scope.sees(&s.workspace_id));
+            axum::Json(list).into_response()
+        }
         Err(e) => internal(e),
     }
 }

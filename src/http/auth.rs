@@ -6,6 +6,11 @@
 //! needs the token even on loopback, and one from a browser needs an
 //! `Origin` (or `Referer`) naming an allowed host: a browser attaches saved
 //! Basic credentials to any form a foreign page submits.
+//!
+//! Besides the admin token, a workspace token (`syncward token create`)
+//! opens the same surfaces for one workspace: any sync or run of another is
+//! "not found" (404, so a token cannot even learn which ids exist), lists
+//! show its own only, and a read-only one cannot write.
 
 use std::sync::Arc;
 
@@ -19,15 +24,58 @@ use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use sqlx::PgPool;
+
 use super::hosts::AllowedHosts;
+use crate::store::tokens;
 
 /// The admin token (as its SHA-256, so that comparing takes the same time
-/// whatever the length of what is presented) and the hosts a browser write
-/// may come from.
+/// whatever the length of what is presented), the store holding workspace
+/// tokens, and the hosts a browser write may come from.
 #[derive(Debug)]
 pub struct AdminAccess {
     token: Option<[u8; 32]>,
+    store: PgPool,
     hosts: AllowedHosts,
+}
+
+/// Who a request speaks for, once its credentials are checked; handlers
+/// that list read it from the request's extensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// The admin token (or, with none configured, an anonymous read): every
+    /// workspace.
+    Admin,
+    /// A workspace token: that workspace's syncs and runs only.
+    Workspace { workspace: String, read_only: bool },
+}
+
+impl Scope {
+    /// Whether this scope sees `workspace`.
+    pub fn sees(&self, workspace: &str) -> bool {
+        match self {
+            Scope::Admin => true,
+            Scope::Workspace { workspace: own, .. } => own == workspace,
+        }
+    }
+}
+
+/// The sync or run a path names, whose workspace a scoped token must own.
+#[derive(Debug, PartialEq, Eq)]
+enum Resource<'a> {
+    Sync(&'a str),
+    Run(&'a str),
+}
+
+/// `/api/syncs/{id}…`, `/syncs/{id}…`, `/api/runs/{id}`, `/runs/{id}`.
+fn resource_of(path: &str) -> Option<Resource<'_>> {
+    let path = path.strip_prefix("/api").unwrap_or(path);
+    let mut parts = path.trim_start_matches('/').split('/');
+    match (parts.next(), parts.next()) {
+        (Some("syncs"), Some(id)) => Some(Resource::Sync(id)),
+        (Some("runs"), Some(id)) => Some(Resource::Run(id)),
+        _ => None,
+    }
 }
 
 /// The two surfaces and their one scheme each.
@@ -40,31 +88,73 @@ enum Surface {
 }
 
 impl AdminAccess {
-    pub fn new(token: Option<&SecretString>, hosts: AllowedHosts) -> Self {
+    pub fn new(token: Option<&SecretString>, store: PgPool, hosts: AllowedHosts) -> Self {
         Self {
             token: token.map(|t| digest(t.expose_secret().as_bytes())),
+            store,
             hosts,
         }
     }
 
-    async fn check(&self, surface: Surface, request: Request, next: Next) -> Response {
+    async fn check(&self, surface: Surface, mut request: Request, next: Next) -> Response {
         let write = !matches!(*request.method(), Method::GET | Method::HEAD);
         let headers = request.headers();
-        match &self.token {
-            None if write => {
+        let scope = match (&self.token, presented(headers, surface)) {
+            (Some(admin), Some(presented)) if bool::from(presented.ct_eq(admin)) => Scope::Admin,
+            (_, Some(presented)) => match tokens::find_token(&self.store, &presented).await {
+                Ok(Some(t)) => Scope::Workspace {
+                    workspace: t.workspace_id,
+                    read_only: t.read_only,
+                },
+                Ok(None) => return unauthorized(surface),
+                Err(e) => return store_failed(surface, e),
+            },
+            (None, None) if write => {
                 return refused(
                     surface,
                     "Writes need the admin token, and none is configured: set http.admin_token \
                      (SYNCWARD__HTTP__ADMIN_TOKEN, at least 32 characters) and restart the daemon",
                 );
             }
-            Some(token) if !presents(headers, surface, token) => return unauthorized(surface),
-            None | Some(_) => {}
-        }
+            (None, None) => Scope::Admin,
+            (Some(_), None) => return unauthorized(surface),
+        };
         if write && let Err(reason) = self.browser_write_allowed(headers) {
             return refused(surface, &reason);
         }
+        if let Scope::Workspace {
+            workspace,
+            read_only,
+        } = &scope
+        {
+            match self.owned(request.uri().path(), workspace).await {
+                Ok(true) => {}
+                Ok(false) => return not_found(surface),
+                Err(e) => return store_failed(surface, e),
+            }
+            if write && *read_only {
+                return refused(
+                    surface,
+                    "This token is read-only: it cannot pause, resume, run or retry",
+                );
+            }
+        }
+        request.extensions_mut().insert(scope);
         next.run(request).await
+    }
+
+    /// Whether the sync or run the path names (if any) is `workspace`'s. One
+    /// that does not exist, or exists under any other spelling, is not.
+    async fn owned(&self, path: &str, workspace: &str) -> sqlx::Result<bool> {
+        let owner = match resource_of(path) {
+            None => return Ok(true),
+            Some(Resource::Sync(id)) => tokens::workspace_of_sync(&self.store, id).await?,
+            Some(Resource::Run(id)) => match id.parse::<i64>() {
+                Ok(id) => tokens::workspace_of_run(&self.store, id).await?,
+                Err(_) => None,
+            },
+        };
+        Ok(owner.as_deref() == Some(workspace))
     }
 
     /// A write from a browser must say where it comes from, and that must be
@@ -117,33 +207,26 @@ fn digest(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// Whether the request carries the token in its surface's scheme. The
-/// scheme name is case-insensitive (RFC 9110 §11.1); the token is compared
-/// as SHA-256 digests in constant time, so neither its bytes nor its length
+/// The SHA-256 of the token the request carries in its surface's scheme.
+/// The scheme name is case-insensitive (RFC 9110 §11.1); the admin token is
+/// compared as digests in constant time, so neither its bytes nor its length
 /// show in the timing.
-fn presents(headers: &HeaderMap, surface: Surface, token: &[u8; 32]) -> bool {
-    let Some(header) = headers.get(AUTHORIZATION) else {
-        return false;
-    };
-    let Some((scheme, credentials)) = split_once(header.as_bytes(), b' ') else {
-        return false;
-    };
+fn presented(headers: &HeaderMap, surface: Surface) -> Option<[u8; 32]> {
+    let header = headers.get(AUTHORIZATION)?;
+    let (scheme, credentials) = split_once(header.as_bytes(), b' ')?;
     let credentials = credentials.trim_ascii();
     let presented = match surface {
         Surface::Api if scheme.eq_ignore_ascii_case(b"bearer") => credentials.to_vec(),
         Surface::Pages if scheme.eq_ignore_ascii_case(b"basic") => {
-            let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(credentials) else {
-                return false;
-            };
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(credentials)
+                .ok()?;
             // `user:password`; the user name is not checked.
-            match split_once(&decoded, b':') {
-                Some((_, password)) => password.to_vec(),
-                None => return false,
-            }
+            split_once(&decoded, b':')?.1.to_vec()
         }
-        _ => return false,
+        _ => return None,
     };
-    bool::from(digest(&presented).ct_eq(token))
+    Some(digest(&presented))
 }
 
 fn split_once(bytes: &[u8], at: u8) -> Option<(&[u8], &[u8])> {
@@ -210,6 +293,28 @@ fn unauthorized(surface: Surface) -> Response {
     }
 }
 
+/// 404 in the surface's form: what a scoped token gets for another
+/// workspace's sync or run, exactly as for one that does not exist.
+fn not_found(surface: Surface) -> Response {
+    match surface {
+        Surface::Api => super::api::not_found("sync or run"),
+        Surface::Pages => super::pages::not_found("sync or run"),
+    }
+}
+
+fn store_failed(surface: Surface, e: sqlx::Error) -> Response {
+    tracing::error!(error = %e, "Checking an access token failed");
+    let body = "The store could not be reached to check the token; see the daemon's log";
+    match surface {
+        Surface::Api => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(serde_json::json!({ "error": body })),
+        )
+            .into_response(),
+        Surface::Pages => (StatusCode::SERVICE_UNAVAILABLE, body).into_response(),
+    }
+}
+
 /// 403 with one line saying why: JSON on the API, HTML on the pages.
 fn refused(surface: Surface, reason: &str) -> Response {
     match surface {
@@ -254,26 +359,38 @@ mod tests {
 
     #[test]
     fn each_surface_takes_its_own_scheme_only() {
-        let token = digest(TOKEN.as_bytes());
+        let token = Some(digest(TOKEN.as_bytes()));
         let bearer = with(AUTHORIZATION, &format!("Bearer {TOKEN}"));
         let lower = with(AUTHORIZATION, &format!("bearer {TOKEN}"));
         let basic_auth = with(AUTHORIZATION, &basic(&format!("admin:{TOKEN}")));
-        assert!(presents(&bearer, Surface::Api, &token));
-        assert!(presents(&lower, Surface::Api, &token));
-        assert!(!presents(&basic_auth, Surface::Api, &token));
-        assert!(presents(&basic_auth, Surface::Pages, &token));
-        assert!(!presents(&bearer, Surface::Pages, &token));
+        assert_eq!(presented(&bearer, Surface::Api), token);
+        assert_eq!(presented(&lower, Surface::Api), token);
+        assert_eq!(presented(&basic_auth, Surface::Api), None);
+        assert_eq!(presented(&basic_auth, Surface::Pages), token);
+        assert_eq!(presented(&bearer, Surface::Pages), None);
         let wrong = with(AUTHORIZATION, &format!("Bearer {TOKEN}x"));
-        assert!(!presents(&wrong, Surface::Api, &token));
-        assert!(!presents(&HeaderMap::new(), Surface::Api, &token));
+        assert_ne!(presented(&wrong, Surface::Api), token);
+        assert_eq!(presented(&HeaderMap::new(), Surface::Api), None);
         let no_colon = with(AUTHORIZATION, &basic(TOKEN));
-        assert!(!presents(&no_colon, Surface::Pages, &token));
+        assert_eq!(presented(&no_colon, Surface::Pages), None);
+    }
+
+    #[test]
+    fn paths_name_the_sync_or_run_a_scoped_token_must_own() {
+        assert_eq!(resource_of("/api/syncs/a/pause"), Some(Resource::Sync("a")));
+        assert_eq!(resource_of("/api/syncs/a"), Some(Resource::Sync("a")));
+        assert_eq!(resource_of("/syncs/a/run"), Some(Resource::Sync("a")));
+        assert_eq!(resource_of("/api/runs/7"), Some(Resource::Run("7")));
+        assert_eq!(resource_of("/runs/7"), Some(Resource::Run("7")));
+        assert_eq!(resource_of("/api/syncs"), None);
+        assert_eq!(resource_of("/"), None);
     }
 
     #[test]
     fn a_browser_write_must_come_from_an_allowed_host() {
         let access = AdminAccess::new(
             Some(&SecretString::from(TOKEN)),
+            PgPool::connect_lazy("postgres://unused@127.0.0.1/unused").unwrap(),
             AllowedHosts::new("127.0.0.1:8080".parse().unwrap(), &[]),
         );
         let ok = |h: &HeaderMap| access.browser_write_allowed(h).is_ok();

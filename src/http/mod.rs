@@ -102,7 +102,11 @@ const CONTENT_SECURITY_POLICY_VALUE: &str =
 /// Every route, behind the Host check, the request timeout and the security
 /// headers.
 pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) -> Router {
-    let access = Arc::new(auth::AdminAccess::new(state.token.as_ref(), hosts.clone()));
+    let access = Arc::new(auth::AdminAccess::new(
+        state.token.as_ref(),
+        state.store.clone(),
+        hosts.clone(),
+    ));
     let api = Router::new()
         .route("/api/syncs", get(api::list_syncs))
         .route("/api/syncs/{id}", get(api::show_sync))

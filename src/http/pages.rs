@@ -4,12 +4,13 @@
 //! running run's page reloads itself (a meta refresh), and the chart of recent
 //! runs is inline SVG.
 
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::HttpState;
+use super::auth::Scope;
 use super::path_ids::{RunIdPath, SyncActionPath, SyncIdPath};
 use crate::store::audit::Actor;
 use crate::store::rejected::{self, PutBackFilter};
@@ -142,9 +143,15 @@ fn internal(e: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
-pub async fn overview(State(state): State<HttpState>) -> Response {
+pub async fn overview(
+    State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
+) -> Response {
     match OverviewView::load(&state.store).await {
-        Ok(view) => Html(layout(&view.page(), None).into_string()).into_response(),
+        Ok(mut view) => {
+            view.syncs.retain(|s| scope.sees(&s.workspace_id));
+            Html(layout(&view.page(), None).into_string()).into_response()
+        }
         Err(e) => internal(e),
     }
 }

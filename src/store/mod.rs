@@ -16,6 +16,7 @@ pub mod rejected;
 pub mod runs;
 pub mod schedule;
 pub mod syncs;
+pub mod tokens;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -46,4 +46,5 @@ mod sync_files;
 mod sync_run;
 mod syncs_as_code;
 mod systemd_unit;
+mod tokens;
 mod webhook_destination;
