@@ -62,8 +62,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// CPU seconds used so far by every process named `postgres` (the server and
-/// its backends), from /proc; backends that ended take theirs with them, so
-/// the figure is a lower bound.
+/// its backends, those that ended included), from /proc.
 fn postgres_cpu_seconds() -> f64 {
     let ticks = 100.0; // USER_HZ on Linux
     let mut total = 0u64;
@@ -81,16 +80,15 @@ fn postgres_cpu_seconds() -> f64 {
             continue;
         }
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        // utime and stime are fields 14 and 15 of stat; `rest` starts at field 3.
-        let used = fields
-            .get(11)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-            + fields
-                .get(12)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-        total += used;
+        // utime, stime, cutime and cstime are fields 14 to 17 of stat (`rest`
+        // starts at field 3): the postmaster's cutime holds the backends that
+        // ended, so a difference of two readings counts them too.
+        total += fields
+            .iter()
+            .skip(11)
+            .take(4)
+            .filter_map(|v| v.parse::<u64>().ok())
+            .sum::<u64>();
     }
     total as f64 / ticks
 }
@@ -203,7 +201,7 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
     let started = Instant::now();
     loop {
         let armed: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM syncs WHERE id LIKE 'fleet-%' AND next_due_at IS NOT NULL",
+            "SELECT count(*) FROM sync_schedule WHERE sync_id LIKE 'fleet-%' AND next_due_at > '-infinity'",
         )
         .fetch_one(&pool)
         .await?;

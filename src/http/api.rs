@@ -22,6 +22,17 @@ pub(super) fn not_found(what: &str) -> Response {
         .into_response()
 }
 
+/// 409 for any action on an archived sync: only applying its file again acts on it.
+fn archived(id: &str) -> Response {
+    (
+        StatusCode::CONFLICT,
+        axum::Json(json!({
+            "error": format!("sync {id} is archived; apply its file again to restore it")
+        })),
+    )
+        .into_response()
+}
+
 fn internal(e: impl std::fmt::Display) -> Response {
     tracing::error!(error = %e, "API request failed");
     (
@@ -78,6 +89,7 @@ pub async fn pause(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -
     match syncs::get_sync(&state.store, id).await {
         Ok(None) => not_found("sync"),
         Err(e) => internal(e),
+        Ok(Some(sync)) if sync.status == "archived" => archived(id),
         Ok(Some(_)) => match syncs::pause_sync(&state.store, id, syncs::PAUSED_MANUAL, Actor::Api)
             .await
         {
@@ -93,6 +105,7 @@ pub async fn resume(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) 
     match syncs::get_sync(&state.store, id).await {
         Ok(None) => not_found("sync"),
         Err(e) => internal(e),
+        Ok(Some(sync)) if sync.status == "archived" => archived(id),
         Ok(Some(_)) => match syncs::resume_sync(&state.store, id, Actor::Api).await {
             Ok(changed) => axum::Json(json!({"sync": id, "status": "active", "changed": changed}))
                 .into_response(),
@@ -117,13 +130,7 @@ pub async fn run_now(
     match syncs::get_sync(&state.store, id).await {
         Ok(None) => not_found("sync"),
         Err(e) => internal(e),
-        Ok(Some(sync)) if sync.status == "archived" => (
-            StatusCode::CONFLICT,
-            axum::Json(json!({
-                "error": format!("sync {id} is archived; apply its file again to restore it")
-            })),
-        )
-            .into_response(),
+        Ok(Some(sync)) if sync.status == "archived" => archived(id),
         Ok(Some(sync)) if sync.status == "paused" && !query.force => (
             StatusCode::CONFLICT,
             axum::Json(json!({

@@ -19,11 +19,12 @@ pub struct DueSync {
 /// between them instead of queueing on the same rows.
 pub async fn lock_due_syncs(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<DueSync>> {
     sqlx::query_as::<_, DueSync>(
-        "SELECT id, version, next_due_at FROM syncs
-         WHERE status = 'active' AND (next_due_at IS NULL OR next_due_at <= now())
-         ORDER BY next_due_at NULLS FIRST
+        "SELECT d.sync_id AS id, s.version, nullif(d.next_due_at, '-infinity') AS next_due_at
+         FROM sync_schedule d JOIN syncs s ON s.id = d.sync_id
+         WHERE d.next_due_at <= now() AND s.status = 'active'
+         ORDER BY d.next_due_at
          LIMIT $1
-         FOR UPDATE SKIP LOCKED",
+         FOR UPDATE OF d SKIP LOCKED",
     )
     .bind(limit)
     .fetch_all(conn)
@@ -61,7 +62,7 @@ pub struct Advanced {
     pub enqueued: bool,
 }
 
-/// Touches `syncs` and `runs` in one statement: each sync's due time moves to
+/// Touches `sync_schedule` and `runs` in one statement: each sync's due time moves to
 /// its next time, and a run is enqueued for each that asked, so a due time is
 /// never advanced without its run nor a run enqueued twice for one tick. A
 /// sync already holding a queued run gets no second one. Returns the syncs
@@ -83,10 +84,10 @@ pub async fn advance_and_enqueue(
            SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bool[])
                          AS t(id, seen, next, enqueue)),
          advanced AS (
-           UPDATE syncs s SET next_due_at = step.next
-           FROM step
-           WHERE s.id = step.id AND s.status = 'active'
-             AND s.next_due_at IS NOT DISTINCT FROM step.seen
+           UPDATE sync_schedule d SET next_due_at = step.next
+           FROM step JOIN syncs s ON s.id = step.id
+           WHERE d.sync_id = step.id AND s.status = 'active'
+             AND d.next_due_at = coalesce(step.seen, '-infinity')
            RETURNING s.id, s.workspace_id, s.version, step.enqueue),
          enqueued AS (
            INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts)

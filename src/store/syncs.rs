@@ -172,7 +172,7 @@ async fn publish_in(
         // `before` reads the row as the statement's snapshot saw it, i.e. before the
         // upsert, to tell created / updated / unchanged apart in one statement. (No
         // FOR UPDATE there: locking a row this same statement updates yields nothing.)
-        let (version, outcome): (i32, String) = sqlx::query_as(
+        let (version, rearm, outcome): (i32, bool, String) = sqlx::query_as(
             "WITH before AS (SELECT definition, status FROM syncs WHERE id = $1),
              upserted AS (
                INSERT INTO syncs (id, workspace_id, definition) VALUES ($1, $2, $3)
@@ -181,12 +181,6 @@ async fn publish_in(
                  definition = EXCLUDED.definition,
                  version = syncs.version + CASE WHEN syncs.definition = EXCLUDED.definition THEN 0 ELSE 1 END,
                  activated_at = CASE WHEN syncs.status <> 'active' THEN now() ELSE syncs.activated_at END,
-                 -- A new schedule, or a sync coming back from a pause or the
-                 -- archive, is armed afresh: no catch-up of ticks from before.
-                 next_due_at = CASE WHEN syncs.status <> 'active'
-                     OR syncs.definition->'schedule' IS DISTINCT FROM EXCLUDED.definition->'schedule'
-                     OR syncs.definition->'timezone' IS DISTINCT FROM EXCLUDED.definition->'timezone'
-                   THEN NULL ELSE syncs.next_due_at END,
                  status = 'active', paused_reason = NULL, paused_at = NULL, archived_at = NULL,
                  changed_at = now(), updated_at = now()
                RETURNING version),
@@ -195,6 +189,12 @@ async fn publish_in(
                SELECT $1, version, $3, $4 FROM upserted
                ON CONFLICT (sync_id, version) DO NOTHING)
              SELECT upserted.version,
+                    -- A new schedule, or a sync coming back from a pause or the
+                    -- archive, is armed afresh: no catch-up of ticks from before.
+                    coalesce((SELECT status <> 'active'
+                                  OR definition->'schedule' IS DISTINCT FROM $3->'schedule'
+                                  OR definition->'timezone' IS DISTINCT FROM $3->'timezone'
+                              FROM before), true) AS rearm,
                     CASE WHEN NOT EXISTS (SELECT 1 FROM before) THEN 'created'
                          WHEN (SELECT status FROM before) = 'archived' THEN 'restored'
                          WHEN (SELECT definition FROM before) = $3 THEN 'unchanged'
@@ -211,6 +211,14 @@ async fn publish_in(
             "INSERT INTO sync_cursors (sync_id) VALUES ($1) ON CONFLICT (sync_id) DO NOTHING",
         )
         .bind(definition.id.as_str())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO sync_schedule (sync_id) VALUES ($1)
+             ON CONFLICT (sync_id) DO UPDATE SET next_due_at = '-infinity' WHERE $2",
+        )
+        .bind(definition.id.as_str())
+        .bind(rearm)
         .execute(&mut *tx)
         .await?;
         let outcome = match outcome.as_str() {
@@ -269,7 +277,7 @@ async fn archive_in(
     let archived: Vec<String> = sqlx::query_scalar(
         "WITH archived AS (
            UPDATE syncs SET status = 'archived', archived_at = now(), paused_reason = NULL,
-                  paused_at = NULL, next_due_at = NULL, updated_at = now()
+                  paused_at = NULL, updated_at = now()
            WHERE id = ANY($1) AND status <> 'archived'
            RETURNING id),
          cancelled AS (
@@ -357,10 +365,13 @@ pub async fn list_versions(pool: &PgPool, id: &str) -> sqlx::Result<Vec<SyncVers
 }
 
 pub async fn get_sync(pool: &PgPool, id: &str) -> sqlx::Result<Option<SyncRow>> {
-    sqlx::query_as::<_, SyncRow>("SELECT * FROM syncs WHERE id = $1")
-        .bind(id)
-        .fetch_optional(pool)
-        .await
+    sqlx::query_as::<_, SyncRow>(
+        "SELECT s.*, nullif(d.next_due_at, '-infinity') AS next_due_at
+         FROM syncs s LEFT JOIN sync_schedule d ON d.sync_id = s.id WHERE s.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await
 }
 
 /// Every sync with its latest run and latest success, ordered by workspace and id.
@@ -420,7 +431,7 @@ pub async fn resume_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<
     let mut tx = pool.begin().await?;
     let previous: Option<Option<String>> = sqlx::query_scalar(
         "UPDATE syncs s SET status = 'active', paused_reason = NULL, paused_at = NULL,
-                changed_at = now(), activated_at = now(), updated_at = now(), next_due_at = NULL
+                changed_at = now(), activated_at = now(), updated_at = now()
          FROM (SELECT id, paused_reason FROM syncs WHERE id = $1 FOR UPDATE) old
          WHERE s.id = old.id AND s.status = 'paused'
          RETURNING old.paused_reason",
@@ -429,6 +440,11 @@ pub async fn resume_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<
     .fetch_optional(&mut *tx)
     .await?;
     if let Some(previous) = &previous {
+        // Armed afresh: the ticks that fell while it was paused are not made up.
+        sqlx::query("UPDATE sync_schedule SET next_due_at = '-infinity' WHERE sync_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         record_audit(
             &mut tx,
             actor,

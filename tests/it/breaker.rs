@@ -62,10 +62,12 @@ fn daemon_for(s: &Scenario) -> Daemon {
 /// The sync's due time comes (its schedule is quiet, so it is set), and one
 /// scheduler tick runs.
 async fn scheduled_tick_falls(s: &Scenario, daemon: &Daemon) -> anyhow::Result<()> {
-    sqlx::query("UPDATE syncs SET next_due_at = now() - interval '1 second' WHERE id = $1")
-        .bind(SYNC_ID)
-        .execute(&s.db.pool)
-        .await?;
+    sqlx::query(
+        "UPDATE sync_schedule SET next_due_at = now() - interval '1 second' WHERE sync_id = $1",
+    )
+    .bind(SYNC_ID)
+    .execute(&s.db.pool)
+    .await?;
     syncward::scheduler::Ticker::default().tick(daemon).await?;
     Ok(())
 }

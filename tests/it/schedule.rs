@@ -71,7 +71,8 @@ async fn a_tick_missed_while_no_daemon_ran_is_caught_up_once_or_skipped() -> any
     };
     publish_copy(&s, "daily-once", daily("once")).await?;
     publish_copy(&s, "daily-skip", daily("skip")).await?;
-    let at_three_in_new_york = "SELECT count(*) FROM syncs WHERE id = $1 AND next_due_at > now()
+    let at_three_in_new_york =
+        "SELECT count(*) FROM sync_schedule WHERE sync_id = $1 AND next_due_at > now()
          AND (next_due_at AT TIME ZONE 'America/New_York')::time = '03:00'";
 
     let mut first = DaemonProcess::spawn(&s.cli).await?;
@@ -88,8 +89,8 @@ async fn a_tick_missed_while_no_daemon_ran_is_caught_up_once_or_skipped() -> any
 
     // 03:00 in New York came and went four hours ago, with no daemon running.
     sqlx::query(
-        "UPDATE syncs SET next_due_at = now() - interval '4 hours'
-         WHERE id IN ('daily-once', 'daily-skip')",
+        "UPDATE sync_schedule SET next_due_at = now() - interval '4 hours'
+         WHERE sync_id IN ('daily-once', 'daily-skip')",
     )
     .execute(&s.db.pool)
     .await?;
@@ -187,7 +188,7 @@ async fn two_daemons_enqueue_every_sync_due_on_one_second_exactly_once() -> anyh
     .await?;
     a.eventually(Duration::from_secs(10), "every due time a day on", || async {
         Ok(count(
-            "SELECT count(*) FROM syncs WHERE id LIKE 'fleet-%' AND next_due_at > now() + interval '23 hours'",
+            "SELECT count(*) FROM sync_schedule WHERE sync_id LIKE 'fleet-%' AND next_due_at > now() + interval '23 hours'",
         )
         .await?
             == 200)
@@ -227,14 +228,16 @@ async fn a_resumed_or_rescheduled_sync_waits_for_its_next_tick() -> anyhow::Resu
     let mut ticker = syncward::scheduler::Ticker::default();
     let report = ticker.tick(&daemon).await?;
     assert_eq!((report.armed, report.enqueued), (1, 0), "{report:?}");
-    let armed = "SELECT count(*) FROM syncs WHERE id = $1 AND next_due_at > now()";
+    let armed = "SELECT count(*) FROM sync_schedule WHERE sync_id = $1 AND next_due_at > now()";
     assert_eq!(scalar_i64(&s, armed, SYNC_ID).await?, 1);
 
     s.cli.run(&["sync", "pause", SYNC_ID]).await?.ok()?;
-    sqlx::query("UPDATE syncs SET next_due_at = now() - interval '2 days' WHERE id = $1")
-        .bind(SYNC_ID)
-        .execute(&s.db.pool)
-        .await?;
+    sqlx::query(
+        "UPDATE sync_schedule SET next_due_at = now() - interval '2 days' WHERE sync_id = $1",
+    )
+    .bind(SYNC_ID)
+    .execute(&s.db.pool)
+    .await?;
     let report = ticker.tick(&daemon).await?;
     assert_eq!(
         (report.armed, report.enqueued),
@@ -252,10 +255,12 @@ async fn a_resumed_or_rescheduled_sync_waits_for_its_next_tick() -> anyhow::Resu
     assert_eq!(scalar_i64(&s, armed, SYNC_ID).await?, 1);
 
     // Due a moment ago, then re-published with another schedule: re-armed.
-    sqlx::query("UPDATE syncs SET next_due_at = now() - interval '1 second' WHERE id = $1")
-        .bind(SYNC_ID)
-        .execute(&s.db.pool)
-        .await?;
+    sqlx::query(
+        "UPDATE sync_schedule SET next_due_at = now() - interval '1 second' WHERE sync_id = $1",
+    )
+    .bind(SYNC_ID)
+    .execute(&s.db.pool)
+    .await?;
     publish_copy(&s, SYNC_ID, |text| {
         text.replacen(QUIET_SCHEDULE, "0 0 12 * * *", 1)
     })

@@ -213,10 +213,12 @@ async fn an_archived_sync_never_runs_and_comes_back_when_its_file_is_applied() -
         refused.stderr
     );
     // Its tick comes: nothing is enqueued.
-    sqlx::query("UPDATE syncs SET next_due_at = now() - interval '1 second' WHERE id = $1")
-        .bind(SYNC_ID)
-        .execute(&s.db.pool)
-        .await?;
+    sqlx::query(
+        "UPDATE sync_schedule SET next_due_at = now() - interval '1 second' WHERE sync_id = $1",
+    )
+    .bind(SYNC_ID)
+    .execute(&s.db.pool)
+    .await?;
     let runs_before = scalar(&s, "SELECT count(*) FROM runs").await?;
     let daemon = DaemonProcess::spawn(&s.cli).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
