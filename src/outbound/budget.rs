@@ -1,6 +1,6 @@
 //! Request budgets shared by every sync and daemon that call one destination
 //! account (a Brevo API key): each request reserves the account's next slot,
-//! `1/rate` after the last one, in one Redis script (GCRA with the slots
+//! `1/(0.9 × rate)` after the last one, in one Redis script (GCRA with the slots
 //! queued), so syncs on one key together stay under the account's limit
 //! instead of drawing 429s in turns. With Redis away, each process paces the
 //! account alone at half the rate: slower, never unlimited.
@@ -42,6 +42,10 @@ return slot - now
     )
 });
 
+/// The share of an account's limit its slots are spaced for: 9/10.
+const HEADROOM_NUMERATOR: u32 = 9;
+const HEADROOM_DENOMINATOR: u32 = 10;
+
 /// Waits longer than this are not queued behind: the reservation is made
 /// anyway (the slot is the caller's), but a wait this long means the account
 /// is oversubscribed and the destination's own 429 handling takes over.
@@ -73,10 +77,15 @@ impl SharedBudgets {
     }
 
     /// Waits for the next request slot of `account`, at most `per_second`
-    /// requests a second across every process sharing these budgets.
+    /// requests a second across every process sharing these budgets. Slots
+    /// are spaced for nine tenths of `per_second`: a request delayed on its
+    /// way (a busy machine, a slow connection) then never lands one more than
+    /// the limit in any second the destination counts, which at the full
+    /// rate a delay of one slot would (measured: 1 in 600 imports drew a 429).
     pub async fn wait(&self, account: &str, per_second: u32) {
         let per_second = per_second.max(1);
-        let interval = Duration::from_secs(1) / per_second;
+        let interval = Duration::from_secs(1) * HEADROOM_DENOMINATOR
+            / (per_second * HEADROOM_NUMERATOR).max(1);
         if let Some((redis, prefix)) = &self.redis {
             match reserve(redis.as_ref(), &format!("{prefix}{account}"), interval).await {
                 Ok(wait) => {

@@ -52,8 +52,10 @@ pub struct BrevoDestinationConfig {
     /// Default 4.
     #[serde(default = "default_concurrency")]
     pub concurrency: u32,
-    /// Most single `POST /contacts` writes a second, per sync, however many
-    /// are in flight (1 to 1000). Default 10: Brevo's limit on `/v3/contacts`
+    /// Most write requests a second to the account (this API key), across
+    /// every sync and daemon that uses the key, however many are in flight
+    /// (1 to 1000); they are spaced for nine tenths of it, so delays on the
+    /// way never put one over. Default 10: Brevo's limit on `/v3/contacts`
     /// on the general plan; raise it only for a plan with a higher one. An
     /// answer with `x-sib-ratelimit-remaining: 0` also holds the next write
     /// until `x-sib-ratelimit-reset`.
