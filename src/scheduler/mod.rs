@@ -4,9 +4,8 @@
 //! so any daemon's tick can fire any sync, several daemons split a busy
 //! second between them, and a tick that fell while no daemon ran is still due
 //! when one starts (`catch_up`). tokio-cron-scheduler keeps the dead-man check.
-//! A run that cannot be built (its definition no longer validates, a secret is
-//! missing) is recorded as a failed run with `config_invalid`, so the failure
-//! counts.
+//! A stored schedule that cannot be read is recorded as a failed run with
+//! `config_invalid`, so the failure counts.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -15,7 +14,7 @@ use chrono::{DateTime, Utc};
 use tokio_cron_scheduler::{Job, JobScheduler};
 use tracing::{debug, info, warn};
 
-use crate::config::{CatchUp, Schedule, SyncDefinition, Timezone};
+use crate::config::{CatchUp, Schedule, Timezone};
 use crate::daemon::Daemon;
 use crate::failure::FailureCode;
 use crate::shutdown::Shutdown;
@@ -86,68 +85,68 @@ pub struct TickReport {
     pub full: bool,
 }
 
-/// Ticks the durable schedule. Holds each sync's parsed timing per version, so
-/// a busy second parses no definition twice.
+/// The timing fields of a stored definition, as text: what a tick reads.
+type TimingText = (Option<String>, Option<String>, Option<String>);
+
+/// Ticks the durable schedule. Holds the parsed timing of each distinct
+/// (schedule, timezone, catch_up), so a busy second parses each once and
+/// reads no definition: whether a run can be built (its definition, its
+/// secrets) is the worker's to find out, and a run that cannot fails with
+/// `config_invalid`, which the breaker counts.
 #[derive(Debug, Default)]
 pub struct Ticker {
-    timings: HashMap<String, (i32, Timing)>,
+    timings: HashMap<TimingText, Result<Timing, String>>,
 }
 
 impl Ticker {
     /// One tick: every due sync (up to a batch) gets its run and its next due
-    /// time; every unarmed one gets its first due time. Syncs whose run cannot
-    /// be built are advanced too, and their failure recorded.
+    /// time; every unarmed one gets its first due time. A sync whose stored
+    /// schedule cannot be read is advanced by an hour and its failure to
+    /// enqueue recorded.
     pub async fn tick(&mut self, daemon: &Daemon) -> anyhow::Result<TickReport> {
         let mut tx = daemon.store.begin().await?;
         let due = schedule::lock_due_syncs(&mut tx, TICK_BATCH).await?;
         if due.is_empty() {
             return Ok(TickReport::default());
         }
-        let unparsed: Vec<String> = due
-            .iter()
-            .filter(|d| self.timings.get(&d.id).is_none_or(|(v, _)| *v != d.version))
-            .map(|d| d.id.clone())
-            .collect();
-        // Definitions that cannot become a run: their failure is recorded once
-        // their tick is taken, and they are re-read at every tick until fixed.
-        let mut problems: HashMap<String, Unbuildable> = HashMap::new();
-        if !unparsed.is_empty() {
-            for (id, version, json) in schedule::definitions(&mut tx, &unparsed).await? {
-                match read_timing(&id, &json.0) {
-                    Ok(timing) => {
-                        self.timings.insert(id, (version, timing));
-                    }
-                    Err(problem) => {
-                        self.timings.remove(&id);
-                        problems.insert(id, *problem);
-                    }
-                }
-            }
-        }
         let now = Utc::now();
         let max_attempts = i32::try_from(daemon.settings.retry.max_attempts).unwrap_or(i32::MAX);
         let mut steps = Vec::with_capacity(due.len());
+        let mut problems: HashMap<&str, String> = HashMap::new();
         for sync in &due {
-            let timing = match problems.get(&sync.id) {
-                Some((timing, _)) => timing.as_ref(),
-                None => self.timings.get(&sync.id).map(|(_, t)| t),
-            };
-            // A schedule unreadable even on its own is looked at again in an hour.
-            let next = timing
-                .and_then(|t| t.next(now, sync.next_due_at))
-                .unwrap_or(now + chrono::TimeDelta::hours(1));
-            let enqueue = match (sync.next_due_at, timing) {
-                (None, _) => false,
-                _ if problems.contains_key(&sync.id) => false,
-                (Some(due_at), Some(timing)) => {
-                    now - due_at <= MISSED_AFTER || timing.catch_up == CatchUp::Once
+            let text = (
+                sync.schedule.clone(),
+                sync.timezone.clone(),
+                sync.catch_up.clone(),
+            );
+            let timing =
+                self.timings
+                    .entry(text)
+                    .or_insert_with_key(|(schedule, timezone, catch_up)| {
+                        read_timing(
+                            schedule.as_deref(),
+                            timezone.as_deref(),
+                            catch_up.as_deref(),
+                        )
+                    });
+            let (next, enqueue) = match (&*timing, sync.next_due_at) {
+                (Ok(timing), None) => (timing.next(now, None), false),
+                (Ok(timing), Some(due_at)) => (
+                    timing.next(now, Some(due_at)),
+                    now - due_at <= MISSED_AFTER || timing.catch_up == CatchUp::Once,
+                ),
+                (Err(problem), seen) => {
+                    if seen.is_some() {
+                        problems.insert(&sync.id, problem.clone());
+                    }
+                    (None, false)
                 }
-                (Some(_), None) => false,
             };
             steps.push(schedule::Advance {
                 sync_id: sync.id.clone(),
                 seen: sync.next_due_at,
-                next,
+                // A schedule that cannot be read is looked at again in an hour.
+                next: next.unwrap_or(now + chrono::TimeDelta::hours(1)),
                 enqueue,
             });
         }
@@ -161,8 +160,7 @@ impl Ticker {
         let due_at: HashMap<&str, Option<DateTime<Utc>>> =
             due.iter().map(|d| (d.id.as_str(), d.next_due_at)).collect();
         for step in &advanced {
-            let seen = due_at.get(step.sync_id.as_str()).copied().flatten();
-            match seen {
+            match due_at.get(step.sync_id.as_str()).copied().flatten() {
                 None => report.armed += 1,
                 Some(due_at) if step.enqueued => {
                     report.enqueued += 1;
@@ -170,51 +168,40 @@ impl Ticker {
                     metrics::histogram!("syncward_schedule_lag_seconds").record(lag.as_secs_f64());
                     debug!(sync.id = %step.sync_id, due_at = %due_at, "Scheduled run enqueued");
                 }
-                Some(_) => {}
-            }
-            if seen.is_some()
-                && let Some((_, detail)) = problems.get(&step.sync_id)
-            {
-                record_unbuildable(daemon, &step.sync_id, detail).await;
+                Some(_) => {
+                    if let Some(detail) = problems.get(step.sync_id.as_str()) {
+                        record_unbuildable(daemon, &step.sync_id, detail).await;
+                    }
+                }
             }
         }
         Ok(report)
     }
 }
 
-/// Why a sync's run cannot be built, with its timing if the schedule reads.
-type Unbuildable = (Option<Timing>, String);
-
-/// A definition's timing, or why its run cannot be built (with the timing if
-/// at least the schedule reads).
-fn read_timing(sync_id: &str, json: &serde_json::Value) -> Result<Timing, Box<Unbuildable>> {
-    let definition = match serde_json::from_value::<SyncDefinition>(json.clone()) {
-        Ok(definition) => definition,
-        Err(e) => {
-            let schedule = json
-                .get("schedule")
-                .and_then(serde_json::Value::as_str)
-                .and_then(|s| Schedule::parse(s).ok());
-            let timing = schedule.map(|schedule| Timing {
-                schedule,
-                timezone: None,
-                catch_up: CatchUp::Once,
-            });
-            return Err(Box::new((
-                timing,
-                format!("the stored definition no longer validates: {e}"),
-            )));
-        }
+/// A stored definition's timing fields, parsed as the sync file's are.
+fn read_timing(
+    schedule: Option<&str>,
+    timezone: Option<&str>,
+    catch_up: Option<&str>,
+) -> Result<Timing, String> {
+    let unreadable = |what: String| format!("the stored definition no longer validates: {what}");
+    let schedule = Schedule::parse(schedule.unwrap_or_default())
+        .map_err(|e| unreadable(format!("schedule: {e}")))?;
+    let timezone = timezone
+        .map(Timezone::parse)
+        .transpose()
+        .map_err(|e| unreadable(format!("timezone: {e}")))?;
+    let catch_up = match catch_up {
+        None => CatchUp::default(),
+        Some(text) => serde_json::from_value(serde_json::Value::String(text.to_owned()))
+            .map_err(|e| unreadable(format!("catch_up: {e}")))?,
     };
-    let timing = Timing {
-        schedule: definition.schedule.clone(),
-        timezone: definition.timezone,
-        catch_up: definition.catch_up,
-    };
-    match definition.check_secrets(sync_id) {
-        Ok(()) => Ok(timing),
-        Err(e) => Err(Box::new((Some(timing), e.to_string()))),
-    }
+    Ok(Timing {
+        schedule,
+        timezone,
+        catch_up,
+    })
 }
 
 /// A tick whose run could not be built: recorded as a failed run, which the

@@ -2,7 +2,6 @@
 //! tick that advances their due times and enqueues their runs together.
 
 use chrono::{DateTime, Utc};
-use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection};
 
 /// An active sync whose due time has come (or which is not yet armed).
@@ -12,6 +11,10 @@ pub struct DueSync {
     pub version: i32,
     /// `None`: not armed yet (new, re-scheduled or resumed).
     pub next_due_at: Option<DateTime<Utc>>,
+    /// The definition's `schedule`, `timezone` and `catch_up`, as stored.
+    pub schedule: Option<String>,
+    pub timezone: Option<String>,
+    pub catch_up: Option<String>,
 }
 
 /// Locks up to `limit` due or unarmed active syncs, oldest due first, skipping
@@ -19,7 +22,9 @@ pub struct DueSync {
 /// between them instead of queueing on the same rows.
 pub async fn lock_due_syncs(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<DueSync>> {
     sqlx::query_as::<_, DueSync>(
-        "SELECT d.sync_id AS id, s.version, nullif(d.next_due_at, '-infinity') AS next_due_at
+        "SELECT d.sync_id AS id, s.version, nullif(d.next_due_at, '-infinity') AS next_due_at,
+                s.definition->>'schedule' AS schedule, s.definition->>'timezone' AS timezone,
+                s.definition->>'catch_up' AS catch_up
          FROM sync_schedule d JOIN syncs s ON s.id = d.sync_id
          WHERE d.next_due_at <= now() AND s.status = 'active'
          ORDER BY d.next_due_at
@@ -29,18 +34,6 @@ pub async fn lock_due_syncs(conn: &mut PgConnection, limit: i64) -> sqlx::Result
     .bind(limit)
     .fetch_all(conn)
     .await
-}
-
-/// Stored definitions of the given syncs, for the ticks that have not parsed
-/// this version yet.
-pub async fn definitions(
-    conn: &mut PgConnection,
-    ids: &[String],
-) -> sqlx::Result<Vec<(String, i32, Json<serde_json::Value>)>> {
-    sqlx::query_as("SELECT id, version, definition FROM syncs WHERE id = ANY($1)")
-        .bind(ids)
-        .fetch_all(conn)
-        .await
 }
 
 /// One sync's step of a tick: its new due time, and whether a run is enqueued.

@@ -78,10 +78,22 @@ async fn every_run_failing_including_at_enqueue_pauses_the_sync_at_the_fifth_fai
     let s = Scenario::new(SyncOptions::default()).await?;
     break_source(&s).await?;
     fail_runs(&s, 3).await?;
-    // A scheduled tick whose run cannot be built: this test process lacks the
-    // sync's secret variables, so the enqueue itself fails and is recorded.
+    // A scheduled tick whose schedule cannot be read (a definition an older
+    // syncward stored that no longer validates): the enqueue itself fails
+    // and is recorded.
     let daemon = daemon_for(&s);
+    let set_schedule = |schedule: &'static str| {
+        sqlx::query(
+            "UPDATE syncs SET definition = jsonb_set(definition, '{schedule}', to_jsonb($2::text)) WHERE id = $1",
+        )
+        .bind(SYNC_ID)
+        .bind(schedule)
+        .execute(&s.db.pool)
+    };
+    let quiet = crate::helpers::scenario::QUIET_SCHEDULE;
+    set_schedule("*/15 * * * *").await?;
     scheduled_tick_falls(&s, &daemon).await?;
+    set_schedule(quiet).await?;
     assert_eq!(
         count(
             &s,
