@@ -254,9 +254,18 @@ async fn the_ledger_keeps_one_32_byte_key_per_sync() -> anyhow::Result<()> {
         .execute(&db.pool)
         .await;
     assert!(completed_without_time.is_err());
-    sqlx::query("UPDATE deliveries SET status = 'completed', completed_at = now()")
-        .execute(&db.pool)
-        .await?;
+    // A completed key must say the day it completed on (its partition).
+    let completed_without_day =
+        sqlx::query("UPDATE deliveries SET status = 'completed', completed_at = now()")
+            .execute(&db.pool)
+            .await;
+    assert!(completed_without_day.is_err());
+    sqlx::query(
+        "UPDATE deliveries SET status = 'completed', completed_at = now(),
+                completed_on = (now() AT TIME ZONE 'UTC')::date",
+    )
+    .execute(&db.pool)
+    .await?;
     Ok(())
 }
 
