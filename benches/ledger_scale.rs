@@ -29,7 +29,7 @@ use syncward::worker::PageKeys;
 const SYNC: &str = "bench";
 const PAGE: usize = 500;
 const PAGES: i64 = 200;
-const DAYS: i64 = 7;
+const DAYS: i32 = 7;
 
 fn main() -> anyhow::Result<()> {
     support::main(&[], 4, run_benchmarks)
@@ -94,10 +94,10 @@ async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
 /// `keys` completed keys over the last `DAYS` days, half key rows, half bulk
 /// batches of `PAGE`, across 1,000 syncs.
 async fn fill(pool: &sqlx::PgPool, keys: i64) -> anyhow::Result<()> {
-    let per_day = keys / DAYS;
+    let per_day = keys / i64::from(DAYS);
     let rows = per_day / 2;
     let batches = (per_day - rows) / PAGE as i64;
-    for back in 0..DAYS {
+    for back in 0..i64::from(DAYS) {
         let started = Instant::now();
         let day: chrono::NaiveDate = sqlx::query_scalar(
             "SELECT (now() AT TIME ZONE 'UTC')::date - $1::int",

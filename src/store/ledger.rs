@@ -100,9 +100,19 @@ impl PageLedger {
     }
 }
 
+/// Before any day a ledger row can have.
+const FIRST_DAY: chrono::NaiveDate = chrono::NaiveDate::from_ymd_opt(1, 1, 1).expect("a valid date");
+
 /// One row of the page lookup: a batch-only claim of the page, or (no id)
-/// the sign that the page's keys must also be probed one by one.
-type PageRow = (Option<i64>, Option<Vec<u8>>, Option<bool>, Option<i32>);
+/// the sign that the page's keys must also be probed one by one, with the
+/// first UTC day any of them can have completed on.
+type PageRow = (
+    Option<i64>,
+    Option<Vec<u8>>,
+    Option<bool>,
+    Option<i32>,
+    Option<chrono::NaiveDate>,
+);
 
 /// What the ledger holds for the keys of one page: the page's batch-only
 /// claims (one statement, one index probe), and the keys' own rows only when
@@ -119,10 +129,14 @@ pub async fn lookup_page(
         return Ok(PageLedger::default());
     }
     let rows: Vec<PageRow> = sqlx::query_as(
-        "SELECT id, packed_keys, completed_at IS NOT NULL, attempts
+        "SELECT id, packed_keys, completed_at IS NOT NULL, attempts, NULL::date
          FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND NOT per_key
          UNION ALL
-         SELECT NULL, NULL, NULL, NULL
+         SELECT NULL, NULL, NULL, NULL,
+                CASE WHEN EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)
+                     THEN '0001-01-01'::date
+                     ELSE (SELECT min((created_at AT TIME ZONE 'UTC')::date) FROM delivery_batches
+                           WHERE page = $2 AND sync_id = $1 AND per_key) END
          WHERE EXISTS (SELECT 1 FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND per_key)
             OR EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)",
     )
@@ -131,12 +145,13 @@ pub async fn lookup_page(
     .fetch_all(pool)
     .await?;
     let mut ledger = PageLedger::default();
-    let mut probe = false;
-    for (id, batch_keys, done, attempts) in rows {
+    let mut probe = None;
+    for (id, batch_keys, done, attempts, since) in rows {
         let (Some(id), Some(batch_keys), Some(done), Some(attempts)) =
             (id, batch_keys, done, attempts)
         else {
-            probe = true;
+            // The row always names a day; year 1 (every day) should it not.
+            probe = Some(since.unwrap_or(FIRST_DAY));
             continue;
         };
         if done && batch_keys.chunks_exact(32).eq(keys.iter().map(|k| &k[..])) {
@@ -158,9 +173,11 @@ pub async fn lookup_page(
             ledger.open_batches.push((id, batch_keys));
         }
     }
-    if probe && !ledger.all_completed {
+    if let Some(since) = probe
+        && !ledger.all_completed
+    {
         let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
-        for entry in lookup_keys(pool, sync_id, &keys).await? {
+        for entry in lookup_keys(pool, sync_id, &keys, since).await? {
             let state = if entry.status == "completed" {
                 KeyState::Completed
             } else {
@@ -176,11 +193,15 @@ pub async fn lookup_page(
 }
 
 /// The own rows of these keys (absent keys are simply missing), with their
-/// state through their batch.
+/// state through their batch. Keys completed before day `since` are not
+/// looked for: a key completes after its claim, and its claim's batch row
+/// (which marks the page) stays while the key's row points at it, so the
+/// page's oldest per-key batch bounds the days to probe.
 async fn lookup_keys(
     pool: &PgPool,
     sync_id: &str,
     keys: &[Vec<u8>],
+    since: chrono::NaiveDate,
 ) -> sqlx::Result<Vec<LedgerEntry>> {
     // One index probe per key: the key leads the primary key, and the planner
     // takes unnest() for a few rows, so it probes rather than scans. (Led by
@@ -190,11 +211,20 @@ async fn lookup_keys(
     //
     // The page's keys share a batch or two: their completion is looked up once
     // per batch (a hashed subplan), not once per key as a join would.
+    //
+    // Each key probes each day partition's index (a lateral subquery kept
+    // apart by `OFFSET 0`): as a plain join over the partitioned table, the
+    // generic plan of the prepared statement scanned every partition (700,000
+    // keys in the ledger: 260 ms a page instead of 17 ms). `since` prunes the
+    // days before the page was first claimed (a replay of a recent page
+    // probes today's partition, the pending and the default ones).
     sqlx::query_as::<_, LedgerEntry>(
         "WITH d AS MATERIALIZED (
            SELECT d.key, d.status, d.attempts, d.batch_id
            FROM unnest($2::bytea[]) AS k(key)
-           JOIN deliveries d ON d.key = k.key AND d.sync_id = $1),
+           CROSS JOIN LATERAL (
+             SELECT d.key, d.status, d.attempts, d.batch_id FROM deliveries d
+             WHERE d.key = k.key AND d.sync_id = $1 AND d.completed_on >= $3 OFFSET 0) AS d),
          done AS MATERIALIZED (
            SELECT id FROM delivery_batches
            WHERE id IN (SELECT DISTINCT batch_id FROM d) AND completed_at IS NOT NULL)
@@ -206,6 +236,7 @@ async fn lookup_keys(
     )
     .bind(sync_id)
     .bind(keys)
+    .bind(since)
     .fetch_all(pool)
     .await
 }

@@ -80,6 +80,17 @@ async fn age_keys(db: &TestDb, table: &str, days: i32) -> anyhow::Result<()> {
     .bind(days)
     .execute(&db.pool)
     .await?;
+    // Their per-key claims (the batch rows marking their pages) were made
+    // before they completed.
+    if table == "deliveries" {
+        sqlx::query(
+            "UPDATE delivery_batches SET created_at = now() - make_interval(days => $1)
+             WHERE per_key AND created_at > now() - interval '1 hour'",
+        )
+        .bind(days)
+        .execute(&db.pool)
+        .await?;
+    }
     Ok(())
 }
 
