@@ -15,7 +15,7 @@
 //! The fill is SQL (`generate_series`), each day's key rows written into a
 //! table of their own that is then attached as the day's partition (indexes
 //! built once, by sorting), and timed. `cargo bench --bench ledger_scale`
-//! (needs `scripts/services`, ~30 GB of disk at full size).
+//! (needs `scripts/services`); `LEDGER_SCALE_KEYS` changes the size.
 
 mod support;
 
@@ -99,12 +99,11 @@ async fn fill(pool: &sqlx::PgPool, keys: i64) -> anyhow::Result<()> {
     let batches = (per_day - rows) / PAGE as i64;
     for back in 0..i64::from(DAYS) {
         let started = Instant::now();
-        let day: chrono::NaiveDate = sqlx::query_scalar(
-            "SELECT (now() AT TIME ZONE 'UTC')::date - $1::int",
-        )
-        .bind(back as i32)
-        .fetch_one(pool)
-        .await?;
+        let day: chrono::NaiveDate =
+            sqlx::query_scalar("SELECT (now() AT TIME ZONE 'UTC')::date - $1::int")
+                .bind(back as i32)
+                .fetch_one(pool)
+                .await?;
         let table = format!("deliveries_{}", day.format("%Y_%m_%d"));
         let first = back * per_day;
         // The day's key rows in a table of their own, attached afterwards:

@@ -101,7 +101,8 @@ impl PageLedger {
 }
 
 /// Before any day a ledger row can have.
-const FIRST_DAY: chrono::NaiveDate = chrono::NaiveDate::from_ymd_opt(1, 1, 1).expect("a valid date");
+const FIRST_DAY: chrono::NaiveDate =
+    chrono::NaiveDate::from_ymd_opt(1, 1, 1).expect("a valid date");
 
 /// One row of the page lookup: a batch-only claim of the page, or (no id)
 /// the sign that the page's keys must also be probed one by one, with the

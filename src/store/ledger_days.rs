@@ -86,7 +86,7 @@ pub async fn drop_days_past(
     retention: Duration,
     lock_wait: Duration,
 ) -> sqlx::Result<(u64, u64)> {
-    let partitions: Vec<DayPartition> = sqlx::query_as(concat!(
+    let partitions: Vec<DayPartition> = sqlx::query_as(
         "SELECT p.relname::text AS parent, c.relname::text AS name,
                 to_date(right(c.relname, 10), 'YYYY_MM_DD') AS day,
                 c.reltuples AS estimated_rows
@@ -99,8 +99,8 @@ pub async fn drop_days_past(
            AND right(c.relname, 10) ~ '^\\d{4}_\\d{2}_\\d{2}$'
            AND to_date(right(c.relname, 10), 'YYYY_MM_DD') + 1
                <= ((now() - make_interval(secs => $1)) AT TIME ZONE 'UTC')::date
-         ORDER BY day, parent"
-    ))
+         ORDER BY day, parent",
+    )
     .bind(retention.as_secs_f64())
     .fetch_all(pool)
     .await?;

@@ -610,8 +610,8 @@ async fn claim_fresh(
 }
 
 #[tokio::test]
-async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it()
--> anyhow::Result<()> {
+async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it() -> anyhow::Result<()>
+{
     let db = TestDb::new().await?;
     let fence = seed(&db).await?;
     // Partitions for the last nine days, as a daemon running all week left them.
@@ -678,9 +678,11 @@ async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it()
     complete(&db, batch, 8).await?;
     let (pending_page, pending_keys) = page(40, 1);
     claim_fresh(&db, &pending_page, &pending_keys, fence).await?;
-    sqlx::query("UPDATE deliveries SET claimed_at = now() - interval '8 days' WHERE status = 'pending'")
-        .execute(&db.pool)
-        .await?;
+    sqlx::query(
+        "UPDATE deliveries SET claimed_at = now() - interval '8 days' WHERE status = 'pending'",
+    )
+    .execute(&db.pool)
+    .await?;
 
     let purged =
         ledger::purge_completed(&db.pool, std::time::Duration::from_secs(7 * 86_400), 100).await?;
@@ -692,7 +694,11 @@ async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it()
     )))
     .fetch_one(&db.pool)
     .await?;
-    assert_eq!(gone, (true, true, false), "the old day dropped, the recent one kept");
+    assert_eq!(
+        gone,
+        (true, true, false),
+        "the old day dropped, the recent one kept"
+    );
 
     for (page_id, keys, expected) in [
         (&old_page, &old_keys, KeyState::Absent),

@@ -480,7 +480,11 @@ async fn the_ledger_by_day_migration_carries_every_key_into_its_day() -> anyhow:
     };
     let mut expected = vec![
         (day(2), "completed".to_string(), true),
-        ("deliveries_pending".to_string(), "pending".to_string(), true),
+        (
+            "deliveries_pending".to_string(),
+            "pending".to_string(),
+            true,
+        ),
         (day(0), "completed".to_string(), true),
     ];
     // Ordered by key as the query is.

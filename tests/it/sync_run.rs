@@ -471,8 +471,8 @@ async fn ledger_purge_deletes_only_completed_keys_past_retention() -> anyhow::Re
                 completed_on = ((now() - interval '8 days') AT TIME ZONE 'UTC')::date
          WHERE key IN (SELECT key FROM deliveries LIMIT 12)",
     )
-        .execute(&s.db.pool)
-        .await?;
+    .execute(&s.db.pool)
+    .await?;
     let out = s.cli.run(&["ledger", "purge"]).await?.ok()?;
     assert!(
         out.stdout
