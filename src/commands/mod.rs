@@ -73,17 +73,21 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Status(json) => status::execute(&settings, json.json).await,
         Command::Ledger(LedgerCommand::Purge(json)) => {
             let pool = store::connect(&settings.database).await?;
-            let deleted =
+            let purged =
                 store::ledger::purge_completed(&pool, settings.ledger.retention, 10_000).await?;
             if json.json {
                 let retention = humantime::format_duration(settings.ledger.retention).to_string();
-                return print_json(
-                    &serde_json::json!({"deleted_keys": deleted, "retention": retention}),
-                );
+                return print_json(&serde_json::json!({
+                    "deleted_keys": purged.keys,
+                    "dropped_days": purged.days,
+                    "retention": retention,
+                }));
             }
             outln!(
-                "Deleted {deleted} completed delivery key(s) older than {}.",
-                humantime::format_duration(settings.ledger.retention)
+                "Deleted {} completed delivery key(s) older than {} ({} day partition(s) dropped).",
+                purged.keys,
+                humantime::format_duration(settings.ledger.retention),
+                purged.days
             );
             Ok(())
         }

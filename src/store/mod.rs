@@ -11,6 +11,7 @@ pub mod grouped;
 pub mod history;
 pub mod imports;
 pub mod ledger;
+pub mod ledger_days;
 pub mod processes;
 pub mod rejected;
 pub mod runs;
@@ -68,6 +69,11 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<usize> {
         .run(pool)
         .await
         .context("applying migrations failed")?;
+    // The ledger's partitions for today and the next days (migration 0016),
+    // should the schema be current but the days have moved on.
+    ledger_days::create_days(pool, 0, ledger_days::DAYS_AHEAD)
+        .await
+        .context("creating the ledger's day partitions failed")?;
     Ok(applied_migrations(pool)
         .await?
         .saturating_sub(applied_before))

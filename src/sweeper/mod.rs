@@ -102,10 +102,12 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
     let open = crate::store::deadman::open_incident_count(&daemon.store).await?;
     metrics::gauge!("syncward_deadman_incidents_open").set(open as f64);
     if purge {
-        report.purged =
+        let purged =
             ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000)
                 .await?;
-        metrics::counter!("syncward_ledger_purged_keys_total").increment(report.purged);
+        report.purged = purged.keys;
+        metrics::counter!("syncward_ledger_purged_keys_total").increment(purged.keys);
+        metrics::counter!("syncward_ledger_dropped_days_total").increment(purged.days);
         let kept = &daemon.settings.retention;
         let retention = history::Retention {
             runs: kept.runs,

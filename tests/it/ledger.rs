@@ -69,6 +69,31 @@ async fn complete(db: &TestDb, batch: i64, process: i64) -> anyhow::Result<()> {
     Ok(ledger::complete_batch(&db.pool, "s1", 1, &completion).await?)
 }
 
+/// Ages the rows of `table` completed today by `days`: completed that many
+/// days ago, in that day's partition (or the default one when it has none).
+async fn age_keys(db: &TestDb, table: &str, days: i32) -> anyhow::Result<()> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE {table} SET completed_at = now() - make_interval(days => $1),
+                completed_on = ((now() - make_interval(days => $1)) AT TIME ZONE 'UTC')::date
+         WHERE completed_on = (now() AT TIME ZONE 'UTC')::date"
+    )))
+    .bind(days)
+    .execute(&db.pool)
+    .await?;
+    // Their per-key claims (the batch rows marking their pages) were made
+    // before they completed.
+    if table == "deliveries" {
+        sqlx::query(
+            "UPDATE delivery_batches SET created_at = now() - make_interval(days => $1)
+             WHERE per_key AND created_at > now() - interval '1 hour'",
+        )
+        .bind(days)
+        .execute(&db.pool)
+        .await?;
+    }
+    Ok(())
+}
+
 fn state(ledger: &ledger::PageLedger, key: &[u8]) -> KeyState {
     ledger.state(&key.try_into().expect("a 32-byte key"))
 }
@@ -310,10 +335,11 @@ async fn keys_from_before_page_marks_are_still_found_key_by_key() -> anyhow::Res
     let db = TestDb::new().await?;
     seed(&db).await?;
     let (page_id, keys) = page(0, 2);
-    // A key row as version 0.1 wrote it: no batch, so no page mark.
+    // A key row as version 0.1 wrote it (as migration 0016 carried it
+    // over): no batch, so no page mark.
     sqlx::query(
-        "INSERT INTO deliveries (sync_id, key, status, fence, result, completed_at)
-         VALUES ('s1', $1, 'completed', 1, '{}', now())",
+        "INSERT INTO deliveries (sync_id, key, status, fence, result, completed_at, completed_on)
+         VALUES ('s1', $1, 'completed', 1, '{}', now(), (now() AT TIME ZONE 'UTC')::date)",
     )
     .bind(&keys[0])
     .execute(&db.pool)
@@ -332,9 +358,7 @@ async fn keys_from_before_page_marks_are_still_found_key_by_key() -> anyhow::Res
     assert_eq!(state(&looked, &keys[0]), KeyState::Completed);
     assert_eq!(state(&looked, &keys[1]), KeyState::Absent);
     // Once its old keys are purged, the sync leaves the list.
-    sqlx::query("UPDATE deliveries SET completed_at = now() - interval '8 days'")
-        .execute(&db.pool)
-        .await?;
+    age_keys(&db, "deliveries", 8).await?;
     ledger::purge_completed(&db.pool, std::time::Duration::from_secs(7 * 86_400), 100).await?;
     let listed: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_unpaged_syncs")
         .fetch_one(&db.pool)
@@ -563,4 +587,156 @@ async fn a_record_is_given_up_only_after_budget_sends_no_run_saw_end() -> anyhow
         outcome.map_err(|e| TestCaseError::fail(format!("{e:#}")))
     });
     result.map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Claims `keys` of `page` per key (none in the ledger before) for run 1.
+async fn claim_fresh(
+    db: &TestDb,
+    page_id: &[u8; 32],
+    keys: &[Vec<u8>],
+    fence: i64,
+) -> anyhow::Result<Claim> {
+    let spent = vec![0; keys.len()];
+    let claim = ledger::KeyClaim {
+        sync_id: "s1",
+        page: page_id,
+        fresh: keys,
+        spent: &spent,
+        again: &[],
+        run_id: 1,
+        fence,
+    };
+    Ok(ledger::claim_keys(&db.pool, &claim).await?)
+}
+
+#[tokio::test]
+async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it() -> anyhow::Result<()>
+{
+    let db = TestDb::new().await?;
+    let fence = seed(&db).await?;
+    // Partitions for the last nine days, as a daemon running all week left them.
+    syncward::store::ledger_days::create_days(&db.pool, -9, 0).await?;
+    let old = ((chrono::Utc::now() - chrono::Duration::days(8)).date_naive())
+        .format("%Y_%m_%d")
+        .to_string();
+    let recent = ((chrono::Utc::now() - chrono::Duration::days(6)).date_naive())
+        .format("%Y_%m_%d")
+        .to_string();
+
+    // Eight days ago: a per-key page and a bulk page completed.
+    let (old_page, old_keys) = page(0, 3);
+    claim_fresh(&db, &old_page, &old_keys, fence).await?;
+    ledger::complete_keys(&db.pool, "s1", &old_keys, &vec![json!({"id": 1}); 3]).await?;
+    let (old_bulk_page, old_bulk) = page(10, 4);
+    let BatchClaim::Claimed { batch, .. } = claim_batch(
+        &db.pool,
+        "s1",
+        &old_bulk_page,
+        &old_bulk.concat(),
+        1,
+        1,
+        fence,
+        &[],
+        &[],
+    )
+    .await?
+    else {
+        anyhow::bail!("fenced");
+    };
+    complete(&db, batch, 7).await?;
+    age_keys(&db, "deliveries", 8).await?;
+    age_keys(&db, "delivery_batches", 8).await?;
+    let in_old_day: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT (SELECT count(*) FROM deliveries_{old}) + (SELECT count(*) FROM delivery_batches_{old})"
+    )))
+    .fetch_one(&db.pool)
+    .await?;
+    assert_eq!(in_old_day, 4, "the aged rows sit in their day's partition");
+
+    // Six days ago: a per-key page completed; today: a bulk page completed;
+    // and one key claimed eight days ago that never completed.
+    let (recent_page, recent_keys) = page(20, 2);
+    claim_fresh(&db, &recent_page, &recent_keys, fence).await?;
+    ledger::complete_keys(&db.pool, "s1", &recent_keys, &vec![json!({"id": 2}); 2]).await?;
+    age_keys(&db, "deliveries", 6).await?;
+    let (today_page, today_keys) = page(30, 2);
+    let BatchClaim::Claimed { batch, .. } = claim_batch(
+        &db.pool,
+        "s1",
+        &today_page,
+        &today_keys.concat(),
+        1,
+        1,
+        fence,
+        &[],
+        &[],
+    )
+    .await?
+    else {
+        anyhow::bail!("fenced");
+    };
+    complete(&db, batch, 8).await?;
+    let (pending_page, pending_keys) = page(40, 1);
+    claim_fresh(&db, &pending_page, &pending_keys, fence).await?;
+    sqlx::query(
+        "UPDATE deliveries SET claimed_at = now() - interval '8 days' WHERE status = 'pending'",
+    )
+    .execute(&db.pool)
+    .await?;
+
+    let purged =
+        ledger::purge_completed(&db.pool, std::time::Duration::from_secs(7 * 86_400), 100).await?;
+    assert_eq!(purged.keys, 3 + 4, "{purged:?}");
+    assert!(purged.days >= 2, "eight and nine days ago: {purged:?}");
+    let gone: (bool, bool, bool) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT to_regclass('deliveries_{old}') IS NULL, to_regclass('delivery_batches_{old}') IS NULL,
+                to_regclass('deliveries_{recent}') IS NULL"
+    )))
+    .fetch_one(&db.pool)
+    .await?;
+    assert_eq!(
+        gone,
+        (true, true, false),
+        "the old day dropped, the recent one kept"
+    );
+
+    for (page_id, keys, expected) in [
+        (&old_page, &old_keys, KeyState::Absent),
+        (&old_bulk_page, &old_bulk, KeyState::Absent),
+        (&recent_page, &recent_keys, KeyState::Completed),
+        (&today_page, &today_keys, KeyState::Completed),
+        (
+            &pending_page,
+            &pending_keys,
+            KeyState::Pending {
+                attempts: 1,
+                per_key: true,
+            },
+        ),
+    ] {
+        let looked = ledger::lookup_page(&db.pool, "s1", page_id, &arrays(keys)).await?;
+        for key in keys {
+            assert_eq!(state(&looked, key), expected);
+        }
+    }
+
+    // A purged key may be claimed again, per key and in bulk.
+    let Claim::Claimed { keys, .. } = claim_fresh(&db, &old_page, &old_keys, fence).await? else {
+        anyhow::bail!("a purged key's claim was fenced");
+    };
+    assert_eq!(keys.len(), 3);
+    let again = claim_batch(
+        &db.pool,
+        "s1",
+        &old_bulk_page,
+        &old_bulk.concat(),
+        1,
+        1,
+        fence,
+        &[],
+        &[],
+    )
+    .await?;
+    assert!(matches!(again, BatchClaim::Claimed { .. }), "{again:?}");
+    Ok(())
 }

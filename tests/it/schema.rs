@@ -254,9 +254,18 @@ async fn the_ledger_keeps_one_32_byte_key_per_sync() -> anyhow::Result<()> {
         .execute(&db.pool)
         .await;
     assert!(completed_without_time.is_err());
-    sqlx::query("UPDATE deliveries SET status = 'completed', completed_at = now()")
-        .execute(&db.pool)
-        .await?;
+    // A completed key must say the day it completed on (its partition).
+    let completed_without_day =
+        sqlx::query("UPDATE deliveries SET status = 'completed', completed_at = now()")
+            .execute(&db.pool)
+            .await;
+    assert!(completed_without_day.is_err());
+    sqlx::query(
+        "UPDATE deliveries SET status = 'completed', completed_at = now(),
+                completed_on = (now() AT TIME ZONE 'UTC')::date",
+    )
+    .execute(&db.pool)
+    .await?;
     Ok(())
 }
 
@@ -426,5 +435,87 @@ async fn an_upgrade_migrates_a_store_with_data_and_the_daemon_resumes_its_syncs(
             .is_some_and(|runs| runs.iter().any(|r| r["id"] == old_run)),
         "the previous release's run is kept: {listed}"
     );
+    Ok(())
+}
+
+/// Migration 0016 (the ledger by day) carries every key over: completed ones
+/// into the partition of their day, pending ones and open claims into the
+/// pending partition, a per-key row whose batch completed as completed; and
+/// batch ids go on from where they were.
+#[tokio::test]
+async fn the_ledger_by_day_migration_carries_every_key_into_its_day() -> anyhow::Result<()> {
+    let db = TestDb::empty().await?;
+    let migrator = &syncward::store::MIGRATOR;
+    migrator.run_to(14, &db.pool).await?;
+    sqlx::raw_sql(
+        "INSERT INTO deliveries (sync_id, key, status, fence, completed_at, result)
+         VALUES ('s1', sha256('done'), 'completed', 1, now() - interval '2 days', '{}'),
+                ('s1', sha256('open'), 'pending', 1, NULL, NULL);
+         INSERT INTO delivery_batches (sync_id, keys, packed_keys, per_key, page, fence, completed_at, result)
+         VALUES ('s1', '{}', sha256('a') || sha256('b'), false, sha256('p1'), 1,
+                 now() - interval '1 day', '{\"processId\": 3}'),
+                ('s1', '{}', sha256('c'), false, sha256('p2'), 1, NULL, NULL),
+                ('s1', ARRAY[sha256('per-key')], NULL, true, sha256('p3'), 1, now(), '{}');
+         INSERT INTO deliveries (sync_id, key, status, fence, batch_id)
+         VALUES ('s1', sha256('per-key'), 'pending', 1, 3);",
+    )
+    .execute(&db.pool)
+    .await?;
+    migrator.run(&db.pool).await?;
+    let keys: Vec<(String, String, bool)> = sqlx::query_as(
+        "SELECT tableoid::regclass::text, status,
+                completed_on = coalesce((completed_at AT TIME ZONE 'UTC')::date, 'infinity')
+         FROM deliveries ORDER BY key",
+    )
+    .fetch_all(&db.pool)
+    .await?;
+    let day = |back: i64| {
+        format!(
+            "{}_{}",
+            "deliveries",
+            (chrono::Utc::now() - chrono::Duration::days(back))
+                .date_naive()
+                .format("%Y_%m_%d")
+        )
+    };
+    let mut expected = vec![
+        (day(2), "completed".to_string(), true),
+        (
+            "deliveries_pending".to_string(),
+            "pending".to_string(),
+            true,
+        ),
+        (day(0), "completed".to_string(), true),
+    ];
+    // Ordered by key as the query is.
+    let order: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT k FROM unnest(ARRAY[sha256('done'), sha256('open'), sha256('per-key')]) AS k",
+    )
+    .fetch_all(&db.pool)
+    .await?;
+    let mut paired: Vec<_> = order.into_iter().zip(expected.drain(..)).collect();
+    paired.sort_by(|a, b| a.0.cmp(&b.0));
+    let expected: Vec<_> = paired.into_iter().map(|(_, e)| e).collect();
+    assert_eq!(keys, expected);
+    let batches: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT replace(tableoid::regclass::text, 'delivery_batches', 'deliveries'), id
+         FROM delivery_batches ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await?;
+    assert_eq!(
+        batches,
+        vec![
+            (day(1), 1),
+            ("deliveries_pending".to_string(), 2),
+            (day(0), 3)
+        ]
+    );
+    let next: i64 = sqlx::query_scalar(
+        "INSERT INTO delivery_batches (sync_id, keys) VALUES ('s1', '{}') RETURNING id",
+    )
+    .fetch_one(&db.pool)
+    .await?;
+    assert_eq!(next, 4);
     Ok(())
 }

@@ -464,9 +464,15 @@ async fn ledger_purge_deletes_only_completed_keys_past_retention() -> anyhow::Re
     })
     .await?;
     s.run_foreground().await?.ok()?;
-    sqlx::query("UPDATE deliveries SET completed_at = now() - interval '8 days' WHERE key IN (SELECT key FROM deliveries LIMIT 12)")
-        .execute(&s.db.pool)
-        .await?;
+    // Completed eight days ago, on a day with no partition: the default
+    // partition's rows are deleted key by key.
+    sqlx::query(
+        "UPDATE deliveries SET completed_at = now() - interval '8 days',
+                completed_on = ((now() - interval '8 days') AT TIME ZONE 'UTC')::date
+         WHERE key IN (SELECT key FROM deliveries LIMIT 12)",
+    )
+    .execute(&s.db.pool)
+    .await?;
     let out = s.cli.run(&["ledger", "purge"]).await?.ok()?;
     assert!(
         out.stdout
@@ -501,7 +507,8 @@ async fn ledger_purge_deletes_completed_bulk_batches_past_retention() -> anyhow:
     // that no key row points at any more (it goes); and one old bulk claim
     // that never answered (its keys stay pending, so it stays).
     sqlx::query(
-        "UPDATE delivery_batches SET completed_at = now() - interval '8 days'
+        "UPDATE delivery_batches SET completed_at = now() - interval '8 days',
+                completed_on = ((now() - interval '8 days') AT TIME ZONE 'UTC')::date
          WHERE id = (SELECT min(id) FROM delivery_batches)",
     )
     .execute(&s.db.pool)
