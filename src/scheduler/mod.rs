@@ -144,6 +144,8 @@ impl Ticker {
             };
             steps.push(schedule::Advance {
                 sync_id: sync.id.clone(),
+                workspace_id: sync.workspace_id.clone(),
+                version: sync.version,
                 seen: sync.next_due_at,
                 // A schedule that cannot be read is looked at again in an hour.
                 next: next.unwrap_or(now + chrono::TimeDelta::hours(1)),

@@ -8,6 +8,7 @@ use sqlx::{FromRow, PgConnection};
 #[derive(Debug, Clone, FromRow)]
 pub struct DueSync {
     pub id: String,
+    pub workspace_id: String,
     pub version: i32,
     /// `None`: not armed yet (new, re-scheduled or resumed).
     pub next_due_at: Option<DateTime<Utc>>,
@@ -22,7 +23,7 @@ pub struct DueSync {
 /// between them instead of queueing on the same rows.
 pub async fn lock_due_syncs(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<DueSync>> {
     sqlx::query_as::<_, DueSync>(
-        "SELECT d.sync_id AS id, s.version, nullif(d.next_due_at, '-infinity') AS next_due_at,
+        "SELECT d.sync_id AS id, s.workspace_id, s.version, nullif(d.next_due_at, '-infinity') AS next_due_at,
                 s.definition->>'schedule' AS schedule, s.definition->>'timezone' AS timezone,
                 s.definition->>'catch_up' AS catch_up
          FROM sync_schedule d JOIN syncs s ON s.id = d.sync_id
@@ -40,6 +41,8 @@ pub async fn lock_due_syncs(conn: &mut PgConnection, limit: i64) -> sqlx::Result
 #[derive(Debug, Clone)]
 pub struct Advance {
     pub sync_id: String,
+    pub workspace_id: String,
+    pub version: i32,
     /// The due time the tick read; the row advances only if it still holds it.
     pub seen: Option<DateTime<Utc>>,
     pub next: DateTime<Utc>,
@@ -72,16 +75,20 @@ pub async fn advance_and_enqueue(
     let seen: Vec<Option<DateTime<Utc>>> = steps.iter().map(|s| s.seen).collect();
     let next: Vec<DateTime<Utc>> = steps.iter().map(|s| s.next).collect();
     let enqueue: Vec<bool> = steps.iter().map(|s| s.enqueue).collect();
+    let workspaces: Vec<&str> = steps.iter().map(|s| s.workspace_id.as_str()).collect();
+    let versions: Vec<i32> = steps.iter().map(|s| s.version).collect();
+    // The sync's workspace and version come from the lock's read, in this
+    // transaction: the statement touches no `syncs` row.
     sqlx::query_as::<_, Advanced>(
         "WITH step AS (
-           SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bool[])
-                         AS t(id, seen, next, enqueue)),
+           SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bool[],
+                                $6::text[], $7::int[])
+                         AS t(id, seen, next, enqueue, workspace_id, version)),
          advanced AS (
            UPDATE sync_schedule d SET next_due_at = step.next
-           FROM step JOIN syncs s ON s.id = step.id
-           WHERE d.sync_id = step.id AND s.status = 'active'
-             AND d.next_due_at = coalesce(step.seen, '-infinity')
-           RETURNING s.id, s.workspace_id, s.version, step.enqueue),
+           FROM step
+           WHERE d.sync_id = step.id AND d.next_due_at = coalesce(step.seen, '-infinity')
+           RETURNING step.id, step.workspace_id, step.version, step.enqueue),
          enqueued AS (
            INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts)
            SELECT id, workspace_id, version, 'schedule', $5 FROM advanced WHERE enqueue
@@ -95,6 +102,8 @@ pub async fn advance_and_enqueue(
     .bind(&next)
     .bind(&enqueue)
     .bind(max_attempts)
+    .bind(&workspaces)
+    .bind(&versions)
     .fetch_all(conn)
     .await
 }
