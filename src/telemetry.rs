@@ -81,7 +81,7 @@ pub fn install() -> Option<PrometheusHandle> {
         metrics::counter!(*name).increment(0);
     }
     metrics::counter!("syncward_ledger_purged_keys_total").increment(0);
-    metrics::counter!("syncward_ledger_dropped_days_total").increment(0);
+    metrics::counter!("syncward_ledger_partitions_dropped_total").increment(0);
     for outcome in IMPORT_CHECK_OUTCOMES {
         metrics::counter!("syncward_import_checks_total", "outcome" => *outcome).increment(0);
     }
@@ -127,7 +127,7 @@ fn describe() {
         "Completed delivery keys purged past ledger.retention."
     );
     describe_counter!(
-        "syncward_ledger_dropped_days_total",
+        "syncward_ledger_partitions_dropped_total",
         Unit::Count,
         "Day partitions of completed delivery keys dropped past ledger.retention."
     );

@@ -49,6 +49,9 @@ _syncward() {
             syncward,sync)
                 cmd="syncward__subcmd__sync"
                 ;;
+            syncward,token)
+                cmd="syncward__subcmd__token"
+                ;;
             syncward__subcmd__deadman,check)
                 cmd="syncward__subcmd__deadman__subcmd__check"
                 ;;
@@ -93,6 +96,9 @@ _syncward() {
                 ;;
             syncward__subcmd__help,sync)
                 cmd="syncward__subcmd__help__subcmd__sync"
+                ;;
+            syncward__subcmd__help,token)
+                cmd="syncward__subcmd__help__subcmd__token"
                 ;;
             syncward__subcmd__help__subcmd__deadman,check)
                 cmd="syncward__subcmd__help__subcmd__deadman__subcmd__check"
@@ -141,6 +147,15 @@ _syncward() {
                 ;;
             syncward__subcmd__help__subcmd__sync,show)
                 cmd="syncward__subcmd__help__subcmd__sync__subcmd__show"
+                ;;
+            syncward__subcmd__help__subcmd__token,create)
+                cmd="syncward__subcmd__help__subcmd__token__subcmd__create"
+                ;;
+            syncward__subcmd__help__subcmd__token,list)
+                cmd="syncward__subcmd__help__subcmd__token__subcmd__list"
+                ;;
+            syncward__subcmd__help__subcmd__token,revoke)
+                cmd="syncward__subcmd__help__subcmd__token__subcmd__revoke"
                 ;;
             syncward__subcmd__ledger,help)
                 cmd="syncward__subcmd__ledger__subcmd__help"
@@ -250,6 +265,30 @@ _syncward() {
             syncward__subcmd__sync__subcmd__help,show)
                 cmd="syncward__subcmd__sync__subcmd__help__subcmd__show"
                 ;;
+            syncward__subcmd__token,create)
+                cmd="syncward__subcmd__token__subcmd__create"
+                ;;
+            syncward__subcmd__token,help)
+                cmd="syncward__subcmd__token__subcmd__help"
+                ;;
+            syncward__subcmd__token,list)
+                cmd="syncward__subcmd__token__subcmd__list"
+                ;;
+            syncward__subcmd__token,revoke)
+                cmd="syncward__subcmd__token__subcmd__revoke"
+                ;;
+            syncward__subcmd__token__subcmd__help,create)
+                cmd="syncward__subcmd__token__subcmd__help__subcmd__create"
+                ;;
+            syncward__subcmd__token__subcmd__help,help)
+                cmd="syncward__subcmd__token__subcmd__help__subcmd__help"
+                ;;
+            syncward__subcmd__token__subcmd__help,list)
+                cmd="syncward__subcmd__token__subcmd__help__subcmd__list"
+                ;;
+            syncward__subcmd__token__subcmd__help,revoke)
+                cmd="syncward__subcmd__token__subcmd__help__subcmd__revoke"
+                ;;
             *)
                 ;;
         esac
@@ -257,7 +296,7 @@ _syncward() {
 
     case "${cmd}" in
         syncward)
-            opts="-h -V --config --env-file --help --version run migrate check-config sync runs ledger deadman status completions man help"
+            opts="-h -V --config --env-file --help --version run migrate check-config sync runs token ledger deadman status completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -409,7 +448,7 @@ _syncward() {
             return 0
             ;;
         syncward__subcmd__help)
-            opts="run migrate check-config sync runs ledger deadman status completions man help"
+            opts="run migrate check-config sync runs token ledger deadman status completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -787,6 +826,62 @@ _syncward() {
             return 0
             ;;
         syncward__subcmd__help__subcmd__sync__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__help__subcmd__token)
+            opts="create list revoke"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__help__subcmd__token__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__help__subcmd__token__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__help__subcmd__token__subcmd__revoke)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1595,6 +1690,168 @@ _syncward() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__token)
+            opts="-h --config --env-file --help create list revoke help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__token__subcmd__create)
+            opts="-h --workspace --read-only --json --config --env-file --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --workspace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__token__subcmd__help)
+            opts="create list revoke help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__token__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__token__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__token__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__token__subcmd__help__subcmd__revoke)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__token__subcmd__list)
+            opts="-h --json --config --env-file --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__token__subcmd__revoke)
+            opts="-h --json --config --env-file --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

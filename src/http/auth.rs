@@ -386,8 +386,9 @@ mod tests {
         assert_eq!(resource_of("/"), None);
     }
 
-    #[test]
-    fn a_browser_write_must_come_from_an_allowed_host() {
+    // A runtime for the (never used) store pool.
+    #[tokio::test]
+    async fn a_browser_write_must_come_from_an_allowed_host() {
         let access = AdminAccess::new(
             Some(&SecretString::from(TOKEN)),
             PgPool::connect_lazy("postgres://unused@127.0.0.1/unused").unwrap(),

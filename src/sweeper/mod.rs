@@ -107,7 +107,7 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
                 .await?;
         report.purged = purged.keys;
         metrics::counter!("syncward_ledger_purged_keys_total").increment(purged.keys);
-        metrics::counter!("syncward_ledger_dropped_days_total").increment(purged.days);
+        metrics::counter!("syncward_ledger_partitions_dropped_total").increment(purged.days);
         let kept = &daemon.settings.retention;
         let retention = history::Retention {
             runs: kept.runs,
