@@ -1,13 +1,7 @@
 //! The circuit breaker (guarantee 5): five failures in a row since the sync
 //! last changed pause it, once, with an audit row and one alert.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use syncward::config::Settings;
 use syncward::daemon::Daemon;
-use syncward::lease::LeaseManager;
-use uuid::Uuid;
 
 use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
 
@@ -49,16 +43,6 @@ async fn fail_runs(s: &Scenario, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn daemon_for(s: &Scenario) -> Daemon {
-    let leases = LeaseManager::new(
-        s.redis.pool.clone(),
-        &s.redis.prefix,
-        Uuid::new_v4(),
-        Duration::from_secs(60),
-    );
-    Daemon::new(s.db.pool.clone(), leases, Arc::new(Settings::default()))
-}
-
 /// The sync's due time comes (its schedule is quiet, so it is set), and one
 /// scheduler tick runs.
 async fn scheduled_tick_falls(s: &Scenario, daemon: &Daemon) -> anyhow::Result<()> {
@@ -81,7 +65,7 @@ async fn every_run_failing_including_at_enqueue_pauses_the_sync_at_the_fifth_fai
     // A scheduled tick whose schedule cannot be read (a definition an older
     // syncward stored that no longer validates): the enqueue itself fails
     // and is recorded.
-    let daemon = daemon_for(&s);
+    let daemon = s.daemon_in_process();
     let set_schedule = |schedule: &'static str| {
         sqlx::query(
             "UPDATE syncs SET definition = jsonb_set(definition, '{schedule}', to_jsonb($2::text)) WHERE id = $1",
@@ -222,7 +206,10 @@ async fn two_daemons_recording_failures_at_once_trip_the_breaker_once() -> anyho
         )
         .await?;
     }
-    let alerter = syncward::alerts::Alerter::new(s.db.pool.clone(), &Settings::default().alerts);
+    let alerter = syncward::alerts::Alerter::new(
+        s.db.pool.clone(),
+        &syncward::config::Settings::default().alerts,
+    );
     let (a, b) = tokio::join!(
         syncward::breaker::after_failure(&alerter, SYNC_ID, 5),
         syncward::breaker::after_failure(&alerter, SYNC_ID, 5)

@@ -2,14 +2,9 @@
 //! any sync exactly once, and a tick that fell while no daemon ran is caught
 //! up once (or skipped) when one starts.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{Timelike, Utc};
-use syncward::config::Settings;
-use syncward::daemon::Daemon;
-use syncward::lease::LeaseManager;
-use uuid::Uuid;
 
 use crate::helpers::daemon::DaemonProcess;
 use crate::helpers::scenario::{QUIET_SCHEDULE, SYNC_ID, Scenario, SyncOptions};
@@ -208,23 +203,13 @@ async fn two_daemons_enqueue_every_sync_due_on_one_second_exactly_once() -> anyh
     Ok(())
 }
 
-fn daemon_for(s: &Scenario) -> Daemon {
-    let leases = LeaseManager::new(
-        s.redis.pool.clone(),
-        &s.redis.prefix,
-        Uuid::new_v4(),
-        Duration::from_secs(60),
-    );
-    Daemon::new(s.db.pool.clone(), leases, Arc::new(Settings::default()))
-}
-
 /// A paused sync runs nothing at its ticks, and resuming it does not make up
 /// for them: it waits for its next tick. Publishing a new schedule re-arms it
 /// the same way.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_resumed_or_rescheduled_sync_waits_for_its_next_tick() -> anyhow::Result<()> {
     let s = Scenario::new(SyncOptions::default()).await?;
-    let daemon = daemon_for(&s);
+    let daemon = s.daemon_in_process();
     let mut ticker = syncward::scheduler::Ticker::default();
     let report = ticker.tick(&daemon).await?;
     assert_eq!((report.armed, report.enqueued), (1, 0), "{report:?}");

@@ -141,6 +141,22 @@ attributes = {{ FIRSTNAME = "first_name" }}
         Ok(())
     }
 
+    /// The daemon's parts in this process (store, leases, default settings),
+    /// for tests that drive one of them directly (a scheduler tick).
+    pub fn daemon_in_process(&self) -> syncward::daemon::Daemon {
+        let leases = syncward::lease::LeaseManager::new(
+            self.redis.pool.clone(),
+            &self.redis.prefix,
+            uuid::Uuid::new_v4(),
+            std::time::Duration::from_secs(60),
+        );
+        syncward::daemon::Daemon::new(
+            self.db.pool.clone(),
+            leases,
+            Arc::new(syncward::config::Settings::default()),
+        )
+    }
+
     /// Runs the sync in the foreground to its end (or its death).
     pub async fn run_foreground(&self) -> anyhow::Result<super::cli::Outcome> {
         let child = self
