@@ -70,11 +70,8 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         // daemons in one process) keeps the first.
         metrics: crate::telemetry::install(),
     };
-    shutdown.spawn(crate::http::serve(listener, http_state, shutdown.clone()));
-    let busy = start_workers(&daemon, &shutdown);
-    metrics::gauge!("syncward_workers").set(settings.workers.count as f64);
-    metrics::gauge!("syncward_workers_busy").set(0.0);
-    // Each sync's last success, known before this daemon's first run ends.
+    // Each sync's record counters at zero and its last success, there before
+    // the first scrape and this daemon's first run.
     match store::syncs::list_syncs(&daemon.store).await {
         Ok(syncs) => {
             for s in syncs {
@@ -86,6 +83,10 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         }
         Err(e) => warn!(error = %e, "Reading the syncs' last successes failed"),
     }
+    metrics::gauge!("syncward_workers").set(settings.workers.count as f64);
+    metrics::gauge!("syncward_workers_busy").set(0.0);
+    shutdown.spawn(crate::http::serve(listener, http_state, shutdown.clone()));
+    let busy = start_workers(&daemon, &shutdown);
     // The worker count shows in `syncward status` from the start.
     if let Err(e) =
         store::processes::beat_with_workers(&daemon.store, boot_id, 0, settings.workers.count).await
