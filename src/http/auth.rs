@@ -27,7 +27,7 @@ use subtle::ConstantTimeEq;
 use sqlx::PgPool;
 
 use super::hosts::AllowedHosts;
-use crate::store::tokens;
+use crate::store::{runs, syncs, tokens};
 
 /// The admin token (as its SHA-256, so that comparing takes the same time
 /// whatever the length of what is presented), the store holding workspace
@@ -148,9 +148,9 @@ impl AdminAccess {
     async fn owned(&self, path: &str, workspace: &str) -> sqlx::Result<bool> {
         let owner = match resource_of(path) {
             None => return Ok(true),
-            Some(Resource::Sync(id)) => tokens::workspace_of_sync(&self.store, id).await?,
+            Some(Resource::Sync(id)) => syncs::workspace_of_sync(&self.store, id).await?,
             Some(Resource::Run(id)) => match id.parse::<i64>() {
-                Ok(id) => tokens::workspace_of_run(&self.store, id).await?,
+                Ok(id) => runs::workspace_of_run(&self.store, id).await?,
                 Err(_) => None,
             },
         };

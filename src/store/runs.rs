@@ -593,3 +593,11 @@ pub async fn queue_stats(pool: &PgPool) -> sqlx::Result<(i64, f64)> {
     .fetch_one(pool)
     .await
 }
+
+/// The workspace a run belongs to.
+pub async fn workspace_of_run(pool: &PgPool, run_id: i64) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("SELECT workspace_id FROM runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_optional(pool)
+        .await
+}

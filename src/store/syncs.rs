@@ -511,3 +511,11 @@ pub async fn set_last_error(
         .await?;
     Ok(())
 }
+
+/// The workspace a sync belongs to.
+pub async fn workspace_of_sync(pool: &PgPool, sync_id: &str) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("SELECT workspace_id FROM syncs WHERE id = $1")
+        .bind(sync_id)
+        .fetch_optional(pool)
+        .await
+}

@@ -76,19 +76,3 @@ pub async fn revoke_token(pool: &PgPool, id: i64) -> sqlx::Result<bool> {
             == 1,
     )
 }
-
-/// The workspace a sync belongs to.
-pub async fn workspace_of_sync(pool: &PgPool, sync_id: &str) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("SELECT workspace_id FROM syncs WHERE id = $1")
-        .bind(sync_id)
-        .fetch_optional(pool)
-        .await
-}
-
-/// The workspace a run belongs to.
-pub async fn workspace_of_run(pool: &PgPool, run_id: i64) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("SELECT workspace_id FROM runs WHERE id = $1")
-        .bind(run_id)
-        .fetch_optional(pool)
-        .await
-}
