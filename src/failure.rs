@@ -39,6 +39,9 @@ pub enum FailureCode {
     /// The source hides the fields syncward needs (Shopify: protected
     /// customer data without approval).
     SourceDataRedacted,
+    /// The source does not show which of its transactions are open, so the
+    /// run cannot tell which rows may still be committed behind the cursor.
+    SourceTransactionsHidden,
     DestinationAuthFailed,
     DestinationRejectedAll,
     RecordsQuarantined,
@@ -55,13 +58,14 @@ pub enum FailureCode {
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 19] = [
+    pub const ALL: [FailureCode; 20] = [
         FailureCode::SourceUnreachable,
         FailureCode::SourceQueryFailed,
         FailureCode::SourceAuthFailed,
         FailureCode::SourceAccountFrozen,
         FailureCode::SourceAccountLocked,
         FailureCode::SourceDataRedacted,
+        FailureCode::SourceTransactionsHidden,
         FailureCode::DestinationAuthFailed,
         FailureCode::DestinationRejectedAll,
         FailureCode::RecordsQuarantined,
@@ -85,6 +89,7 @@ impl FailureCode {
             FailureCode::SourceAccountFrozen => "source_account_frozen",
             FailureCode::SourceAccountLocked => "source_account_locked",
             FailureCode::SourceDataRedacted => "source_data_redacted",
+            FailureCode::SourceTransactionsHidden => "source_transactions_hidden",
             FailureCode::DestinationAuthFailed => "destination_auth_failed",
             FailureCode::DestinationRejectedAll => "destination_rejected_all",
             FailureCode::RecordsQuarantined => "records_quarantined",
@@ -123,6 +128,9 @@ impl FailureCode {
             }
             FailureCode::SourceDataRedacted => {
                 "The source hid the fields this sync needs: a whole page came back without any e-mail address (Shopify redacts protected customer data for apps not approved to read it)."
+            }
+            FailureCode::SourceTransactionsHidden => {
+                "The source database does not show which of its transactions are still open, so syncward cannot tell which rows may yet be committed behind the ones it would read, and read nothing."
             }
             FailureCode::DestinationAuthFailed => {
                 "The destination refused the API key this sync uses."
@@ -181,6 +189,9 @@ impl FailureCode {
             FailureCode::SourceDataRedacted => {
                 "Get the app approved for protected customer data (level 2: name and e-mail fields) in the Shopify Partner Dashboard, or use a custom app that has it, then run the sync again."
             }
+            FailureCode::SourceTransactionsHidden => {
+                "Grant the source role the right to see every session (GRANT pg_read_all_stats TO <role>), or point the sync at the primary rather than a standby; then run the sync again."
+            }
             FailureCode::DestinationAuthFailed => {
                 "Renew the API key in the environment variable the sync names, then resume the sync."
             }
@@ -229,6 +240,7 @@ impl FailureCode {
             | FailureCode::SourceAccountFrozen
             | FailureCode::SourceAccountLocked
             | FailureCode::SourceDataRedacted
+            | FailureCode::SourceTransactionsHidden
             | FailureCode::DestinationAuthFailed
             | FailureCode::DestinationRejectedAll
             | FailureCode::ConfigInvalid => Owner::Customer,
@@ -262,6 +274,7 @@ impl FailureCode {
             | FailureCode::SourceAccountFrozen
             | FailureCode::SourceAccountLocked
             | FailureCode::SourceDataRedacted
+            | FailureCode::SourceTransactionsHidden
             | FailureCode::DestinationAuthFailed
             | FailureCode::DestinationRejectedAll
             | FailureCode::RecordsQuarantined

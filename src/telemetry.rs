@@ -192,6 +192,11 @@ fn describe() {
         "When each sync's last run succeeded (Unix time): the dead-man's own signal."
     );
     describe_gauge!(
+        "syncward_source_held_back_seconds",
+        Unit::Seconds,
+        "At each sync's last run start: how long the source transaction holding its new rows back had been open (0: none)."
+    );
+    describe_gauge!(
         "syncward_build_info",
         Unit::Count,
         "Always 1, labelled with the running version."
@@ -206,6 +211,17 @@ pub fn record_success(sync: &str, workspace: &str, at: chrono::DateTime<chrono::
         "workspace" => workspace.to_owned()
     )
     .set(at.timestamp_millis() as f64 / 1000.0);
+}
+
+/// At a run's first page: how long a source transaction that holds the
+/// sync's new rows back has been open (none: 0).
+pub fn record_source_hold(sync: &str, workspace: &str, held_back: Option<std::time::Duration>) {
+    metrics::gauge!(
+        "syncward_source_held_back_seconds",
+        "sync" => sync.to_owned(),
+        "workspace" => workspace.to_owned()
+    )
+    .set(held_back.map_or(0.0, |d| d.as_secs_f64()));
 }
 
 /// Registers a sync's record counters at zero (so an alert on their

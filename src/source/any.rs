@@ -77,6 +77,7 @@ fn page_status(page: &Result<Page, SourceError>) -> &'static str {
         Err(SourceError::InvalidConfig(_)) => "invalid_config",
         Err(SourceError::AccountFrozen(_) | SourceError::AccountLocked(_)) => "account_blocked",
         Err(SourceError::Redacted(_)) => "redacted",
+        Err(SourceError::TransactionsHidden(_)) => "transactions_hidden",
         Err(SourceError::Undecodable(_)) => "undecodable",
     }
 }

@@ -21,6 +21,20 @@ pub struct Page {
     /// serving another API version than the pinned one): the run logs each
     /// as a warning and adds it to its timeline (`source_notice`).
     pub notices: Vec<String>,
+    /// Set when the source held rows back because a transaction open this
+    /// long may still commit rows before them (the Postgres source's commit
+    /// horizon): the run reads them once it ends.
+    pub held_back: Option<std::time::Duration>,
+}
+
+impl Page {
+    /// An empty page after which the source has nothing.
+    pub fn default_last() -> Self {
+        Page {
+            last: true,
+            ..Page::default()
+        }
+    }
 }
 
 /// A page's records, however the source holds them. Most sources hand over
@@ -138,6 +152,11 @@ pub enum SourceError {
     /// (Shopify's redacted protected customer data).
     #[error("{0}")]
     Redacted(String),
+    /// The source does not show which of its transactions are open (a role
+    /// without `pg_read_all_stats`, a standby), so the run cannot know how
+    /// far it may read without passing a row still being committed.
+    #[error("{0}")]
+    TransactionsHidden(String),
     /// One record cannot be read (bytes that are not UTF-8, from a
     /// `SQL_ASCII` database): that record is rejected with
     /// `UNDECODABLE_RECORD`, and the rest of its page goes on. Where the

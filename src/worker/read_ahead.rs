@@ -34,6 +34,8 @@ impl<'s> ReadAhead<'s> {
     ) -> Result<Self, RunFailure> {
         let fingerprint = keyed_fingerprint(source.fingerprint(), cx.run.ledger_epoch);
         let first = source.fetch_page(cursor).await?;
+        let run = cx.run;
+        crate::telemetry::record_source_hold(&run.sync_id, &run.workspace_id, first.held_back);
         let following = read_following(source, following_cursor(&first)).await;
         let next = prepare_page(cx, &fingerprint, cursor, first).await?;
         Ok(ReadAhead {

@@ -40,6 +40,7 @@ impl From<SourceError> for RunFailure {
             SourceError::AccountFrozen(_) => FailureCode::SourceAccountFrozen,
             SourceError::AccountLocked(_) => FailureCode::SourceAccountLocked,
             SourceError::Redacted(_) => FailureCode::SourceDataRedacted,
+            SourceError::TransactionsHidden(_) => FailureCode::SourceTransactionsHidden,
             // Only where a record could not be rejected alone.
             SourceError::Undecodable(_) => FailureCode::SourceQueryFailed,
         };

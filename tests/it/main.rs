@@ -23,6 +23,7 @@ mod history;
 mod http_api;
 mod http_source;
 mod import_outcomes;
+mod late_commits;
 mod layout;
 mod lease_fence;
 mod ledger;

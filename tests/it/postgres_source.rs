@@ -319,3 +319,241 @@ async fn a_column_whose_type_changed_is_read_in_its_new_type() -> anyhow::Result
     assert_eq!(second[0]["score"], serde_json::json!("s110"));
     Ok(())
 }
+
+/// A source config with a short commit wait, for tests that hold
+/// transactions open.
+fn waiting_config(query: &str, cursor_column: &str, page_size: u32) -> PostgresSourceConfig {
+    let mut cfg = config(query, cursor_column, page_size);
+    cfg.commit_wait = std::time::Duration::from_millis(300);
+    cfg
+}
+
+/// One run's reading: every page from `cursor` to the end, one source (so one
+/// horizon) for the whole run, as a run reads. Returns the records, the
+/// cursor to save, and the notices.
+async fn read_run(
+    db: &TestDb,
+    cfg: &PostgresSourceConfig,
+    mut cursor: Option<Value>,
+) -> anyhow::Result<(Vec<Value>, Option<Value>, Vec<String>)> {
+    let mut source = PostgresSource::with_url(cfg, &db.url, &Default::default())?;
+    let mut records = Vec::new();
+    let mut notices = Vec::new();
+    loop {
+        let page = source.fetch_page(cursor.as_ref()).await?;
+        notices.extend(page.notices);
+        records.extend(page.records.into_values()?);
+        if page.next_cursor.is_some() {
+            cursor = page.next_cursor;
+        }
+        if page.last {
+            return Ok((records, cursor, notices));
+        }
+    }
+}
+
+/// Writer A opens a transaction and inserts (taking the next id and its
+/// `now()`), writer B inserts after it and commits, and A commits only after
+/// several runs have read. For each way a cursor column is filled, every row
+/// arrives exactly once and the runs in between say what holds them back.
+#[tokio::test]
+async fn a_row_committed_late_is_read_once_it_commits_for_every_kind_of_cursor()
+-> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    sqlx::raw_sql(
+        "CREATE TABLE by_serial (id bigserial PRIMARY KEY, email text NOT NULL);
+         CREATE TABLE by_now (id bigserial PRIMARY KEY, email text NOT NULL,
+                              updated_at timestamptz NOT NULL DEFAULT now());
+         CREATE TABLE by_clock (id bigserial PRIMARY KEY, email text NOT NULL,
+                                updated_at timestamptz NOT NULL DEFAULT clock_timestamp());
+         CREATE TABLE by_trigger (id bigserial PRIMARY KEY, email text NOT NULL,
+                                  updated_at timestamp);
+         CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN NEW.updated_at := now(); RETURN NEW; END $$;
+         CREATE TRIGGER stamp BEFORE INSERT OR UPDATE ON by_trigger
+           FOR EACH ROW EXECUTE FUNCTION stamp();",
+    )
+    .execute(&db.pool)
+    .await?;
+    for (table, cursor) in [
+        ("by_serial", "id"),
+        ("by_now", "updated_at"),
+        ("by_clock", "updated_at"),
+        ("by_trigger", "updated_at"),
+    ] {
+        let insert = format!(
+            "INSERT INTO {table} (email) SELECT 'u' || i || '@x.test' FROM generate_series(1, $1) i"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(insert.clone()))
+            .bind(20)
+            .execute(&db.pool)
+            .await?;
+        let columns = if cursor == "id" {
+            "id, email".to_string()
+        } else {
+            format!("id, email, {cursor}")
+        };
+        let cfg = waiting_config(&format!("SELECT {columns} FROM {table}"), cursor, 7);
+        let (mut seen, saved, notices) = read_run(&db, &cfg, None).await?;
+        assert_eq!(seen.len(), 20, "{table}: the first run reads what is there");
+        assert!(notices.is_empty(), "{table}: {notices:?}");
+
+        // A takes the next id (and its now()) first, B commits after it.
+        let mut writer_a = db.pool.begin().await?;
+        sqlx::query(sqlx::AssertSqlSafe(insert.clone()))
+            .bind(1)
+            .execute(&mut *writer_a)
+            .await?;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        sqlx::query(sqlx::AssertSqlSafe(insert.clone()))
+            .bind(3)
+            .execute(&db.pool)
+            .await?;
+
+        // Runs while A is open read nothing new and say why.
+        let mut cursor = saved;
+        for run in 0..3 {
+            let (records, saved, notices) = read_run(&db, &cfg, cursor.clone()).await?;
+            assert!(
+                records.is_empty(),
+                "{table}, run {run} while A is open read {records:?}: it would save a cursor past A's row"
+            );
+            assert_eq!(saved, cursor, "{table}: the cursor stays");
+            assert!(
+                notices
+                    .iter()
+                    .any(|n| n.contains("open source transaction")),
+                "{table}: {notices:?}"
+            );
+            cursor = saved;
+        }
+        writer_a.commit().await?;
+
+        let (records, _, notices) = read_run(&db, &cfg, cursor).await?;
+        assert!(notices.is_empty(), "{table}: {notices:?}");
+        seen.extend(records);
+        let mut got = ids(&seen);
+        got.sort();
+        assert_eq!(
+            got,
+            (1..=24).collect::<Vec<_>>(),
+            "{table}: every committed row exactly once"
+        );
+    }
+    Ok(())
+}
+
+/// Four writers commit out of order (each holds its transaction a random
+/// while after taking its id and stamp) while a reader runs again and again
+/// from the cursor it saved: every committed row is read exactly once.
+#[tokio::test]
+async fn writers_committing_out_of_order_lose_no_row_to_a_reader_running_meanwhile()
+-> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    sqlx::raw_sql(
+        "CREATE TABLE stream (id bigserial PRIMARY KEY, email text NOT NULL,
+                              updated_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .execute(&db.pool)
+    .await?;
+    for cursor in ["id", "updated_at"] {
+        sqlx::raw_sql("TRUNCATE stream").execute(&db.pool).await?;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut writers = Vec::new();
+        for w in 0..4u64 {
+            let pool = db.pool.clone();
+            writers.push(tokio::spawn(async move {
+                for i in 0..40u64 {
+                    let mut tx = pool.begin().await?;
+                    sqlx::query("INSERT INTO stream (email) VALUES ('w@x.test')")
+                        .execute(&mut *tx)
+                        .await?;
+                    // A spread of hold times, so commits overtake each other.
+                    let hold = (w * 7 + i * 13) % 30;
+                    tokio::time::sleep(std::time::Duration::from_millis(hold)).await;
+                    tx.commit().await?;
+                }
+                anyhow::Ok(())
+            }));
+        }
+        let cfg = waiting_config("SELECT id, email, updated_at FROM stream", cursor, 5);
+        let reader = {
+            let (db_url, done) = (db.url.clone(), done.clone());
+            let cfg = cfg.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut cursor = None;
+                loop {
+                    let finished = done.load(std::sync::atomic::Ordering::SeqCst);
+                    let mut source = PostgresSource::with_url(&cfg, &db_url, &Default::default())?;
+                    loop {
+                        let page = source.fetch_page(cursor.as_ref()).await?;
+                        seen.extend(page.records.into_values()?);
+                        if page.next_cursor.is_some() {
+                            cursor = page.next_cursor;
+                        }
+                        if page.last {
+                            break;
+                        }
+                    }
+                    if finished {
+                        return anyhow::Ok(seen);
+                    }
+                }
+            })
+        };
+        for writer in writers {
+            writer.await??;
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        // A hang guard only: the reader's last pass takes well under a second.
+        let seen = tokio::time::timeout(std::time::Duration::from_secs(60), reader).await???;
+        let mut got = ids(&seen);
+        got.sort();
+        let committed: Vec<i64> = sqlx::query_scalar("SELECT id FROM stream ORDER BY id")
+            .fetch_all(&db.pool)
+            .await?;
+        assert_eq!(committed.len(), 160);
+        assert_eq!(
+            got, committed,
+            "by {cursor}: every committed row exactly once"
+        );
+    }
+    Ok(())
+}
+
+/// Two syncs read one query at one URL, paging by different columns: each
+/// pages by its own (a plan cached for one is not used for the other).
+#[tokio::test]
+async fn syncs_differing_only_in_cursor_column_each_page_by_their_own() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    // `seq` runs backwards against `id`: a plan paging by the wrong one
+    // reads a fraction of the rows.
+    sqlx::raw_sql(
+        "CREATE TABLE members (id int PRIMARY KEY, seq int UNIQUE NOT NULL, email text);
+         INSERT INTO members SELECT i, 1000 - i * 3, 'm' || i || '@x.test' FROM generate_series(1, 50) i;",
+    )
+    .execute(&db.pool)
+    .await?;
+    let pools = syncward::source::postgres::PostgresSourcePools::default();
+    let query = "SELECT id, seq, email FROM members";
+    for cursor in ["id", "seq", "id"] {
+        let cfg = config(query, cursor, 7);
+        let mut seen = Vec::new();
+        let mut at = None;
+        loop {
+            // One process's pools (and plans), as two workspaces' syncs share.
+            let mut source = PostgresSource::with_url(&cfg, &db.url, &pools)?;
+            let page = source.fetch_page(at.as_ref()).await?;
+            seen.extend(page.records.into_values()?);
+            at = page.next_cursor.or(at);
+            if page.last {
+                break;
+            }
+        }
+        let mut got = ids(&seen);
+        got.sort();
+        assert_eq!(got, (1..=50).collect::<Vec<_>>(), "paging by {cursor}");
+    }
+    Ok(())
+}

@@ -146,6 +146,7 @@ fn judge(
             last: next.is_none(),
             next_cursor: next.map(|c| json!({ "cursor": c })),
             notices: Vec::new(),
+            held_back: None,
         },
         None,
     )

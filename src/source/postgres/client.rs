@@ -26,6 +26,7 @@ use sqlx::{Connection, Executor, PgPool, Postgres, SqlSafeStr, Statement};
 
 use super::columns::{ColumnPlan, PostgresRows};
 use super::config::PostgresSourceConfig;
+use super::horizon::{self, Horizon};
 use super::pools::{PostgresSourcePools, SESSION_RESET};
 use crate::canonical_json::canonical_json;
 use crate::source::page::{Page, Source, SourceError};
@@ -53,6 +54,8 @@ pub struct PostgresSource {
     /// Where the column plan is cached for the runs of this process.
     plan_key: String,
     plan: Option<Arc<ColumnPlan>>,
+    /// How far this run reads (`horizon`): found at its first page.
+    horizon: Option<Horizon>,
 }
 
 impl std::fmt::Debug for PostgresSource {
@@ -96,8 +99,11 @@ impl PostgresSource {
             pool: pools.pool(url, &options, config.statement_timeout),
             connection: None,
             pools: pools.clone(),
-            plan_key: format!("{url}\n{}", config.query),
+            // Everything a plan depends on: the columns of the query at this
+            // URL, and which of them is the cursor (read in binary or not).
+            plan_key: format!("{url}\n{}\n{}", config.query, config.cursor_column),
             plan: None,
+            horizon: None,
         })
     }
 
@@ -115,21 +121,27 @@ impl PostgresSource {
 }
 
 /// The page query over the operator's query: rows after (or, for a tie group,
-/// at) the cursor, in a total order; the record's columns as `plan` reads them,
-/// then the cursor's value and type.
+/// at) the cursor and up to the run's horizon (`bound_type`: the next
+/// parameter holds the bound), in a total order; the record's columns as
+/// `plan` reads them, then the cursor's value and type.
 fn page_sql(
     config: &PostgresSourceConfig,
     plan: &ColumnPlan,
     cursor_type: Option<&str>,
+    bound_type: Option<&str>,
     limit_clause: &str,
     equal: bool,
 ) -> String {
     let column = format!("q.\"{}\"", config.cursor_column);
-    let filter = match (cursor_type, equal) {
+    let mut filter = match (cursor_type, equal) {
         (Some(t), false) => format!("AND {column} > CAST($1::text AS {t})"),
         (Some(t), true) => format!("AND {column} = CAST($1::text AS {t})"),
         (None, _) => String::new(),
     };
+    if let Some(t) = bound_type {
+        let n = if cursor_type.is_some() { 2 } else { 1 };
+        filter.push_str(&format!(" AND {column} <= CAST(${n}::text AS {t})"));
+    }
     let cursor = if plan.selects_cursor() {
         format!(", ({column})::text AS cursor_value, pg_typeof({column})::text AS cursor_type")
     } else {
@@ -193,6 +205,20 @@ impl PostgresSource {
         }
     }
 
+    /// How far this run reads: found once, before its first page.
+    async fn horizon(&mut self) -> Result<Horizon, SourceError> {
+        if let Some(horizon) = &self.horizon {
+            return Ok(horizon.clone());
+        }
+        let (query, column) = (self.config.query.clone(), self.config.cursor_column.clone());
+        let wait = self.config.commit_wait;
+        let conn = self.connection().await?;
+        reset_session(conn).await?;
+        let horizon = horizon::settle(conn, &query, &column, wait, classify_query_error).await?;
+        self.horizon = Some(horizon.clone());
+        Ok(horizon)
+    }
+
     /// A page, or `None` when the rows do not match the column plan.
     async fn read_with_plan(
         &mut self,
@@ -206,10 +232,23 @@ impl PostgresSource {
         let page_size = self.config.page_size as usize;
         let fetch_limit = i64::try_from(page_size + 1).unwrap_or(i64::MAX);
         let config = self.config.clone();
+        let bound = match self.horizon().await? {
+            Horizon::Settled(Some(bound)) => bound,
+            Horizon::Settled(None) => return Ok(Some(Page::default_last())),
+            Horizon::Held { notice, open_for } => {
+                return Ok(Some(Page {
+                    last: true,
+                    notices: vec![notice],
+                    held_back: Some(open_for),
+                    ..Page::default()
+                }));
+            }
+        };
         let sql = page_sql(
             &config,
             &plan,
             cursor.as_ref().map(|c| c.0.as_str()),
+            Some(&bound.1),
             &format!("LIMIT {fetch_limit}"),
             false,
         );
@@ -219,6 +258,7 @@ impl PostgresSource {
         if let Some((_, value)) = &cursor {
             query = query.bind(value.clone());
         }
+        query = query.bind(bound.0);
         let rows = match query.fetch_all(&mut **conn).await {
             Ok(rows) => rows,
             Err(e) if result_type_changed(&e) => return Ok(None),
@@ -253,6 +293,7 @@ impl PostgresSource {
                 &config,
                 &plan,
                 Some(&cursor_type),
+                None,
                 "",
                 true,
             )))
@@ -279,6 +320,7 @@ impl PostgresSource {
             next_cursor,
             last,
             notices: Vec::new(),
+            held_back: None,
         }))
     }
 }

@@ -14,6 +14,14 @@ const fn default_statement_timeout() -> Duration {
     Duration::from_secs(30)
 }
 
+const fn default_commit_wait() -> Duration {
+    Duration::from_secs(2)
+}
+
+/// Longest `commit_wait` a sync may set: a run waits this long holding a
+/// worker.
+pub const MAX_COMMIT_WAIT: Duration = Duration::from_secs(60);
+
 /// Largest page the source reads at once; a bigger page risks the memory bound.
 pub const MAX_PAGE_SIZE: u32 = 10_000;
 
@@ -33,6 +41,12 @@ pub struct PostgresSourceConfig {
     /// Longest a page query may run. Default 30s.
     #[serde(default = "default_statement_timeout", with = "humantime_serde")]
     pub statement_timeout: Duration,
+    /// How long a run waits, before its first page, for source transactions
+    /// older than its read to end (they may still commit rows behind the
+    /// cursor). A transaction still open then holds the run's new rows back
+    /// until a later run, with a notice: never a skip. Default 2s, at most 60s.
+    #[serde(default = "default_commit_wait", with = "humantime_serde")]
+    pub commit_wait: Duration,
 }
 
 impl PostgresSourceConfig {
@@ -80,6 +94,16 @@ impl PostgresSourceConfig {
             return Err((
                 "source.page_size".into(),
                 format!("{} is out of range 1..={MAX_PAGE_SIZE}", self.page_size),
+            ));
+        }
+        if self.commit_wait > MAX_COMMIT_WAIT {
+            return Err((
+                "source.commit_wait".into(),
+                format!(
+                    "{} is longer than {}",
+                    humantime::format_duration(self.commit_wait),
+                    humantime::format_duration(MAX_COMMIT_WAIT)
+                ),
             ));
         }
         if self.statement_timeout.is_zero() {

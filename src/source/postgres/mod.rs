@@ -3,6 +3,7 @@
 mod client;
 mod columns;
 mod config;
+mod horizon;
 mod pools;
 
 pub use client::PostgresSource;

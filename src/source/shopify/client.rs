@@ -331,6 +331,7 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
             records: records.into(),
             last,
             notices: Vec::new(),
+            held_back: None,
         },
         pause,
     )
