@@ -6,6 +6,24 @@ use super::http::HttpSourceConfig;
 use super::postgres::PostgresSourceConfig;
 use super::shopify::ShopifySourceConfig;
 
+/// How a sync reads its source.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncMode {
+    /// From the saved cursor on, by a column that moves forward.
+    #[default]
+    Cursor,
+    /// The whole query every run; only records whose content is new or
+    /// changed since they were last delivered are sent. Needs no cursor.
+    Diff,
+}
+
+impl SyncMode {
+    pub fn is_cursor(&self) -> bool {
+        *self == SyncMode::Cursor
+    }
+}
+
 /// The `[source]` table of a sync file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -24,9 +42,19 @@ impl SourceConfig {
     /// position are part of its key).
     pub fn key_fields(&self) -> &'static [&'static str] {
         match self {
-            SourceConfig::Postgres(_) => &["kind", "query", "cursor_column", "page_size"],
+            SourceConfig::Postgres(_) => {
+                &["kind", "query", "cursor_column", "page_size", "sync_mode"]
+            }
             SourceConfig::Shopify(_) => &["kind", "shop", "query", "page_size"],
             SourceConfig::Http(_) => &["kind", "url", "cursor_param", "items_pointer", "page_size"],
+        }
+    }
+
+    /// How the sync reads this source.
+    pub fn sync_mode(&self) -> SyncMode {
+        match self {
+            SourceConfig::Postgres(c) => c.sync_mode,
+            SourceConfig::Shopify(_) | SourceConfig::Http(_) => SyncMode::Cursor,
         }
     }
 

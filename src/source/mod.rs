@@ -10,5 +10,5 @@ mod retry;
 pub mod shopify;
 
 pub use any::{AnySource, SourceConnections};
-pub use config::SourceConfig;
+pub use config::{SourceConfig, SyncMode};
 pub use page::{Page, PageRecords, Records, Source, SourceError, UNDECODABLE_RECORD};

@@ -13,6 +13,7 @@ pub mod imports;
 pub mod ledger;
 pub mod ledger_days;
 pub mod processes;
+pub mod record_states;
 pub mod rejected;
 pub mod runs;
 pub mod schedule;

@@ -30,6 +30,9 @@ const DOMAIN: &[u8] = b"syncward.delivery-key.v1";
 /// its keys, under another tag. Persisted: changing it would make every page
 /// look unclaimed.
 const PAGE_DOMAIN: &[u8] = b"syncward.ledger-page.v1";
+/// Diff mode's keys and digests (`diff_page`).
+const DIFF_DOMAIN: &[u8] = b"syncward.diff-key.v1";
+const IDENTITY_DOMAIN: &[u8] = b"syncward.record-identity.v1";
 
 /// The fingerprint a run keys its records with: the source's, in the sync's
 /// ledger epoch. A full resync starts a new epoch, so no key of an earlier one
@@ -145,6 +148,39 @@ impl PageKeys {
         field(&mut hash, &self.buffer);
         DeliveryKey(hash.finalize().into())
     }
+}
+
+/// Diff mode's key of a record: the sync and source, who the record is
+/// (`identity`), what it was last delivered as (`previous`) and what it is
+/// now (`content`), with no page or position: the same change of the same
+/// record has one key whichever page it is read on, so a run that died
+/// after sending it finds it completed; and a record changed back to an
+/// earlier content (A, B, A) gets a new key, as it must be sent again.
+pub fn diff_key(
+    sync_id: &str,
+    fingerprint: &str,
+    identity: &[u8; 32],
+    previous: Option<&[u8; 32]>,
+    content: &[u8; 32],
+) -> DeliveryKey {
+    let mut hash = Sha256::new();
+    hash.update(DIFF_DOMAIN);
+    field(&mut hash, sync_id.as_bytes());
+    field(&mut hash, fingerprint.as_bytes());
+    field(&mut hash, identity);
+    field(&mut hash, previous.map_or(&[][..], |p| &p[..]));
+    field(&mut hash, content);
+    DeliveryKey(hash.finalize().into())
+}
+
+/// Who a record is, in diff mode: a digest of its mapped e-mail address
+/// (lower-cased), salted with the sync id, so the store keeps no address.
+pub fn identity_digest(sync_id: &str, email: &str) -> [u8; 32] {
+    let mut hash = Sha256::new();
+    hash.update(IDENTITY_DOMAIN);
+    field(&mut hash, sync_id.as_bytes());
+    field(&mut hash, email.to_lowercase().as_bytes());
+    hash.finalize().into()
 }
 
 fn field(hash: &mut Sha256, bytes: &[u8]) {

@@ -6,6 +6,7 @@
 mod checkpoint_pacing;
 mod claims;
 mod delivery_key;
+mod diff_page;
 mod outcome;
 mod pool;
 mod prepared_page;

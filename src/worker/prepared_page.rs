@@ -11,7 +11,7 @@ use super::run::RunContext;
 use super::run_failure::RunFailure;
 use crate::destination::Outbound;
 use crate::mapping::map_record;
-use crate::source::{Page, SourceError, UNDECODABLE_RECORD};
+use crate::source::{Page, SourceError, SyncMode, UNDECODABLE_RECORD};
 use crate::store::ledger::{self, BatchClaim, KeyState};
 use crate::store::rejected::{ATTEMPT_BUDGET_EXHAUSTED, Rejection};
 use crate::store::runs;
@@ -58,6 +58,15 @@ pub(super) struct PreparedPage {
     /// Left `pending` by an earlier run: outcome unknown.
     pub suspects: Vec<Pending>,
     pub fresh: Vec<Pending>,
+    /// Diff mode: what each record sent is kept as once its page is clean.
+    pub states: Vec<DiffState>,
+}
+
+/// Diff mode: a record's key, and who it is and what it is now.
+pub(super) struct DiffState {
+    pub key: DeliveryKey,
+    pub identity: [u8; 32],
+    pub content: [u8; 32],
 }
 
 /// Derives each record's key, looks the page's keys up in the ledger (one
@@ -69,6 +78,9 @@ pub(super) async fn prepare_page(
     page_cursor: Option<&Value>,
     page: Page,
 ) -> Result<PreparedPage, RunFailure> {
+    if cx.definition.source.sync_mode() == SyncMode::Diff {
+        return super::diff_page::prepare_diff_page(cx, fingerprint, page_cursor, page).await;
+    }
     let (env, run) = (cx.env, cx.run);
     let sync_id = run.sync_id.as_str();
     let Page {
@@ -77,16 +89,7 @@ pub(super) async fn prepare_page(
         notices,
         ..
     } = page;
-    for notice in notices {
-        warn!(sync = %sync_id, notice = %notice, "Source notice");
-        runs::add_run_event(
-            &env.store,
-            run.id,
-            "source_notice",
-            serde_json::json!({ "message": notice }),
-        )
-        .await?;
-    }
+    record_notices(cx, notices).await?;
     let records = page_records.len();
     let mut page_keys = PageKeys::new(sync_id, fingerprint, page_cursor);
     let page_id = page_keys.page_id();
@@ -103,21 +106,20 @@ pub(super) async fn prepare_page(
     }
     let packed: Vec<[u8; 32]> = keys.iter().map(|(_, k)| k.0).collect();
     let known = ledger::lookup_page(&env.store, sync_id, &page_id, &packed).await?;
-    let mut fresh = Vec::new();
-    let mut suspects = Vec::new();
-    let mut replayed = 0;
-    let mut exhausted = 0;
+    let mut sorted = SortedRecords::new(rejections);
     for (position, key) in keys {
         let state = known.state(&key.0);
         // A replayed record is not even built, let alone mapped.
         if state == KeyState::Completed {
-            replayed += 1;
+            sorted.replayed += 1;
             continue;
         }
         let record = match page_records.take(position) {
             Ok(record) => record,
             Err(SourceError::Undecodable(why)) => {
-                rejections.push(undecodable(Some(key.0.to_vec()), why));
+                sorted
+                    .rejections
+                    .push(undecodable(Some(key.0.to_vec()), why));
                 continue;
             }
             Err(e) => return Err(e.into()),
@@ -125,7 +127,7 @@ pub(super) async fn prepare_page(
         let contact = match map_record(&cx.definition.mapping, &record) {
             Ok(contact) => contact,
             Err(e) => {
-                rejections.push(Rejection {
+                sorted.rejections.push(Rejection {
                     key: Some(key.0.to_vec()),
                     email: None,
                     code: e.code().to_string(),
@@ -134,13 +136,65 @@ pub(super) async fn prepare_page(
                 continue;
             }
         };
+        sorted.add(key, state, contact, env.record_attempts);
+    }
+    Ok(sorted.into_page(PageHead {
+        records,
+        cursor: page_cursor.cloned(),
+        next_cursor,
+        page_id,
+        open_batches: known.open_batches,
+    }))
+}
+
+/// What every prepared page starts with, whichever way it was keyed.
+pub(super) struct PageHead {
+    pub records: usize,
+    pub cursor: Option<Value>,
+    pub next_cursor: Option<Value>,
+    pub page_id: [u8; 32],
+    pub open_batches: Vec<(i64, Vec<u8>)>,
+}
+
+/// A page's mapped records sorted by their keys' ledger states.
+pub(super) struct SortedRecords {
+    pub replayed: i64,
+    pub rejections: Vec<Rejection>,
+    pub exhausted: usize,
+    pub suspects: Vec<Pending>,
+    pub fresh: Vec<Pending>,
+    /// Diff mode: what each record sent will be kept as once delivered.
+    pub states: Vec<DiffState>,
+}
+
+impl SortedRecords {
+    pub fn new(rejections: Vec<Rejection>) -> Self {
+        Self {
+            replayed: 0,
+            rejections,
+            exhausted: 0,
+            suspects: Vec::new(),
+            fresh: Vec::new(),
+            states: Vec::new(),
+        }
+    }
+
+    /// Files a record whose key is not completed: out of attempts
+    /// (quarantined), left pending by an earlier run (a suspect), or fresh.
+    pub fn add(
+        &mut self,
+        key: DeliveryKey,
+        state: KeyState,
+        contact: crate::destination::Contact,
+        record_attempts: i32,
+    ) {
         let (spent, per_key) = match state {
             KeyState::Pending { attempts, per_key } => (attempts, per_key),
             _ => (0, false),
         };
-        if spent >= env.record_attempts {
-            exhausted += 1;
-            rejections.push(Rejection {
+        if spent >= record_attempts {
+            self.exhausted += 1;
+            self.rejections.push(Rejection {
                 key: Some(key.0.to_vec()),
                 email: Some(contact.email),
                 code: ATTEMPT_BUDGET_EXHAUSTED.into(),
@@ -149,7 +203,7 @@ pub(super) async fn prepare_page(
                      quarantined: `syncward sync retry-rejected` puts it back"
                 ),
             });
-            continue;
+            return;
         }
         let item = Pending {
             key,
@@ -162,28 +216,50 @@ pub(super) async fn prepare_page(
             per_key,
         };
         if item.suspect {
-            suspects.push(item)
+            self.suspects.push(item)
         } else {
-            fresh.push(item)
+            self.fresh.push(item)
         }
     }
-    Ok(PreparedPage {
-        records,
-        cursor: page_cursor.cloned(),
-        next_cursor,
-        page_id,
-        open_batches: known.open_batches,
-        claimed: None,
-        replayed,
-        rejections,
-        exhausted,
-        suspects,
-        fresh,
-    })
+
+    pub fn into_page(self, head: PageHead) -> PreparedPage {
+        PreparedPage {
+            records: head.records,
+            cursor: head.cursor,
+            next_cursor: head.next_cursor,
+            page_id: head.page_id,
+            open_batches: head.open_batches,
+            claimed: None,
+            replayed: self.replayed,
+            rejections: self.rejections,
+            exhausted: self.exhausted,
+            suspects: self.suspects,
+            fresh: self.fresh,
+            states: self.states,
+        }
+    }
+}
+
+/// Adds the source's notices to the run's timeline.
+pub(super) async fn record_notices(
+    cx: &RunContext<'_>,
+    notices: Vec<String>,
+) -> Result<(), RunFailure> {
+    for notice in notices {
+        warn!(sync = %cx.run.sync_id, notice = %notice, "Source notice");
+        runs::add_run_event(
+            &cx.env.store,
+            cx.run.id,
+            "source_notice",
+            serde_json::json!({ "message": notice }),
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// The rejection of a record the source could not decode.
-fn undecodable(key: Option<Vec<u8>>, why: String) -> Rejection {
+pub(super) fn undecodable(key: Option<Vec<u8>>, why: String) -> Rejection {
     Rejection {
         key,
         email: None,

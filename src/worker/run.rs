@@ -33,10 +33,11 @@ use crate::config::SyncDefinition;
 use crate::destination::{AnyDestination, Destination, Outbound, RecordOutcome};
 use crate::failure::FailureCode;
 use crate::lease::Lease;
-use crate::source::AnySource;
+use crate::source::{AnySource, SyncMode};
 use crate::store::checkpoint::{self, CleanPage};
 use crate::store::cursors;
 use crate::store::ledger::{BatchClaim, BatchClaimRequest, BatchCompletion};
+use crate::store::record_states;
 use crate::store::rejected::{self, Rejection};
 use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
 
@@ -135,6 +136,11 @@ pub async fn execute_run(
                 warn!(error = %e, "Could not record the destination notice");
             }
         }
+        // Diff mode reads the whole query every run.
+        let start = match definition.source.sync_mode() {
+            SyncMode::Cursor => start,
+            SyncMode::Diff => None,
+        };
         let lost = AtomicBool::new(false);
         let cx = RunContext {
             env,
@@ -390,6 +396,7 @@ async fn send_page(
         exhausted,
         suspects,
         fresh,
+        states,
         ..
     } = page;
     counts.read += records as i64;
@@ -419,6 +426,21 @@ async fn send_page(
     let run = cx.run;
     let page = (&page_id, cursor.as_ref());
     rejected::record_rejections(&cx.env.store, run.id, &run.sync_id, page, &rejections).await?;
+    if !states.is_empty() {
+        // Diff mode: every record sent and not refused is kept as delivered,
+        // so the next run sends it again only if it changes. (A call that
+        // failed returned above: its records are sent again next run, as
+        // completed keys if they did arrive.)
+        let refused: std::collections::HashSet<&[u8]> =
+            rejections.iter().filter_map(|r| r.key.as_deref()).collect();
+        let kept: Vec<([u8; 32], [u8; 32])> = states
+            .iter()
+            .filter(|s| !refused.contains(&s.key.0[..]))
+            .map(|s| (s.identity, s.content))
+            .collect();
+        record_states::remember_states(&cx.env.store, &run.sync_id, run.ledger_epoch, &kept)
+            .await?;
+    }
     if exhausted > 0 {
         metrics::counter!("syncward_records_quarantined_total", "sync" => run.sync_id.clone())
             .increment(exhausted as u64);

@@ -15,6 +15,7 @@ mod conformance;
 mod daemon;
 mod deadman;
 mod debian_package;
+mod diff_mode;
 mod edges;
 mod fault_drills;
 mod fleet;

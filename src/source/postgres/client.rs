@@ -29,6 +29,7 @@ use super::config::PostgresSourceConfig;
 use super::horizon::{self, Horizon};
 use super::pools::{PostgresSourcePools, SESSION_RESET};
 use crate::canonical_json::canonical_json;
+use crate::source::SyncMode;
 use crate::source::page::{Page, Source, SourceError};
 
 /// Cursor column types the source can page by: each compares and round-trips
@@ -56,6 +57,21 @@ pub struct PostgresSource {
     plan: Option<Arc<ColumnPlan>>,
     /// How far this run reads (`horizon`): found at its first page.
     horizon: Option<Horizon>,
+    /// Diff mode: rows fetched so far from the run's open cursor over the
+    /// whole query (`None`: no cursor open on the connection).
+    whole_read: Option<u64>,
+}
+
+impl Drop for PostgresSource {
+    fn drop(&mut self) {
+        // A connection with the run's read transaction still open (the run
+        // ended early) must not serve anyone else.
+        if self.whole_read.is_some()
+            && let Some(mut conn) = self.connection.take()
+        {
+            conn.close_on_drop();
+        }
+    }
 }
 
 impl std::fmt::Debug for PostgresSource {
@@ -104,6 +120,7 @@ impl PostgresSource {
             plan_key: format!("{url}\n{}\n{}", config.query, config.cursor_column),
             plan: None,
             horizon: None,
+            whole_read: None,
         })
     }
 
@@ -169,7 +186,12 @@ impl PostgresSource {
             return Ok(plan);
         }
         let sql = format!("SELECT * FROM ({}) AS q", self.config.query);
+        // Inside a diff run's read transaction, a reset would be refused.
+        let in_read = self.whole_read.is_some();
         let conn = self.connection().await?;
+        if !in_read {
+            reset_session(conn).await?;
+        }
         let statement = (&mut **conn)
             .prepare(sqlx::AssertSqlSafe(sql).into_sql_str())
             .await
@@ -325,17 +347,92 @@ impl PostgresSource {
     }
 }
 
+/// The name of a diff run's cursor over the whole query.
+const WHOLE_CURSOR: &str = "syncward_whole";
+
+impl PostgresSource {
+    /// Diff mode: the next page of the whole query, from one cursor over it
+    /// in a read-only repeatable-read transaction that lasts the run, so the
+    /// run reads one snapshot with flat memory and needs no cursor column.
+    /// The page cursor is the count of rows fetched before the page (it
+    /// names the page in the ledger; the next run starts again at 0).
+    async fn read_whole(&mut self) -> Result<Page, SourceError> {
+        let plan = self.plan().await?;
+        let page_size = self.config.page_size as usize;
+        let query = self.config.query.clone();
+        let fetched = self.whole_read;
+        let before = fetched.unwrap_or(0);
+        // Marked before the transaction opens: a failure from here on closes
+        // the connection rather than pool it mid-transaction.
+        self.whole_read = Some(before);
+        let conn = self.connection().await?;
+        if fetched.is_none() {
+            reset_session(conn).await?;
+            let declare = format!(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
+                 DECLARE {WHOLE_CURSOR} NO SCROLL CURSOR FOR SELECT {} FROM ({query}) AS q",
+                plan.select_list()
+            );
+            sqlx::raw_sql(sqlx::AssertSqlSafe(declare))
+                .execute(&mut **conn)
+                .await
+                .map_err(classify_query_error)?;
+        }
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "FETCH FORWARD {page_size} FROM {WHOLE_CURSOR}"
+        )))
+        .fetch_all(&mut **conn)
+        .await
+        .map_err(classify_query_error)?;
+        if rows.first().is_some_and(|row| !plan.matches(row)) {
+            return Err(SourceError::Query(
+                "the source query's columns changed while it was read".into(),
+            ));
+        }
+        let last = rows.len() < page_size;
+        let after = before + rows.len() as u64;
+        if last {
+            sqlx::raw_sql("COMMIT")
+                .execute(&mut **conn)
+                .await
+                .map_err(classify_query_error)?;
+        }
+        self.whole_read = (!last).then_some(after);
+        Ok(Page {
+            records: PostgresRows::new(plan, rows).into(),
+            next_cursor: Some(json!({ "row": after })),
+            last,
+            notices: Vec::new(),
+            held_back: None,
+        })
+    }
+}
+
 impl Source for PostgresSource {
     fn fingerprint(&self) -> String {
-        let identity =
-            json!({ "query": self.config.query, "cursor_column": self.config.cursor_column });
+        // Diff mode is named only when on, so cursor-mode keys stay as they were.
+        let identity = match self.config.sync_mode {
+            SyncMode::Cursor => {
+                json!({ "query": self.config.query, "cursor_column": self.config.cursor_column })
+            }
+            SyncMode::Diff => json!({ "query": self.config.query, "sync_mode": "diff" }),
+        };
         let digest = Sha256::digest(canonical_json(&identity).as_bytes());
         format!("postgres:{}", hex::encode(digest))
     }
 
     async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
-        let result = self.read(cursor).await;
-        if matches!(result, Err(SourceError::Unreachable(_))) {
+        let result = match self.config.sync_mode {
+            SyncMode::Cursor => self.read(cursor).await,
+            SyncMode::Diff => self.read_whole().await,
+        };
+        if result.is_err() && self.whole_read.is_some() {
+            // The read transaction is in an unknown state: nobody reuses it.
+            self.whole_read = None;
+            if let Some(mut conn) = self.connection.take() {
+                conn.close_on_drop();
+            }
+        } else if matches!(result, Err(SourceError::Unreachable(_))) {
             // A broken connection goes back to no one: the next page takes
             // another (or a new) one from the pool.
             if let Some(mut conn) = self.connection.take() {

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::connector_config::EnvVarName;
+use crate::source::SyncMode;
 
 const fn default_page_size() -> u32 {
     500
@@ -32,9 +33,16 @@ pub struct PostgresSourceConfig {
     pub url_env: EnvVarName,
     /// One SELECT; it is wrapped as a subquery and paged by `cursor_column`.
     pub query: String,
-    /// Column of the query that orders and pages the rows; its values must be
-    /// unique (an id, or a unique timestamp).
+    /// Column of the query that orders and pages the rows (an id, or a
+    /// timestamp set by the database); rows sharing a value are read
+    /// together. Required in `cursor` mode, not used in `diff` mode.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cursor_column: String,
+    /// `cursor` (default): each run reads from the saved cursor on. `diff`:
+    /// each run reads the whole query and sends only the records whose
+    /// content is new or changed since they were last delivered.
+    #[serde(default, skip_serializing_if = "SyncMode::is_cursor")]
+    pub sync_mode: SyncMode,
     /// Rows per page (1 to 10000). Default 500.
     #[serde(default = "default_page_size")]
     pub page_size: u32,
@@ -72,15 +80,29 @@ impl PostgresSourceConfig {
                 format!("must start with SELECT or WITH, not \"{first}\""),
             ));
         }
-        let column_ok = self
-            .cursor_column
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && self
+        if self.sync_mode == SyncMode::Diff {
+            if !self.cursor_column.is_empty() {
+                return Err((
+                    "source.cursor_column".into(),
+                    "is not used when sync_mode = \"diff\" (every run reads the whole query); remove it".into(),
+                ));
+            }
+        } else if self.cursor_column.is_empty() {
+            return Err((
+                "source.cursor_column".into(),
+                "is required (or set sync_mode = \"diff\" for a query without a column that moves forward)".into(),
+            ));
+        }
+        let column_ok = self.cursor_column.is_empty()
+            || self
                 .cursor_column
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && self
+                    .cursor_column
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !column_ok {
             return Err((
                 "source.cursor_column".into(),

@@ -66,8 +66,10 @@ fn top_sql(query: &str, column: &str) -> String {
 
 /// Sessions of this database, other than ours, whose transaction started at
 /// or before `$1`; and sessions this role may not see at all (it would not
-/// know when theirs started). Schema-qualified: an earlier query of the
-/// operator's may have changed the search path.
+/// know when theirs started). syncward's own source sessions (read-only from
+/// their first statement, named `pools::READER_NAME`, no transaction id) are
+/// left out: a diff run's long read cannot commit a row. Schema-qualified:
+/// an earlier query of the operator's may have changed the search path.
 const OPEN_SQL: &str = "
     SELECT pid, coalesce(application_name, '') AS application, xact_start::text AS since,
            extract(epoch FROM clock_timestamp() - xact_start)::float8 AS open_for,
@@ -76,7 +78,8 @@ const OPEN_SQL: &str = "
      WHERE datname = pg_catalog.current_database()
        AND pid <> pg_catalog.pg_backend_pid()
        AND (query = '<insufficient privilege>'
-            OR (backend_type = 'client backend' AND xact_start <= $1::timestamptz))
+            OR (backend_type = 'client backend' AND xact_start <= $1::timestamptz
+                AND NOT (application_name = 'syncward' AND backend_xid IS NULL)))
      ORDER BY hidden DESC, xact_start
      LIMIT 1";
 

@@ -42,6 +42,9 @@ pub(super) const SESSION_RESET: &str = "RESET ALL; RESET ROLE; \
     SELECT set_config('client_encoding', 'SQL_ASCII', false) \
     WHERE current_setting('server_encoding') = 'SQL_ASCII'";
 
+/// `application_name` of every source connection.
+pub(super) const READER_NAME: &str = "syncward";
+
 #[derive(Debug, Clone, Default)]
 pub struct PostgresSourcePools {
     pools: Arc<Mutex<HashMap<String, PgPool>>>,
@@ -69,7 +72,9 @@ impl PostgresSourcePools {
                 // Read-only for every transaction: a query that writes (by
                 // mistake) fails. UTC: timestamp cursors round-trip through
                 // text the same way every time.
-                let options = options.clone().options([
+                // Named, so another sync's commit horizon can tell these
+                // read-only sessions (a diff run's long read) from writers.
+                let options = options.clone().application_name(READER_NAME).options([
                     ("default_transaction_read_only", "on"),
                     ("statement_timeout", timeout_ms.as_str()),
                     ("TimeZone", "UTC"),

@@ -1,0 +1,118 @@
+//! Diff mode (`source.sync_mode = "diff"`): a page of the whole query made
+//! ready to send. Every record is mapped to learn who it is (a digest of its
+//! e-mail address); one query reads what each was last delivered as
+//! (`record_states`); a record whose content is unchanged is counted as
+//! replayed and dropped, and only new or changed ones are keyed (`diff_key`:
+//! who, what before, what now), looked up in the ledger and sent, exactly as
+//! a cursor-mode page is. What each sent record becomes is kept once its
+//! page is clean (`run::send_page`).
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::delivery_key::{PageKeys, diff_key, identity_digest};
+use super::prepared_page::{
+    DiffState, PageHead, PreparedPage, SortedRecords, record_notices, undecodable,
+};
+use super::run::RunContext;
+use super::run_failure::RunFailure;
+use crate::mapping::map_record;
+use crate::source::{Page, SourceError};
+use crate::store::ledger::{self, KeyState};
+use crate::store::record_states;
+use crate::store::rejected::Rejection;
+
+pub(super) async fn prepare_diff_page(
+    cx: &RunContext<'_>,
+    fingerprint: &str,
+    page_cursor: Option<&Value>,
+    page: Page,
+) -> Result<PreparedPage, RunFailure> {
+    let (env, run) = (cx.env, cx.run);
+    let sync_id = run.sync_id.as_str();
+    let Page {
+        records: mut page_records,
+        next_cursor,
+        notices,
+        ..
+    } = page;
+    record_notices(cx, notices).await?;
+    let records = page_records.len();
+    let page_id = PageKeys::new(sync_id, fingerprint, page_cursor).page_id();
+    let mut sorted = SortedRecords::new(Vec::new());
+    let mut on_page = HashSet::with_capacity(records);
+    let mut candidates = Vec::with_capacity(records);
+    let mut bytes = Vec::new();
+    for position in 0..records {
+        bytes.clear();
+        let read = page_records
+            .write_canonical(position, &mut bytes)
+            .and_then(|()| page_records.take(position));
+        let record = match read {
+            Ok(record) => record,
+            Err(SourceError::Undecodable(why)) => {
+                sorted.rejections.push(undecodable(None, why));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let content: [u8; 32] = Sha256::digest(&bytes).into();
+        let contact = match map_record(&cx.definition.mapping, &record) {
+            Ok(contact) => contact,
+            Err(e) => {
+                sorted.rejections.push(Rejection {
+                    key: None,
+                    email: None,
+                    code: e.code().to_string(),
+                    message: e.to_string(),
+                });
+                continue;
+            }
+        };
+        let identity = identity_digest(sync_id, &contact.email);
+        // One person twice in one read: the first row is theirs.
+        if !on_page.insert(identity) {
+            sorted.replayed += 1;
+            continue;
+        }
+        candidates.push((identity, content, contact));
+    }
+    let identities: Vec<[u8; 32]> = candidates.iter().map(|c| c.0).collect();
+    let kept =
+        record_states::lookup_states(&env.store, sync_id, run.ledger_epoch, &identities).await?;
+    let mut changed = Vec::with_capacity(candidates.len());
+    for (identity, content, contact) in candidates {
+        let previous = kept.get(&identity);
+        if previous == Some(&content) {
+            sorted.replayed += 1;
+            continue;
+        }
+        let key = diff_key(sync_id, fingerprint, &identity, previous, &content);
+        changed.push((key, identity, content, contact));
+    }
+    let packed: Vec<[u8; 32]> = changed.iter().map(|c| c.0.0).collect();
+    let known = ledger::lookup_page(&env.store, sync_id, &page_id, &packed).await?;
+    for (key, identity, content, contact) in changed {
+        sorted.states.push(DiffState {
+            key,
+            identity,
+            content,
+        });
+        let state = known.state(&key.0);
+        if state == KeyState::Completed {
+            // Sent by a run that died before keeping its state: kept now.
+            sorted.replayed += 1;
+            continue;
+        }
+        sorted.add(key, state, contact, env.record_attempts);
+    }
+    Ok(sorted.into_page(PageHead {
+        records,
+        cursor: page_cursor.cloned(),
+        next_cursor,
+        page_id,
+        open_batches: known.open_batches,
+    }))
+}

@@ -1,0 +1,134 @@
+//! Diff mode (`source.sync_mode = "diff"`): a query with no column that moves
+//! forward is read whole every run, and only records whose content is new or
+//! changed since they were last delivered are sent (the real binary, the
+//! Brevo fake).
+
+use crate::helpers::scenario::{BREVO_KEY, SYNC_ID, Scenario, SyncOptions};
+
+/// Publishes the scenario's sync in diff mode over an audience query: no
+/// cursor column.
+async fn publish_diff(s: &Scenario, query: &str) -> anyhow::Result<()> {
+    let text = format!(
+        r#"
+id = "{SYNC_ID}"
+workspace = "acme"
+schedule = "{schedule}"
+
+[source]
+kind = "postgres"
+url_env = "TEST_SOURCE_URL"
+sync_mode = "diff"
+query = "{query}"
+page_size = 7
+
+[destination]
+kind = "brevo"
+api_key_env = "TEST_BREVO_KEY"
+base_url = "{base}"
+mode = "bulk"
+list_ids = [12]
+
+[mapping]
+email = "email"
+attributes = {{ FIRSTNAME = "first_name" }}
+"#,
+        schedule = crate::helpers::scenario::QUIET_SCHEDULE,
+        base = s.fake.base_url,
+    );
+    let path = s.dir.path().join("diff.toml");
+    std::fs::write(&path, text)?;
+    s.cli
+        .run(&["sync", "apply", path.to_str().unwrap_or_default()])
+        .await?
+        .ok()?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn diff_mode_sends_only_new_and_changed_records_and_a_record_changed_back()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    assert_eq!(BREVO_KEY, "xkeysib-test-key");
+    // An audience: rows enter and leave it without any column moving forward.
+    publish_diff(
+        &s,
+        "SELECT email, first_name FROM contacts WHERE first_name NOT LIKE 'gone%'",
+    )
+    .await?;
+    s.run_foreground().await?.ok()?;
+    assert_eq!(s.fake.writes().len(), 30, "the first run sends everyone");
+
+    s.run_foreground().await?.ok()?;
+    assert_eq!(s.fake.writes().len(), 30, "nothing changed: nothing sent");
+    let run = s.last_run().await?;
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["records_replayed"], 30, "{run}");
+
+    // Two change, one arrives, one leaves the audience.
+    sqlx::raw_sql(
+        "UPDATE contacts SET first_name = 'Changed' || id WHERE id IN (3, 17);
+         INSERT INTO contacts VALUES (31, 'user31@example.com', 'First31');
+         UPDATE contacts SET first_name = 'gone' WHERE id = 5;",
+    )
+    .execute(&s.db.pool)
+    .await?;
+    s.run_foreground().await?.ok()?;
+    let writes = s.fake.writes();
+    let new: Vec<(String, String)> = writes[30..]
+        .iter()
+        .map(|w| (w.email.clone(), w.attributes["FIRSTNAME"].to_string()))
+        .collect();
+    assert_eq!(new.len(), 3, "{new:?}");
+    for email in [
+        "user3@example.com",
+        "user17@example.com",
+        "user31@example.com",
+    ] {
+        assert!(new.iter().any(|(e, _)| e == email), "{email} in {new:?}");
+    }
+
+    // A record changed and then changed back is sent both times: the
+    // destination ends up with what the source holds.
+    sqlx::raw_sql("UPDATE contacts SET first_name = 'Other' WHERE id = 3")
+        .execute(&s.db.pool)
+        .await?;
+    s.run_foreground().await?.ok()?;
+    sqlx::raw_sql("UPDATE contacts SET first_name = 'Changed3' WHERE id = 3")
+        .execute(&s.db.pool)
+        .await?;
+    s.run_foreground().await?.ok()?;
+    let writes = s.fake.writes();
+    assert_eq!(writes.len(), 35, "one write per change of row 3");
+    let last = writes.last().expect("a write");
+    assert_eq!(last.email, "user3@example.com");
+    assert_eq!(last.attributes["FIRSTNAME"], "Changed3");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn diff_mode_needs_no_cursor_column_and_cursor_mode_needs_one() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let path = s.dir.path().join("bad.toml");
+    for (source, complaint) in [
+        (
+            "sync_mode = \"diff\"\ncursor_column = \"id\"",
+            "source.cursor_column",
+        ),
+        ("page_size = 5", "source.cursor_column"),
+    ] {
+        std::fs::write(
+            &path,
+            format!(
+                "id = \"bad\"\nworkspace = \"acme\"\nschedule = \"0 0 * * * *\"\n\n[source]\nkind = \"postgres\"\nurl_env = \"TEST_SOURCE_URL\"\nquery = \"SELECT email FROM contacts\"\n{source}\n\n[destination]\nkind = \"brevo\"\napi_key_env = \"TEST_BREVO_KEY\"\nlist_ids = [1]\n\n[mapping]\nemail = \"email\"\n"
+            ),
+        )?;
+        let out = s
+            .cli
+            .run(&["sync", "apply", path.to_str().unwrap_or_default()])
+            .await?;
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(out.stderr.contains(complaint), "{}", out.stderr);
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+    }
+    Ok(())
+}
