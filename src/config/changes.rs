@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::sync_file::SyncDefinition;
+use crate::source::SyncMode;
 
 /// One field that differs: its dotted path and both values (`None`: absent).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -67,9 +68,23 @@ pub fn delivery_meaning(changes: &[FieldChange], new: &SyncDefinition) -> Vec<St
             .collect::<Vec<_>>()
     };
     let mut meanings = Vec::new();
+    // A mode change says what it means for the cursor and the keys itself.
+    let mode_changed = !under("source.sync_mode").is_empty();
+    if mode_changed {
+        meanings.push(match new.source.sync_mode() {
+            SyncMode::Diff => format!(
+                "source.sync_mode changed to diff: every run reads the whole query and sends only records that are new or changed since this mode last delivered them, so the first run sends every record once; the cursor is no longer used (`syncward sync show {id}` keeps the history)"
+            ),
+            SyncMode::Cursor => format!(
+                "source.sync_mode changed to cursor: runs read from the cursor on, starting from the beginning (diff mode kept none), so the first run sends every record once; rows are then read as the cursor column moves forward"
+            ),
+        });
+    }
     let key_fields = new.source.key_fields();
-    let (keyed, other_source): (Vec<&str>, Vec<&str>) =
-        under("source").into_iter().partition(|f| {
+    let (keyed, other_source): (Vec<&str>, Vec<&str>) = under("source")
+        .into_iter()
+        .filter(|f| !(mode_changed && (*f == "source.sync_mode" || *f == "source.cursor_column")))
+        .partition(|f| {
             key_fields
                 .iter()
                 .any(|k| f.strip_prefix("source.") == Some(*k))
@@ -161,6 +176,29 @@ email = "email"
             ),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_mode_change_says_what_it_means_for_delivery() {
+        let before = definition("");
+        let mut after = serde_json::to_value(&before).unwrap();
+        after["source"]["sync_mode"] = "diff".into();
+        after["source"]
+            .as_object_mut()
+            .unwrap()
+            .remove("cursor_column");
+        let changes = field_changes(&serde_json::to_value(&before).unwrap(), &after);
+        let parsed: SyncDefinition = serde_json::from_value(after).unwrap();
+        let meaning = delivery_meaning(&changes, &parsed);
+        assert_eq!(meaning.len(), 1, "{meaning:?}");
+        assert!(
+            meaning[0]
+                .starts_with("source.sync_mode changed to diff: every run reads the whole query"),
+            "{meaning:?}"
+        );
+        // And back.
+        let back = delivery_meaning(&changes, &before);
+        assert!(back[0].contains("changed to cursor"), "{back:?}");
     }
 
     #[test]

@@ -283,7 +283,12 @@ async fn page_loop(
             Some(page) if cx.bulk() => page.whole_claim(cx.env.record_attempts),
             _ => None,
         };
-        if !pacing.page_clean(next, replayed_whole, claim_next.is_some()) {
+        // Diff mode keeps no cursor: every run reads the whole query.
+        let saved = match cx.definition.source.sync_mode() {
+            SyncMode::Cursor => next,
+            SyncMode::Diff => None,
+        };
+        if !pacing.page_clean(saved, replayed_whole, claim_next.is_some()) {
             let claimed =
                 checkpoint(cx, state, pacing.at(), completions, claim_next.as_ref()).await?;
             pacing.written();

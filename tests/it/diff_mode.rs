@@ -63,6 +63,7 @@ async fn diff_mode_sends_only_new_and_changed_records_and_a_record_changed_back(
     let run = s.last_run().await?;
     assert_eq!(run["status"], "succeeded");
     assert_eq!(run["records_replayed"], 30, "{run}");
+    assert_eq!(s.cursor().await?, None, "diff mode keeps no cursor");
 
     // Two change, one arrives, one leaves the audience.
     sqlx::raw_sql(
