@@ -44,6 +44,9 @@ pub enum FailureCode {
     SourceTransactionsHidden,
     DestinationAuthFailed,
     DestinationRejectedAll,
+    /// Mirror mode would have taken more records off the destination than
+    /// `source.max_removal_share` allows.
+    MirrorRemovalRefused,
     RecordsQuarantined,
     DestinationUnavailable,
     DestinationRateLimited,
@@ -58,7 +61,7 @@ pub enum FailureCode {
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 20] = [
+    pub const ALL: [FailureCode; 21] = [
         FailureCode::SourceUnreachable,
         FailureCode::SourceQueryFailed,
         FailureCode::SourceAuthFailed,
@@ -68,6 +71,7 @@ impl FailureCode {
         FailureCode::SourceTransactionsHidden,
         FailureCode::DestinationAuthFailed,
         FailureCode::DestinationRejectedAll,
+        FailureCode::MirrorRemovalRefused,
         FailureCode::RecordsQuarantined,
         FailureCode::DestinationUnavailable,
         FailureCode::DestinationRateLimited,
@@ -92,6 +96,7 @@ impl FailureCode {
             FailureCode::SourceTransactionsHidden => "source_transactions_hidden",
             FailureCode::DestinationAuthFailed => "destination_auth_failed",
             FailureCode::DestinationRejectedAll => "destination_rejected_all",
+            FailureCode::MirrorRemovalRefused => "mirror_removal_refused",
             FailureCode::RecordsQuarantined => "records_quarantined",
             FailureCode::DestinationUnavailable => "destination_unavailable",
             FailureCode::DestinationRateLimited => "destination_rate_limited",
@@ -134,6 +139,9 @@ impl FailureCode {
             }
             FailureCode::DestinationAuthFailed => {
                 "The destination refused the API key this sync uses."
+            }
+            FailureCode::MirrorRemovalRefused => {
+                "More of the records this sync delivered left its query than source.max_removal_share allows one run to take off the destination, so the run took nobody off (a broken query would otherwise empty the lists)."
             }
             FailureCode::DestinationRejectedAll => {
                 "The destination rejected every record of a batch."
@@ -195,6 +203,9 @@ impl FailureCode {
             FailureCode::DestinationAuthFailed => {
                 "Renew the API key in the environment variable the sync names, then resume the sync."
             }
+            FailureCode::MirrorRemovalRefused => {
+                "Check the query and its source (the run's detail gives the counts); if the records really left, raise source.max_removal_share in the sync file and apply it, then run the sync again."
+            }
             FailureCode::DestinationRejectedAll => {
                 "Check the mapping: the rejected records on this run say what the destination objected to."
             }
@@ -243,6 +254,7 @@ impl FailureCode {
             | FailureCode::SourceTransactionsHidden
             | FailureCode::DestinationAuthFailed
             | FailureCode::DestinationRejectedAll
+            | FailureCode::MirrorRemovalRefused
             | FailureCode::ConfigInvalid => Owner::Customer,
             FailureCode::SourceUnreachable
             | FailureCode::DestinationUnavailable
@@ -277,6 +289,7 @@ impl FailureCode {
             | FailureCode::SourceTransactionsHidden
             | FailureCode::DestinationAuthFailed
             | FailureCode::DestinationRejectedAll
+            | FailureCode::MirrorRemovalRefused
             | FailureCode::RecordsQuarantined
             | FailureCode::ConfigInvalid
             | FailureCode::LeaseBusy

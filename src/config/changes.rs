@@ -75,9 +75,8 @@ pub fn delivery_meaning(changes: &[FieldChange], new: &SyncDefinition) -> Vec<St
             SyncMode::Diff => format!(
                 "source.sync_mode changed to diff: every run reads the whole query and sends only records that are new or changed since this mode last delivered them, so the first run sends every record once; the cursor is no longer used (`syncward sync show {id}` keeps the history)"
             ),
-            SyncMode::Cursor => format!(
-                "source.sync_mode changed to cursor: runs read from the cursor on, starting from the beginning (diff mode kept none), so the first run sends every record once; rows are then read as the cursor column moves forward"
-            ),
+            SyncMode::Mirror => "source.sync_mode changed to mirror: every run reads the whole query, sends records new or changed since they were last delivered, and takes records that left the query off the destination's lists (at most source.max_removal_share of them per run); what diff mode delivered is kept, a switch from cursor mode sends every record once".to_string(),
+            SyncMode::Cursor => "source.sync_mode changed to cursor: runs read from the cursor on, starting from the beginning (diff mode kept none), so the first run sends every record once; rows are then read as the cursor column moves forward".to_string(),
         });
     }
     let key_fields = new.source.key_fields();

@@ -64,6 +64,13 @@ impl Destination for AnyDestination {
         }
     }
 
+    async fn remove(&self, emails: &[String], key: &str) -> Result<(), DestinationError> {
+        match self {
+            AnyDestination::Brevo(d) => d.remove(emails, key).await,
+            AnyDestination::Webhook(d) => d.remove(emails, key).await,
+        }
+    }
+
     fn follow_up(&self, answer: &Value) -> Option<FollowUp> {
         match self {
             AnyDestination::Brevo(d) => d.follow_up(answer),

@@ -29,6 +29,17 @@ pub trait Destination: Send + Sync {
         records: &[Outbound],
     ) -> impl Future<Output = Result<Vec<RecordOutcome>, DestinationError>> + Send;
 
+    /// Mirror mode: takes these contacts (by address) off what the sync put
+    /// them on — Brevo: the sync's lists, never deleted nor blocklisted; a
+    /// webhook: a `removed` event each. `key` names the call (a digest of
+    /// the addresses) for destinations that take an idempotency key.
+    /// Transient failures are retried inside; an error is final for the run.
+    fn remove(
+        &self,
+        emails: &[String],
+        key: &str,
+    ) -> impl Future<Output = Result<(), DestinationError>> + Send;
+
     /// The later check a delivered record's answer asks for (an asynchronous
     /// import), if any. Most destinations write before they answer.
     fn follow_up(&self, _answer: &Value) -> Option<FollowUp> {

@@ -16,11 +16,19 @@ pub enum SyncMode {
     /// The whole query every run; only records whose content is new or
     /// changed since they were last delivered are sent. Needs no cursor.
     Diff,
+    /// Diff, and records that left the query since the last complete read
+    /// are taken off the destination (off its lists; never deleted).
+    Mirror,
 }
 
 impl SyncMode {
     pub fn is_cursor(&self) -> bool {
         *self == SyncMode::Cursor
+    }
+
+    /// Every run reads the whole query (diff and mirror).
+    pub fn reads_whole(self) -> bool {
+        self != SyncMode::Cursor
     }
 }
 
@@ -55,6 +63,14 @@ impl SourceConfig {
         match self {
             SourceConfig::Postgres(c) => c.sync_mode,
             SourceConfig::Shopify(_) | SourceConfig::Http(_) => SyncMode::Cursor,
+        }
+    }
+
+    /// Mirror mode's largest share of known records one run may take off.
+    pub fn max_removal_share(&self) -> f64 {
+        match self {
+            SourceConfig::Postgres(c) => c.max_removal_share,
+            SourceConfig::Shopify(_) | SourceConfig::Http(_) => 0.0,
         }
     }
 

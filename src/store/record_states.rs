@@ -1,6 +1,8 @@
-//! `record_states`: what each record of a diff-mode sync was last delivered
-//! as (a digest of its identity → the digest of its content), per ledger
-//! epoch. Read once per page, written once per clean page.
+//! `record_states`: what each record of a diff- or mirror-mode sync was
+//! last delivered as (a digest of its identity → the digest of its content),
+//! per ledger epoch. Read once per page, written once per clean page; in
+//! mirror mode also which run last saw each, and the departed are read and
+//! forgotten after a complete read.
 
 use std::collections::HashMap;
 
@@ -33,28 +35,128 @@ pub async fn lookup_states(
         .collect())
 }
 
-/// Keeps what these records were delivered as (identity, fingerprint).
+/// Which sync, epoch and run a page's states belong to.
+#[derive(Debug, Clone, Copy)]
+pub struct StateScope<'a> {
+    pub sync_id: &'a str,
+    pub epoch: i32,
+    pub run_id: i64,
+}
+
+/// One record as delivered: who, what, and (mirror mode) its address.
+#[derive(Debug, Clone)]
+pub struct RecordState {
+    pub identity: [u8; 32],
+    pub fingerprint: [u8; 32],
+    pub email: Option<String>,
+}
+
+/// Keeps what these records were delivered as, seen by this run.
 pub async fn remember_states(
     pool: &PgPool,
-    sync_id: &str,
-    epoch: i32,
-    states: &[([u8; 32], [u8; 32])],
+    scope: StateScope<'_>,
+    states: &[RecordState],
 ) -> sqlx::Result<()> {
     if states.is_empty() {
         return Ok(());
     }
-    let (identities, fingerprints): (Vec<&[u8]>, Vec<&[u8]>) =
-        states.iter().map(|(i, f)| (&i[..], &f[..])).unzip();
+    let identities: Vec<&[u8]> = states.iter().map(|s| &s.identity[..]).collect();
+    let fingerprints: Vec<&[u8]> = states.iter().map(|s| &s.fingerprint[..]).collect();
+    let emails: Vec<Option<&str>> = states.iter().map(|s| s.email.as_deref()).collect();
     sqlx::query(
-        "INSERT INTO record_states (sync_id, ledger_epoch, identity, fingerprint)
-         SELECT $1, $2, i, f FROM unnest($3::bytea[], $4::bytea[]) AS s (i, f)
+        "INSERT INTO record_states (sync_id, ledger_epoch, identity, fingerprint, email, seen_run)
+         SELECT $1, $2, i, f, e, $6 FROM unnest($3::bytea[], $4::bytea[], $5::text[]) AS s (i, f, e)
          ON CONFLICT (sync_id, ledger_epoch, identity)
-         DO UPDATE SET fingerprint = excluded.fingerprint, delivered_at = now()",
+         DO UPDATE SET fingerprint = excluded.fingerprint, delivered_at = now(),
+                       email = excluded.email, seen_run = excluded.seen_run",
     )
-    .bind(sync_id)
-    .bind(epoch)
+    .bind(scope.sync_id)
+    .bind(scope.epoch)
     .bind(&identities)
     .bind(&fingerprints)
+    .bind(&emails)
+    .bind(scope.run_id)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Mirror mode: these records (identity, address) are in this run's read.
+/// The address is kept too, so records delivered before a switch from diff
+/// mode can be taken off the lists.
+pub async fn mark_seen(
+    pool: &PgPool,
+    scope: StateScope<'_>,
+    seen: &[([u8; 32], String)],
+) -> sqlx::Result<()> {
+    if seen.is_empty() {
+        return Ok(());
+    }
+    let identities: Vec<&[u8]> = seen.iter().map(|(i, _)| &i[..]).collect();
+    let emails: Vec<&str> = seen.iter().map(|(_, e)| e.as_str()).collect();
+    sqlx::query(
+        "UPDATE record_states s SET seen_run = $3, email = v.e
+         FROM unnest($4::bytea[], $5::text[]) AS v (i, e)
+         WHERE s.sync_id = $1 AND s.ledger_epoch = $2 AND s.identity = v.i",
+    )
+    .bind(scope.sync_id)
+    .bind(scope.epoch)
+    .bind(scope.run_id)
+    .bind(&identities)
+    .bind(&emails)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Mirror mode, after a complete read: how many kept records this run did
+/// not see (they left the query), and how many are kept in all.
+pub async fn count_departed(pool: &PgPool, scope: StateScope<'_>) -> sqlx::Result<(i64, i64)> {
+    sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE seen_run IS DISTINCT FROM $3), count(*)
+         FROM record_states WHERE sync_id = $1 AND ledger_epoch = $2",
+    )
+    .bind(scope.sync_id)
+    .bind(scope.epoch)
+    .bind(scope.run_id)
+    .fetch_one(pool)
+    .await
+}
+
+/// Up to `limit` records this run's complete read did not see: identity and
+/// address (none for a record delivered in diff mode and gone since).
+pub async fn departed(
+    pool: &PgPool,
+    scope: StateScope<'_>,
+    limit: i64,
+) -> sqlx::Result<Vec<(Vec<u8>, Option<String>)>> {
+    sqlx::query_as(
+        "SELECT identity, email FROM record_states
+         WHERE sync_id = $1 AND ledger_epoch = $2 AND seen_run IS DISTINCT FROM $3
+         ORDER BY identity LIMIT $4",
+    )
+    .bind(scope.sync_id)
+    .bind(scope.epoch)
+    .bind(scope.run_id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// Forgets records taken off the destination: a record that comes back is
+/// new again.
+pub async fn forget_states(
+    pool: &PgPool,
+    scope: StateScope<'_>,
+    identities: &[Vec<u8>],
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "DELETE FROM record_states
+         WHERE sync_id = $1 AND ledger_epoch = $2 AND identity = ANY($3)",
+    )
+    .bind(scope.sync_id)
+    .bind(scope.epoch)
+    .bind(identities)
     .execute(pool)
     .await?;
     Ok(())

@@ -19,7 +19,7 @@ use super::prepared_page::{
 use super::run::RunContext;
 use super::run_failure::RunFailure;
 use crate::mapping::map_record;
-use crate::source::{Page, SourceError};
+use crate::source::{Page, SourceError, SyncMode};
 use crate::store::ledger::{self, KeyState};
 use crate::store::record_states;
 use crate::store::rejected::Rejection;
@@ -41,6 +41,7 @@ pub(super) async fn prepare_diff_page(
     record_notices(cx, notices).await?;
     let records = page_records.len();
     let page_id = PageKeys::new(sync_id, fingerprint, page_cursor).page_id();
+    let mirror = cx.definition.source.sync_mode() == SyncMode::Mirror;
     let mut sorted = SortedRecords::new(Vec::new());
     let mut on_page = HashSet::with_capacity(records);
     let mut candidates = Vec::with_capacity(records);
@@ -77,6 +78,9 @@ pub(super) async fn prepare_diff_page(
             sorted.replayed += 1;
             continue;
         }
+        if mirror {
+            sorted.seen.push((identity, contact.email.clone()));
+        }
         candidates.push((identity, content, contact));
     }
     let identities: Vec<[u8; 32]> = candidates.iter().map(|c| c.0).collect();
@@ -99,6 +103,7 @@ pub(super) async fn prepare_diff_page(
             key,
             identity,
             content,
+            email: mirror.then(|| contact.email.clone()),
         });
         let state = known.state(&key.0);
         if state == KeyState::Completed {

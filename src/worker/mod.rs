@@ -7,6 +7,7 @@ mod checkpoint_pacing;
 mod claims;
 mod delivery_key;
 mod diff_page;
+mod mirror;
 mod outcome;
 mod pool;
 mod prepared_page;

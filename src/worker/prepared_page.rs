@@ -11,7 +11,7 @@ use super::run::RunContext;
 use super::run_failure::RunFailure;
 use crate::destination::Outbound;
 use crate::mapping::map_record;
-use crate::source::{Page, SourceError, SyncMode, UNDECODABLE_RECORD};
+use crate::source::{Page, SourceError, UNDECODABLE_RECORD};
 use crate::store::ledger::{self, BatchClaim, KeyState};
 use crate::store::rejected::{ATTEMPT_BUDGET_EXHAUSTED, Rejection};
 use crate::store::runs;
@@ -60,13 +60,18 @@ pub(super) struct PreparedPage {
     pub fresh: Vec<Pending>,
     /// Diff mode: what each record sent is kept as once its page is clean.
     pub states: Vec<DiffState>,
+    /// Mirror mode: every record of the page (identity, address), marked as
+    /// seen by this run once the page is clean.
+    pub seen: Vec<([u8; 32], String)>,
 }
 
-/// Diff mode: a record's key, and who it is and what it is now.
+/// Diff mode: a record's key, and who it is and what it is now (and, in
+/// mirror mode, its address).
 pub(super) struct DiffState {
     pub key: DeliveryKey,
     pub identity: [u8; 32],
     pub content: [u8; 32],
+    pub email: Option<String>,
 }
 
 /// Derives each record's key, looks the page's keys up in the ledger (one
@@ -78,7 +83,7 @@ pub(super) async fn prepare_page(
     page_cursor: Option<&Value>,
     page: Page,
 ) -> Result<PreparedPage, RunFailure> {
-    if cx.definition.source.sync_mode() == SyncMode::Diff {
+    if cx.definition.source.sync_mode().reads_whole() {
         return super::diff_page::prepare_diff_page(cx, fingerprint, page_cursor, page).await;
     }
     let (env, run) = (cx.env, cx.run);
@@ -165,6 +170,8 @@ pub(super) struct SortedRecords {
     pub fresh: Vec<Pending>,
     /// Diff mode: what each record sent will be kept as once delivered.
     pub states: Vec<DiffState>,
+    /// Mirror mode: every record read (identity, address).
+    pub seen: Vec<([u8; 32], String)>,
 }
 
 impl SortedRecords {
@@ -176,6 +183,7 @@ impl SortedRecords {
             suspects: Vec::new(),
             fresh: Vec::new(),
             states: Vec::new(),
+            seen: Vec::new(),
         }
     }
 
@@ -236,6 +244,7 @@ impl SortedRecords {
             suspects: self.suspects,
             fresh: self.fresh,
             states: self.states,
+            seen: self.seen,
         }
     }
 }

@@ -33,11 +33,11 @@ use crate::config::SyncDefinition;
 use crate::destination::{AnyDestination, Destination, Outbound, RecordOutcome};
 use crate::failure::FailureCode;
 use crate::lease::Lease;
-use crate::source::{AnySource, SyncMode};
+use crate::source::AnySource;
 use crate::store::checkpoint::{self, CleanPage};
 use crate::store::cursors;
 use crate::store::ledger::{BatchClaim, BatchClaimRequest, BatchCompletion};
-use crate::store::record_states;
+use crate::store::record_states::{self, RecordState, StateScope};
 use crate::store::rejected::{self, Rejection};
 use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
 
@@ -137,9 +137,10 @@ pub async fn execute_run(
             }
         }
         // Diff mode reads the whole query every run.
-        let start = match definition.source.sync_mode() {
-            SyncMode::Cursor => start,
-            SyncMode::Diff => None,
+        let start = if definition.source.sync_mode().reads_whole() {
+            None
+        } else {
+            start
         };
         let lost = AtomicBool::new(false);
         let cx = RunContext {
@@ -247,6 +248,8 @@ async fn page_loop(
         }
         let Some(page) = pages.take()? else {
             checkpoint_waiting(cx, state, &pacing).await?;
+            // A complete read: mirror mode takes off who left the query.
+            super::mirror::remove_departed(cx).await?;
             return Ok(RunOutcome::Succeeded);
         };
         state.page += 1;
@@ -284,9 +287,10 @@ async fn page_loop(
             _ => None,
         };
         // Diff mode keeps no cursor: every run reads the whole query.
-        let saved = match cx.definition.source.sync_mode() {
-            SyncMode::Cursor => next,
-            SyncMode::Diff => None,
+        let saved = if cx.definition.source.sync_mode().reads_whole() {
+            None
+        } else {
+            next
         };
         if !pacing.page_clean(saved, replayed_whole, claim_next.is_some()) {
             let claimed =
@@ -353,7 +357,7 @@ async fn checkpoint(
 
 /// The lease is still this run's: not reported lost by the renewal, and
 /// still holding this run's value in Redis.
-async fn prove_lease(cx: &RunContext<'_>) -> Result<(), RunFailure> {
+pub(super) async fn prove_lease(cx: &RunContext<'_>) -> Result<(), RunFailure> {
     if cx.lost.load(Ordering::SeqCst) {
         return Err(RunFailure::lease_lost("the lease could not be renewed"));
     }
@@ -402,6 +406,7 @@ async fn send_page(
         suspects,
         fresh,
         states,
+        seen,
         ..
     } = page;
     counts.read += records as i64;
@@ -431,20 +436,30 @@ async fn send_page(
     let run = cx.run;
     let page = (&page_id, cursor.as_ref());
     rejected::record_rejections(&cx.env.store, run.id, &run.sync_id, page, &rejections).await?;
-    if !states.is_empty() {
+    if !states.is_empty() || !seen.is_empty() {
         // Diff mode: every record sent and not refused is kept as delivered,
         // so the next run sends it again only if it changes. (A call that
         // failed returned above: its records are sent again next run, as
-        // completed keys if they did arrive.)
+        // completed keys if they did arrive.) Mirror mode: every record read
+        // is marked as seen by this run.
         let refused: std::collections::HashSet<&[u8]> =
             rejections.iter().filter_map(|r| r.key.as_deref()).collect();
-        let kept: Vec<([u8; 32], [u8; 32])> = states
-            .iter()
+        let kept: Vec<RecordState> = states
+            .into_iter()
             .filter(|s| !refused.contains(&s.key.0[..]))
-            .map(|s| (s.identity, s.content))
+            .map(|s| RecordState {
+                identity: s.identity,
+                fingerprint: s.content,
+                email: s.email,
+            })
             .collect();
-        record_states::remember_states(&cx.env.store, &run.sync_id, run.ledger_epoch, &kept)
-            .await?;
+        let scope = StateScope {
+            sync_id: &run.sync_id,
+            epoch: run.ledger_epoch,
+            run_id: run.id,
+        };
+        record_states::remember_states(&cx.env.store, scope, &kept).await?;
+        record_states::mark_seen(&cx.env.store, scope, &seen).await?;
     }
     if exhausted > 0 {
         metrics::counter!("syncward_records_quarantined_total", "sync" => run.sync_id.clone())

@@ -1,13 +1,18 @@
-//! Diff mode (`source.sync_mode = "diff"`): a query with no column that moves
-//! forward is read whole every run, and only records whose content is new or
-//! changed since they were last delivered are sent (the real binary, the
-//! Brevo fake).
+//! Diff and mirror modes (`source.sync_mode`): a query with no column that
+//! moves forward is read whole every run, only records whose content is new
+//! or changed since they were last delivered are sent, and (mirror) records
+//! that left the query are taken off the destination's lists, guarded
+//! against a broken query emptying them (the real binary, the Brevo fake).
 
 use crate::helpers::scenario::{BREVO_KEY, SYNC_ID, Scenario, SyncOptions};
 
 /// Publishes the scenario's sync in diff mode over an audience query: no
 /// cursor column.
 async fn publish_diff(s: &Scenario, query: &str) -> anyhow::Result<()> {
+    publish_mode(s, query, "sync_mode = \"diff\"").await
+}
+
+async fn publish_mode(s: &Scenario, query: &str, mode: &str) -> anyhow::Result<()> {
     let text = format!(
         r#"
 id = "{SYNC_ID}"
@@ -17,7 +22,7 @@ schedule = "{schedule}"
 [source]
 kind = "postgres"
 url_env = "TEST_SOURCE_URL"
-sync_mode = "diff"
+{mode}
 query = "{query}"
 page_size = 7
 
@@ -131,5 +136,79 @@ async fn diff_mode_needs_no_cursor_column_and_cursor_mode_needs_one() -> anyhow:
         assert!(out.stderr.contains(complaint), "{}", out.stderr);
         assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
     }
+    Ok(())
+}
+
+const AUDIENCE: &str = "SELECT email, first_name FROM contacts WHERE first_name NOT LIKE 'gone%'";
+
+/// Contacts on list 12 in the fake.
+fn on_list(s: &Scenario) -> usize {
+    s.fake
+        .contacts()
+        .values()
+        .filter(|c| c.list_ids.contains(&12))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mirror_mode_takes_who_left_the_query_off_the_list_and_refuses_to_empty_it()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    publish_mode(&s, AUDIENCE, "sync_mode = \"mirror\"").await?;
+    s.run_foreground().await?.ok()?;
+    assert_eq!(on_list(&s), 30);
+
+    // Two leave the audience: taken off list 12, neither deleted nor
+    // blocklisted; nothing else is sent.
+    sqlx::raw_sql("UPDATE contacts SET first_name = 'gone' WHERE id IN (4, 9)")
+        .execute(&s.db.pool)
+        .await?;
+    s.run_foreground().await?.ok()?;
+    assert_eq!(on_list(&s), 28);
+    let contacts = s.fake.contacts();
+    for email in ["user4@example.com", "user9@example.com"] {
+        let c = &contacts[email];
+        assert!(!c.list_ids.contains(&12), "{email} still on the list");
+        assert!(!c.email_blacklisted, "{email} was blocklisted");
+    }
+    let removals = s.fake.requests_to("/v3/contacts/lists/12/contacts/remove");
+    assert_eq!(removals.len(), 1);
+    assert_eq!(removals[0].status, 201);
+    assert_eq!(s.fake.writes().len(), 30, "no contact written again");
+
+    // Nothing left since: nothing removed again.
+    s.run_foreground().await?.ok()?;
+    assert_eq!(
+        s.fake
+            .requests_to("/v3/contacts/lists/12/contacts/remove")
+            .len(),
+        1
+    );
+
+    // One who left comes back: written (and on the list) again.
+    sqlx::raw_sql("UPDATE contacts SET first_name = 'First4' WHERE id = 4")
+        .execute(&s.db.pool)
+        .await?;
+    s.run_foreground().await?.ok()?;
+    assert_eq!(on_list(&s), 29);
+
+    // A broken query (most of the audience gone at once) removes nobody and
+    // fails the run, owned by the customer, until the share is raised.
+    sqlx::raw_sql("UPDATE contacts SET first_name = 'gone' WHERE id > 10")
+        .execute(&s.db.pool)
+        .await?;
+    let refused = s.run_foreground().await?;
+    assert_ne!(refused.code, 0);
+    let run = s.last_run().await?;
+    assert_eq!(run["failure_code"], "mirror_removal_refused", "{run}");
+    assert_eq!(on_list(&s), 29, "nobody taken off");
+    publish_mode(
+        &s,
+        AUDIENCE,
+        "sync_mode = \"mirror\"\nmax_removal_share = 1.0",
+    )
+    .await?;
+    s.run_foreground().await?.ok()?;
+    assert_eq!(on_list(&s), 9);
     Ok(())
 }

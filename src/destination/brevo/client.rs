@@ -340,6 +340,40 @@ fn judge_create(status: StatusCode, bytes: &[u8]) -> Verdict<RecordOutcome> {
     }
 }
 
+/// Most addresses one `…/contacts/remove` call takes (`removeContactFromList`).
+const REMOVE_LIMIT: usize = 150;
+
+/// `POST /contacts/lists/{listId}/contacts/remove`: 201 takes them off. A
+/// 400 saying they are already off (or unknown to Brevo) is as good; a 404
+/// is a list the account lacks, and other answers are judged as any write's.
+fn judge_remove(status: StatusCode, bytes: &[u8], list: u64) -> Verdict<()> {
+    if status.is_success() {
+        return Verdict::Done(());
+    }
+    let message = serde_json::from_slice::<BrevoError>(bytes)
+        .ok()
+        .and_then(|e| e.message)
+        .unwrap_or_default();
+    match status {
+        StatusCode::BAD_REQUEST
+            if message.contains("already removed") || message.contains("does not exist") =>
+        {
+            Verdict::Done(())
+        }
+        StatusCode::NOT_FOUND => Verdict::Fail(DestinationError::InvalidConfig(format!(
+            "Brevo has no list {list} (destination.list_ids): {message}"
+        ))),
+        other => match classify_error(other, bytes, 1) {
+            // A refusal of the addresses themselves: nothing was taken off.
+            Verdict::Done(_) => Verdict::Fail(DestinationError::InvalidConfig(format!(
+                "Brevo refused to take contacts off list {list}: HTTP {other} {message}"
+            ))),
+            Verdict::Retry(why) => Verdict::Retry(why),
+            Verdict::Fail(e) => Verdict::Fail(e),
+        },
+    }
+}
+
 /// `POST /contacts/import`: 202 `{"processId"}` delivers the `records` it carried.
 fn judge_import(status: StatusCode, bytes: &[u8], records: usize) -> Verdict<Vec<RecordOutcome>> {
     if !status.is_success() {
@@ -564,6 +598,31 @@ impl Destination for BrevoDestination {
                 .map(|answer| answer.unwrap_or_else(RecordOutcome::Failed))
                 .collect()),
         }
+    }
+
+    /// `POST /contacts/lists/{listId}/contacts/remove` for each of the
+    /// sync's lists, 150 addresses a call (the endpoint's limit). Brevo
+    /// answers 201 with the addresses it took off (`success`) and those that
+    /// were not on the list (`failure`): both mean the contact is off it.
+    async fn remove(&self, emails: &[String], _key: &str) -> Result<(), DestinationError> {
+        for list in &self.config.list_ids {
+            let url = self.url(&format!("/contacts/lists/{list}/contacts/remove"));
+            for chunk in emails.chunks(REMOVE_LIMIT) {
+                let body = json!({ "emails": chunk });
+                let build = || self.post(&url, &body);
+                send_with_retry(
+                    "brevo",
+                    build,
+                    &self.policy,
+                    Some(&self.create_pacer),
+                    RESET_HEADER,
+                    URL_SETTING,
+                    |status, bytes| judge_remove(status, bytes, *list),
+                )
+                .await?;
+            }
+        }
+        Ok(())
     }
 
     /// `POST /contacts/import` answers `{"processId": n}` and imports the

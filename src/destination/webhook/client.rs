@@ -167,6 +167,44 @@ impl Destination for WebhookDestination {
         }
     }
 
+    /// A `{"event": "removed", "email"}` per contact: in one array in batch
+    /// mode (keyed by `key`), else one POST each (keyed by its address'
+    /// digest under `key`). A refusal of the event fails the run: a removal
+    /// is not a record to reject.
+    async fn remove(&self, emails: &[String], key: &str) -> Result<(), DestinationError> {
+        let event = |email: &String| json!({"event": "removed", "email": email});
+        // Serializing a JSON value of strings cannot fail: the defaults are
+        // never taken.
+        let bodies: Vec<(Vec<u8>, String)> = if self.config.batch {
+            let items: Vec<Value> = emails.iter().map(event).collect();
+            vec![(
+                serde_json::to_vec(&items).unwrap_or_default(),
+                key.to_string(),
+            )]
+        } else {
+            emails
+                .iter()
+                .map(|email| {
+                    let digest = hex::encode(Sha256::digest(format!("{key}:{email}")));
+                    (
+                        serde_json::to_vec(&event(email)).unwrap_or_default(),
+                        digest,
+                    )
+                })
+                .collect()
+        };
+        for (body, key) in bodies {
+            for outcome in self.post(body, &key, 1).await? {
+                if let RecordOutcome::Rejected { code, message } = outcome {
+                    return Err(DestinationError::InvalidConfig(format!(
+                        "the webhook refused a removed event ({code}): {message}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     async fn deliver(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
         if self.config.batch {
             let items: Vec<Value> = records.iter().map(|r| payload(&r.contact)).collect();

@@ -415,16 +415,21 @@ impl Source for PostgresSource {
             SyncMode::Cursor => {
                 json!({ "query": self.config.query, "cursor_column": self.config.cursor_column })
             }
-            SyncMode::Diff => json!({ "query": self.config.query, "sync_mode": "diff" }),
+            // Mirror reads and keys as diff does: a switch between them keeps
+            // what was delivered.
+            SyncMode::Diff | SyncMode::Mirror => {
+                json!({ "query": self.config.query, "sync_mode": "diff" })
+            }
         };
         let digest = Sha256::digest(canonical_json(&identity).as_bytes());
         format!("postgres:{}", hex::encode(digest))
     }
 
     async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
-        let result = match self.config.sync_mode {
-            SyncMode::Cursor => self.read(cursor).await,
-            SyncMode::Diff => self.read_whole().await,
+        let result = if self.config.sync_mode.reads_whole() {
+            self.read_whole().await
+        } else {
+            self.read(cursor).await
         };
         if result.is_err() && self.whole_read.is_some() {
             // The read transaction is in an unknown state: nobody reuses it.

@@ -15,6 +15,14 @@ const fn default_statement_timeout() -> Duration {
     Duration::from_secs(30)
 }
 
+const fn default_max_removal_share() -> f64 {
+    0.1
+}
+
+fn is_default_max_removal_share(share: &f64) -> bool {
+    *share == default_max_removal_share()
+}
+
 const fn default_commit_wait() -> Duration {
     Duration::from_secs(2)
 }
@@ -41,8 +49,19 @@ pub struct PostgresSourceConfig {
     /// `cursor` (default): each run reads from the saved cursor on. `diff`:
     /// each run reads the whole query and sends only the records whose
     /// content is new or changed since they were last delivered.
+    /// `mirror` is `diff`, and records that left the query since the last
+    /// complete read are taken off the destination.
     #[serde(default, skip_serializing_if = "SyncMode::is_cursor")]
     pub sync_mode: SyncMode,
+    /// Mirror mode's guard against a broken query emptying a list: the
+    /// largest share (0 to 1) of the records it knows that one run may take
+    /// off the destination; a run that would take more removes nobody and
+    /// fails (`mirror_removal_refused`). Default 0.1 (10 %).
+    #[serde(
+        default = "default_max_removal_share",
+        skip_serializing_if = "is_default_max_removal_share"
+    )]
+    pub max_removal_share: f64,
     /// Rows per page (1 to 10000). Default 500.
     #[serde(default = "default_page_size")]
     pub page_size: u32,
@@ -80,11 +99,17 @@ impl PostgresSourceConfig {
                 format!("must start with SELECT or WITH, not \"{first}\""),
             ));
         }
-        if self.sync_mode == SyncMode::Diff {
+        if !(0.0..=1.0).contains(&self.max_removal_share) {
+            return Err((
+                "source.max_removal_share".into(),
+                format!("{} is not a share between 0 and 1", self.max_removal_share),
+            ));
+        }
+        if self.sync_mode.reads_whole() {
             if !self.cursor_column.is_empty() {
                 return Err((
                     "source.cursor_column".into(),
-                    "is not used when sync_mode = \"diff\" (every run reads the whole query); remove it".into(),
+                    "is not used when sync_mode is \"diff\" or \"mirror\" (every run reads the whole query); remove it".into(),
                 ));
             }
         } else if self.cursor_column.is_empty() {

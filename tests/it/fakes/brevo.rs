@@ -175,6 +175,10 @@ impl BrevoFake {
             .route("/v3/contacts/import", post(import_contacts))
             .route("/v3/processes/{id}", get(get_process))
             .route("/v3/contacts/attributes", get(get_attributes))
+            .route(
+                "/v3/contacts/lists/{list_id}/contacts/remove",
+                post(remove_from_list),
+            )
             .route("/_fake/contacts", get(list_contacts))
             // Brevo takes import bodies up to 10 MB.
             .layer(DefaultBodyLimit::max(11 * 1024 * 1024))
@@ -669,6 +673,93 @@ async fn create_contact_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes
     } else {
         StatusCode::NO_CONTENT.into_response()
     }
+}
+
+/// `POST /contacts/lists/{listId}/contacts/remove` (`removeContactFromList`,
+/// brevo-v3-openapi.2026-02.yaml): a body of exactly one of `emails` (1 to
+/// 150 addresses), `ids`, `extIds` or `all`; this fake takes `emails` only,
+/// as syncward sends. 201 `{"contacts": {"success": [...], "failure":
+/// [...]}}`: the addresses taken off, and those not on the list or unknown.
+/// The contacts themselves stay (and keep their blocklist state).
+async fn remove_from_list(
+    State(shared): State<Arc<Shared>>,
+    Path(list_id): Path<i64>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = format!("/v3/contacts/lists/{list_id}/contacts/remove");
+    let parsed = parse_body(&body).unwrap_or(Value::Null);
+    let response = remove_inner(&shared, list_id, &headers, &body).await;
+    record(
+        &shared,
+        "POST",
+        &path,
+        &headers,
+        &parsed,
+        response.status().as_u16(),
+    );
+    response
+}
+
+async fn remove_inner(
+    shared: &Shared,
+    list_id: i64,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    wait_at_gate(shared).await;
+    if let Err(r) = authorize(shared, headers) {
+        return r;
+    }
+    if let Some(fault) = take_fault(shared) {
+        return apply_fault(fault).await;
+    }
+    let body = match parse_body(body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let fields: Vec<&String> = body
+        .as_object()
+        .map(|o| o.keys().collect())
+        .unwrap_or_default();
+    let emails: Vec<String> = match body.get("emails").and_then(Value::as_array) {
+        Some(list)
+            if fields.len() == 1
+                && (1..=150).contains(&list.len())
+                && list
+                    .iter()
+                    .all(|e| e.as_str().is_some_and(|e| e.contains('@'))) =>
+        {
+            list.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_lowercase)
+                .collect()
+        }
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_parameter",
+                "emails must be an array of 1 to 150 e-mail addresses, alone",
+            );
+        }
+    };
+    let mut inner = lock(shared);
+    inner.write_requests += 1;
+    let (mut success, mut failure) = (Vec::new(), Vec::new());
+    for email in emails {
+        match inner.contacts.get_mut(&email) {
+            Some(contact) if contact.list_ids.contains(&list_id) => {
+                contact.list_ids.retain(|l| *l != list_id);
+                success.push(email);
+            }
+            _ => failure.push(email),
+        }
+    }
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({"contacts": {"success": success, "failure": failure}})),
+    )
+        .into_response()
 }
 
 async fn import_contacts(
