@@ -15,5 +15,10 @@ CREATE TABLE record_states (
     delivered_at  timestamptz NOT NULL DEFAULT now(),
     email         text,
     seen_run      bigint,
-    PRIMARY KEY (sync_id, ledger_epoch, identity)
+    -- Led by the identity: a page's lookup probes its identities and nothing
+    -- else, whatever the planner believes of a sync's row count (a table
+    -- filled by one run has no statistics yet).
+    PRIMARY KEY (identity, sync_id, ledger_epoch)
 );
+-- Mirror mode's pass over one sync's records after a complete read.
+CREATE INDEX record_states_by_sync ON record_states (sync_id, ledger_epoch, identity);

@@ -22,7 +22,7 @@ pub async fn lookup_states(
     let wanted: Vec<&[u8]> = identities.iter().map(|i| &i[..]).collect();
     let rows: Vec<(Vec<u8>, Vec<u8>)> = sqlx::query_as(
         "SELECT identity, fingerprint FROM record_states
-         WHERE sync_id = $1 AND ledger_epoch = $2 AND identity = ANY($3)",
+         WHERE identity = ANY($3) AND sync_id = $1 AND ledger_epoch = $2",
     )
     .bind(sync_id)
     .bind(epoch)
@@ -66,7 +66,7 @@ pub async fn remember_states(
     sqlx::query(
         "INSERT INTO record_states (sync_id, ledger_epoch, identity, fingerprint, email, seen_run)
          SELECT $1, $2, i, f, e, $6 FROM unnest($3::bytea[], $4::bytea[], $5::text[]) AS s (i, f, e)
-         ON CONFLICT (sync_id, ledger_epoch, identity)
+         ON CONFLICT (identity, sync_id, ledger_epoch)
          DO UPDATE SET fingerprint = excluded.fingerprint, delivered_at = now(),
                        email = excluded.email, seen_run = excluded.seen_run",
     )
@@ -123,22 +123,26 @@ pub async fn count_departed(pool: &PgPool, scope: StateScope<'_>) -> sqlx::Resul
     .await
 }
 
-/// Up to `limit` records this run's complete read did not see: identity and
-/// address (none for a record delivered in diff mode and gone since).
+/// Up to `limit` records after identity `after` that this run's complete
+/// read did not see, in identity order: identity and address (none for a
+/// record delivered in diff mode and gone since).
 pub async fn departed(
     pool: &PgPool,
     scope: StateScope<'_>,
+    after: &[u8],
     limit: i64,
 ) -> sqlx::Result<Vec<(Vec<u8>, Option<String>)>> {
     sqlx::query_as(
         "SELECT identity, email FROM record_states
-         WHERE sync_id = $1 AND ledger_epoch = $2 AND seen_run IS DISTINCT FROM $3
-         ORDER BY identity LIMIT $4",
+         WHERE sync_id = $1 AND ledger_epoch = $2 AND identity > $5
+           AND seen_run IS DISTINCT FROM $3
+         ORDER BY sync_id, ledger_epoch, identity LIMIT $4",
     )
     .bind(scope.sync_id)
     .bind(scope.epoch)
     .bind(scope.run_id)
     .bind(limit)
+    .bind(after)
     .fetch_all(pool)
     .await
 }
@@ -152,7 +156,7 @@ pub async fn forget_states(
 ) -> sqlx::Result<()> {
     sqlx::query(
         "DELETE FROM record_states
-         WHERE sync_id = $1 AND ledger_epoch = $2 AND identity = ANY($3)",
+         WHERE identity = ANY($3) AND sync_id = $1 AND ledger_epoch = $2",
     )
     .bind(scope.sync_id)
     .bind(scope.epoch)

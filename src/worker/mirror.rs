@@ -56,11 +56,13 @@ pub(super) async fn remove_departed(cx: &RunContext<'_>) -> Result<u64, RunFailu
     }
     prove_lease(cx).await?;
     let mut removed = 0;
+    let mut after = Vec::new();
     loop {
-        let batch = record_states::departed(store, scope, BATCH).await?;
-        if batch.is_empty() {
+        let batch = record_states::departed(store, scope, &after, BATCH).await?;
+        let Some((last, _)) = batch.last() else {
             break;
-        }
+        };
+        after = last.clone();
         let emails: Vec<String> = batch.iter().filter_map(|(_, e)| e.clone()).collect();
         if emails.len() < batch.len() {
             // Delivered in diff mode and gone before a read in mirror mode

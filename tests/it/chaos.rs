@@ -367,3 +367,156 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
     assert_eq!(f.unfinished_runs, 0, "{f:?}");
     Ok(())
 }
+
+/// The late-commit drill: four writers insert into a live table in
+/// transactions they hold open for a random while (so they commit out of
+/// order), while two daemons run the sync again and again and are killed at
+/// random. Once the writers stop and a run started after them succeeds,
+/// every committed row arrived, and a row sent twice had a kill between its
+/// sends (the page in flight).
+#[tokio::test(flavor = "multi_thread")]
+async fn writers_committing_out_of_order_under_kills_lose_no_row() -> anyhow::Result<()> {
+    let kills_wanted = setting("CHAOS_KILLS", 10) as usize;
+    let per_writer = (setting("CHAOS_ROWS", 20_000) / 40).max(50) as i64;
+    let mut s = Scenario::new(SyncOptions {
+        page_size: 50,
+        rows: 1,
+        timeout: "30s",
+        ..SyncOptions::default()
+    })
+    .await?;
+    sqlx::raw_sql(
+        "CREATE TABLE stream (id bigserial PRIMARY KEY, email text NOT NULL, first_name text)",
+    )
+    .execute(&s.db.pool)
+    .await?;
+    let text = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
+        .replace("FROM contacts", "FROM stream")
+        .replace("page_size = 50", "page_size = 50\ncommit_wait = \"500ms\"");
+    let path = s.dir.path().join("stream.toml");
+    std::fs::write(&path, text)?;
+    s.cli
+        .run(&["sync", "apply", &path.display().to_string()])
+        .await?
+        .ok()?;
+    s.fake
+        .on_write(|_| std::thread::sleep(Duration::from_millis(rand::random_range(0..20))));
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__COUNT", "2")
+        .with_env("SYNCWARD__WORKERS__LIVENESS_TTL", "2s")
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms")
+        .with_env("SYNCWARD__SWEEPER__EVERY", "500ms")
+        .with_env("SYNCWARD__RETRY__BACKOFF_BASE", "1s")
+        .with_env("SYNCWARD__RETRY__BACKOFF_MAX", "2s")
+        .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "1000");
+
+    let mut writers = Vec::new();
+    for w in 0..4i64 {
+        let pool = s.db.pool.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..per_writer {
+                let mut tx = pool.begin().await?;
+                sqlx::query(
+                    "INSERT INTO stream (email, first_name) VALUES ('w' || $1 || '-' || $2 || '@example.com', 'W')",
+                )
+                .bind(w)
+                .bind(i)
+                .execute(&mut *tx)
+                .await?;
+                tokio::time::sleep(Duration::from_millis(rand::random_range(0..40))).await;
+                tx.commit().await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    let mut daemons = vec![
+        DaemonProcess::spawn(&s.cli).await?,
+        DaemonProcess::spawn(&s.cli).await?,
+    ];
+    let mut kill_times: Vec<SystemTime> = Vec::new();
+    let mut graveyard: Vec<DaemonProcess> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120 + 20 * kills_wanted as u64);
+    let mut writers_done_at: Option<chrono::DateTime<chrono::Utc>> = None;
+    loop {
+        if writers_done_at.is_none() && writers.iter().all(|w| w.is_finished()) {
+            for w in writers.drain(..) {
+                w.await??;
+            }
+            writers_done_at = Some(chrono::Utc::now());
+        }
+        // One run at a time, queued again as soon as the last one ended.
+        let (busy, done_after): (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE status IN ('queued', 'running')),
+                    count(*) FILTER (WHERE status = 'succeeded' AND $2::timestamptz IS NOT NULL
+                                     AND started_at > $2::timestamptz)
+             FROM runs WHERE sync_id = $1",
+        )
+        .bind(SYNC_ID)
+        .bind(writers_done_at)
+        .fetch_one(&s.db.pool)
+        .await?;
+        if done_after > 0 && kill_times.len() >= kills_wanted {
+            break;
+        }
+        if busy == 0 {
+            syncward::store::runs::enqueue_run(&s.db.pool, SYNC_ID, "manual", 5).await?;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the sync did not catch up in time; last daemon log:\n{}",
+            daemons[0].log_tail()
+        );
+        if kill_times.len() < kills_wanted {
+            tokio::time::sleep(Duration::from_millis(rand::random_range(300..2000))).await;
+            let victim = rand::random_range(0..daemons.len());
+            daemons[victim].signal("KILL")?;
+            daemons[victim].wait(Duration::from_secs(40)).await?;
+            kill_times.push(SystemTime::now());
+            let fresh = DaemonProcess::spawn(&s.cli).await?;
+            graveyard.push(std::mem::replace(&mut daemons[victim], fresh));
+        } else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    for d in &mut daemons {
+        d.signal("TERM")?;
+    }
+    for d in &mut daemons {
+        d.wait(Duration::from_secs(40)).await?;
+    }
+    let committed: Vec<String> = sqlx::query_scalar("SELECT email FROM stream ORDER BY id")
+        .fetch_all(&s.db.pool)
+        .await?;
+    assert_eq!(committed.len() as i64, 4 * per_writer);
+    let mut sends: BTreeMap<String, Vec<SystemTime>> = BTreeMap::new();
+    for w in s.fake.writes() {
+        sends.entry(w.email).or_default().push(w.at);
+    }
+    let lost: Vec<&String> = committed
+        .iter()
+        .filter(|e| !sends.contains_key(e.as_str()))
+        .collect();
+    let twice_without_kill = sends
+        .values()
+        .flat_map(|at| at.windows(2))
+        .filter(|pair| !kill_times.iter().any(|k| *k > pair[0] && *k < pair[1]))
+        .count();
+    println!(
+        "chaos: late commits: {} rows by 4 writers, {} kills, {} lost, {} sent twice without a kill between",
+        committed.len(),
+        kill_times.len(),
+        lost.len(),
+        twice_without_kill
+    );
+    assert!(
+        lost.is_empty(),
+        "{} committed rows never arrived: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(10)]
+    );
+    assert_eq!(twice_without_kill, 0);
+    drop(graveyard);
+    Ok(())
+}

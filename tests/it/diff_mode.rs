@@ -212,3 +212,86 @@ async fn mirror_mode_takes_who_left_the_query_off_the_list_and_refuses_to_empty_
     assert_eq!(on_list(&s), 9);
     Ok(())
 }
+
+/// SIGKILL in the middle of a changed page, then in the middle of the
+/// removals: every change arrives, at most the page in flight is sent twice,
+/// and the removals repeat at most the call in flight.
+#[tokio::test(flavor = "multi_thread")]
+async fn mirror_mode_killed_mid_run_resends_at_most_the_page_in_flight() -> anyhow::Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let s = Scenario::new(SyncOptions::default()).await?;
+    publish_mode(&s, AUDIENCE, "sync_mode = \"mirror\"").await?;
+    s.run_foreground().await?.ok()?;
+    let first_writes = s.fake.writes().len();
+    assert_eq!(first_writes, 30);
+    sqlx::raw_sql(
+        "UPDATE contacts SET first_name = 'Changed' || id WHERE id <= 14;
+         UPDATE contacts SET first_name = 'gone' WHERE id IN (20, 21);",
+    )
+    .execute(&s.db.pool)
+    .await?;
+    // Kill once at the second import of the changes (the fake has applied
+    // it), and once at the removal (applied too).
+    let kills = Arc::new(AtomicUsize::new(0));
+    let imports = Arc::new(AtomicUsize::new(0));
+    let kill = s.killer();
+    let (k, n) = (kills.clone(), imports.clone());
+    s.fake.on_write(move |event| {
+        let removal = event.emails.iter().any(|e| e == "user20@example.com");
+        let import = !removal && n.fetch_add(1, Ordering::SeqCst) == 1;
+        let due =
+            (import && k.load(Ordering::SeqCst) == 0) || (removal && k.load(Ordering::SeqCst) == 1);
+        if due {
+            k.fetch_add(1, Ordering::SeqCst);
+            kill();
+        }
+    });
+    for attempt in 0..6 {
+        let outcome = s.run_foreground().await?;
+        if outcome.code == 0 {
+            break;
+        }
+        anyhow::ensure!(attempt < 5, "never finished: {outcome:?}");
+        s.wait_for_lease_free().await?;
+    }
+    assert_eq!(kills.load(Ordering::SeqCst), 2, "both kills happened");
+    // Everyone changed arrived with the new content; at most one page (7)
+    // was sent twice.
+    let contacts = s.fake.contacts();
+    for id in 1..=14 {
+        let c = &contacts[&format!("user{id}@example.com")];
+        assert_eq!(
+            c.attributes["FIRSTNAME"],
+            format!("Changed{id}"),
+            "user{id}"
+        );
+    }
+    let resent = s.fake.writes().len() - first_writes - 14;
+    assert!(
+        resent <= 7,
+        "{resent} changes sent twice: more than the page in flight"
+    );
+    for id in [20, 21] {
+        let c = &contacts[&format!("user{id}@example.com")];
+        assert!(!c.list_ids.contains(&12), "user{id} still on the list");
+    }
+    let removals = s
+        .fake
+        .requests_to("/v3/contacts/lists/12/contacts/remove")
+        .len();
+    assert!(
+        removals <= 2,
+        "{removals} removal calls: more than the call in flight again"
+    );
+    // And nothing is removed or sent after that.
+    s.run_foreground().await?.ok()?;
+    assert_eq!(
+        s.fake
+            .requests_to("/v3/contacts/lists/12/contacts/remove")
+            .len(),
+        removals
+    );
+    Ok(())
+}

@@ -743,18 +743,22 @@ async fn remove_inner(
             );
         }
     };
-    let mut inner = lock(shared);
-    inner.write_requests += 1;
-    let (mut success, mut failure) = (Vec::new(), Vec::new());
-    for email in emails {
-        match inner.contacts.get_mut(&email) {
-            Some(contact) if contact.list_ids.contains(&list_id) => {
-                contact.list_ids.retain(|l| *l != list_id);
-                success.push(email);
+    let (success, failure, request) = {
+        let mut inner = lock(shared);
+        inner.write_requests += 1;
+        let (mut success, mut failure) = (Vec::new(), Vec::new());
+        for email in &emails {
+            match inner.contacts.get_mut(email) {
+                Some(contact) if contact.list_ids.contains(&list_id) => {
+                    contact.list_ids.retain(|l| *l != list_id);
+                    success.push(email.clone());
+                }
+                _ => failure.push(email.clone()),
             }
-            _ => failure.push(email),
         }
-    }
+        (success, failure, inner.write_requests)
+    };
+    run_hook(shared, WriteEvent { request, emails });
     (
         StatusCode::CREATED,
         axum::Json(json!({"contacts": {"success": success, "failure": failure}})),
