@@ -1,6 +1,7 @@
 -- Diff and mirror modes (`source.sync_mode`): per sync and ledger epoch,
 -- what each record was last delivered as. `identity` is a digest of the
--- record's mapped e-mail address (salted with the sync id) and `fingerprint`
+-- record's mapped e-mail address salted with the sync id and ledger epoch
+-- (so it alone is the key) and `fingerprint`
 -- the SHA-256 of the source record's canonical JSON; a run sends a record
 -- only when its fingerprint differs from the one kept here. Mirror mode also
 -- keeps the address (`email`, to take the contact off the lists once it
@@ -15,10 +16,10 @@ CREATE TABLE record_states (
     delivered_at  timestamptz NOT NULL DEFAULT now(),
     email         text,
     seen_run      bigint,
-    -- Led by the identity: a page's lookup probes its identities and nothing
-    -- else, whatever the planner believes of a sync's row count (a table
-    -- filled by one run has no statistics yet).
-    PRIMARY KEY (identity, sync_id, ledger_epoch)
+    -- The identity alone: a page's lookup names nothing but its identities,
+    -- so it can only probe this index, whatever the planner believes of a
+    -- sync's row count (a table one run filled has no statistics yet).
+    PRIMARY KEY (identity)
 );
 -- Mirror mode's pass over one sync's records after a complete read.
 CREATE INDEX record_states_by_sync ON record_states (sync_id, ledger_epoch, identity);

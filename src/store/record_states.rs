@@ -9,26 +9,20 @@ use std::collections::HashMap;
 use sqlx::PgPool;
 
 /// The kept fingerprints of these identities (those never delivered are
-/// absent).
+/// absent). An identity names its sync and epoch (`identity_digest`).
 pub async fn lookup_states(
     pool: &PgPool,
-    sync_id: &str,
-    epoch: i32,
     identities: &[[u8; 32]],
 ) -> sqlx::Result<HashMap<[u8; 32], [u8; 32]>> {
     if identities.is_empty() {
         return Ok(HashMap::new());
     }
     let wanted: Vec<&[u8]> = identities.iter().map(|i| &i[..]).collect();
-    let rows: Vec<(Vec<u8>, Vec<u8>)> = sqlx::query_as(
-        "SELECT identity, fingerprint FROM record_states
-         WHERE identity = ANY($3) AND sync_id = $1 AND ledger_epoch = $2",
-    )
-    .bind(sync_id)
-    .bind(epoch)
-    .bind(&wanted)
-    .fetch_all(pool)
-    .await?;
+    let rows: Vec<(Vec<u8>, Vec<u8>)> =
+        sqlx::query_as("SELECT identity, fingerprint FROM record_states WHERE identity = ANY($1)")
+            .bind(&wanted)
+            .fetch_all(pool)
+            .await?;
     Ok(rows
         .into_iter()
         .filter_map(|(i, f)| Some((i.try_into().ok()?, f.try_into().ok()?)))
@@ -66,7 +60,7 @@ pub async fn remember_states(
     sqlx::query(
         "INSERT INTO record_states (sync_id, ledger_epoch, identity, fingerprint, email, seen_run)
          SELECT $1, $2, i, f, e, $6 FROM unnest($3::bytea[], $4::bytea[], $5::text[]) AS s (i, f, e)
-         ON CONFLICT (identity, sync_id, ledger_epoch)
+         ON CONFLICT (identity)
          DO UPDATE SET fingerprint = excluded.fingerprint, delivered_at = now(),
                        email = excluded.email, seen_run = excluded.seen_run",
     )
@@ -95,12 +89,10 @@ pub async fn mark_seen(
     let identities: Vec<&[u8]> = seen.iter().map(|(i, _)| &i[..]).collect();
     let emails: Vec<&str> = seen.iter().map(|(_, e)| e.as_str()).collect();
     sqlx::query(
-        "UPDATE record_states s SET seen_run = $3, email = v.e
-         FROM unnest($4::bytea[], $5::text[]) AS v (i, e)
-         WHERE s.sync_id = $1 AND s.ledger_epoch = $2 AND s.identity = v.i",
+        "UPDATE record_states s SET seen_run = $1, email = v.e
+         FROM unnest($2::bytea[], $3::text[]) AS v (i, e)
+         WHERE s.identity = v.i",
     )
-    .bind(scope.sync_id)
-    .bind(scope.epoch)
     .bind(scope.run_id)
     .bind(&identities)
     .bind(&emails)
@@ -149,19 +141,10 @@ pub async fn departed(
 
 /// Forgets records taken off the destination: a record that comes back is
 /// new again.
-pub async fn forget_states(
-    pool: &PgPool,
-    scope: StateScope<'_>,
-    identities: &[Vec<u8>],
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "DELETE FROM record_states
-         WHERE identity = ANY($3) AND sync_id = $1 AND ledger_epoch = $2",
-    )
-    .bind(scope.sync_id)
-    .bind(scope.epoch)
-    .bind(identities)
-    .execute(pool)
-    .await?;
+pub async fn forget_states(pool: &PgPool, identities: &[Vec<u8>]) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM record_states WHERE identity = ANY($1)")
+        .bind(identities)
+        .execute(pool)
+        .await?;
     Ok(())
 }

@@ -174,11 +174,13 @@ pub fn diff_key(
 }
 
 /// Who a record is, in diff mode: a digest of its mapped e-mail address
-/// (lower-cased), salted with the sync id, so the store keeps no address.
-pub fn identity_digest(sync_id: &str, email: &str) -> [u8; 32] {
+/// (lower-cased), salted with the sync id and ledger epoch, so the store
+/// keeps no address and the digest alone names the record's state.
+pub fn identity_digest(sync_id: &str, epoch: i32, email: &str) -> [u8; 32] {
     let mut hash = Sha256::new();
     hash.update(IDENTITY_DOMAIN);
     field(&mut hash, sync_id.as_bytes());
+    field(&mut hash, &epoch.to_be_bytes());
     field(&mut hash, email.to_lowercase().as_bytes());
     hash.finalize().into()
 }

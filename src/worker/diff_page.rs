@@ -72,7 +72,7 @@ pub(super) async fn prepare_diff_page(
                 continue;
             }
         };
-        let identity = identity_digest(sync_id, &contact.email);
+        let identity = identity_digest(sync_id, run.ledger_epoch, &contact.email);
         // One person twice in one read: the first row is theirs.
         if !on_page.insert(identity) {
             sorted.replayed += 1;
@@ -84,8 +84,7 @@ pub(super) async fn prepare_diff_page(
         candidates.push((identity, content, contact));
     }
     let identities: Vec<[u8; 32]> = candidates.iter().map(|c| c.0).collect();
-    let kept =
-        record_states::lookup_states(&env.store, sync_id, run.ledger_epoch, &identities).await?;
+    let kept = record_states::lookup_states(&env.store, &identities).await?;
     let mut changed = Vec::with_capacity(candidates.len());
     for (identity, content, contact) in candidates {
         let previous = kept.get(&identity);

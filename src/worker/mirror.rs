@@ -79,7 +79,7 @@ pub(super) async fn remove_departed(cx: &RunContext<'_>) -> Result<u64, RunFailu
             cx.destination.remove(&emails, &key).await?;
         }
         let identities: Vec<Vec<u8>> = batch.into_iter().map(|(i, _)| i).collect();
-        record_states::forget_states(store, scope, &identities).await?;
+        record_states::forget_states(store, &identities).await?;
         removed += emails.len() as u64;
     }
     info!(
