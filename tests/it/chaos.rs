@@ -74,6 +74,24 @@ async fn keys_by_email(s: &Scenario, sync_id: &str) -> anyhow::Result<HashMap<St
     }
 }
 
+/// The daemons' settings under fire (two workers, short liveness, quick
+/// retries, no breaker), and a small random latency at the destination so
+/// kills land mid-request too.
+fn under_fire(s: &mut Scenario) {
+    s.fake
+        .on_write(|_| std::thread::sleep(Duration::from_millis(rand::random_range(0..20))));
+    s.cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__COUNT", "2")
+        .with_env("SYNCWARD__WORKERS__LIVENESS_TTL", "2s")
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms")
+        .with_env("SYNCWARD__SWEEPER__EVERY", "500ms")
+        .with_env("SYNCWARD__RETRY__BACKOFF_BASE", "1s")
+        .with_env("SYNCWARD__RETRY__BACKOFF_MAX", "2s")
+        .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "1000");
+}
+
 #[derive(Debug, Default)]
 struct Findings {
     records: usize,
@@ -128,19 +146,7 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
         .run(&["sync", "apply", &single_path.display().to_string()])
         .await?
         .ok()?;
-    // A small random latency at the destination, so kills land mid-request too.
-    s.fake
-        .on_write(|_| std::thread::sleep(Duration::from_millis(rand::random_range(0..20))));
-    s.cli = s
-        .cli
-        .clone()
-        .with_env("SYNCWARD__WORKERS__COUNT", "2")
-        .with_env("SYNCWARD__WORKERS__LIVENESS_TTL", "2s")
-        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms")
-        .with_env("SYNCWARD__SWEEPER__EVERY", "500ms")
-        .with_env("SYNCWARD__RETRY__BACKOFF_BASE", "1s")
-        .with_env("SYNCWARD__RETRY__BACKOFF_MAX", "2s")
-        .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "1000");
+    under_fire(&mut s);
 
     // The cursor sampler: a value or fence that goes down is a finding.
     let stop = Arc::new(AtomicBool::new(false));
@@ -399,18 +405,7 @@ async fn writers_committing_out_of_order_under_kills_lose_no_row() -> anyhow::Re
         .run(&["sync", "apply", &path.display().to_string()])
         .await?
         .ok()?;
-    s.fake
-        .on_write(|_| std::thread::sleep(Duration::from_millis(rand::random_range(0..20))));
-    s.cli = s
-        .cli
-        .clone()
-        .with_env("SYNCWARD__WORKERS__COUNT", "2")
-        .with_env("SYNCWARD__WORKERS__LIVENESS_TTL", "2s")
-        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms")
-        .with_env("SYNCWARD__SWEEPER__EVERY", "500ms")
-        .with_env("SYNCWARD__RETRY__BACKOFF_BASE", "1s")
-        .with_env("SYNCWARD__RETRY__BACKOFF_MAX", "2s")
-        .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "1000");
+    under_fire(&mut s);
 
     let mut writers = Vec::new();
     for w in 0..4i64 {
