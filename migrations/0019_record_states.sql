@@ -23,3 +23,12 @@ CREATE TABLE record_states (
 );
 -- Mirror mode's pass over one sync's records after a complete read.
 CREATE INDEX record_states_by_sync ON record_states (sync_id, ledger_epoch, identity);
+
+-- Diff mode's fast path: per page (its ledger page id: sync, source, epoch
+-- and the page's place in the read), the digest of the mapping and of the
+-- records it held when last made clean. A page read again with the same
+-- digest is skipped whole.
+CREATE TABLE diff_pages (
+    page    bytea PRIMARY KEY CHECK (length(page) = 32),
+    digest  bytea NOT NULL CHECK (length(digest) = 32)
+);

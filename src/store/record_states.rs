@@ -148,3 +148,31 @@ pub async fn forget_states(pool: &PgPool, identities: &[Vec<u8>]) -> sqlx::Resul
         .await?;
     Ok(())
 }
+
+/// Diff mode: the digest kept for a page (by its ledger page id, which names
+/// the sync, the source, the epoch and the page), if any.
+pub async fn page_digest(pool: &PgPool, page_id: &[u8; 32]) -> sqlx::Result<Option<[u8; 32]>> {
+    let digest: Option<Vec<u8>> =
+        sqlx::query_scalar("SELECT digest FROM diff_pages WHERE page = $1")
+            .bind(&page_id[..])
+            .fetch_optional(pool)
+            .await?;
+    Ok(digest.and_then(|d| d.try_into().ok()))
+}
+
+/// Keeps a clean page's digest.
+pub async fn keep_page_digest(
+    pool: &PgPool,
+    page_id: &[u8; 32],
+    digest: &[u8; 32],
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO diff_pages (page, digest) VALUES ($1, $2)
+         ON CONFLICT (page) DO UPDATE SET digest = excluded.digest",
+    )
+    .bind(&page_id[..])
+    .bind(&digest[..])
+    .execute(pool)
+    .await?;
+    Ok(())
+}

@@ -63,6 +63,8 @@ pub(super) struct PreparedPage {
     /// Mirror mode: every record of the page (identity, address), marked as
     /// seen by this run once the page is clean.
     pub seen: Vec<([u8; 32], String)>,
+    /// Diff mode: the page's digest (`diff_page`), kept once it is clean.
+    pub page_digest: Option<[u8; 32]>,
 }
 
 /// Diff mode: a record's key, and who it is and what it is now (and, in
@@ -172,6 +174,8 @@ pub(super) struct SortedRecords {
     pub states: Vec<DiffState>,
     /// Mirror mode: every record read (identity, address).
     pub seen: Vec<([u8; 32], String)>,
+    /// Diff mode: the page's digest, kept once the page is clean.
+    pub page_digest: Option<[u8; 32]>,
 }
 
 impl SortedRecords {
@@ -184,6 +188,7 @@ impl SortedRecords {
             fresh: Vec::new(),
             states: Vec::new(),
             seen: Vec::new(),
+            page_digest: None,
         }
     }
 
@@ -245,6 +250,7 @@ impl SortedRecords {
             fresh: self.fresh,
             states: self.states,
             seen: self.seen,
+            page_digest: self.page_digest,
         }
     }
 }

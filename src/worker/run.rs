@@ -407,6 +407,7 @@ async fn send_page(
         fresh,
         states,
         seen,
+        page_digest,
         ..
     } = page;
     counts.read += records as i64;
@@ -460,6 +461,14 @@ async fn send_page(
         };
         record_states::remember_states(&cx.env.store, scope, &kept).await?;
         record_states::mark_seen(&cx.env.store, scope, &seen).await?;
+    }
+    if let Some(digest) = page_digest
+        && rejections.is_empty()
+    {
+        // Every record of the page is now delivered and kept: the next read
+        // of the same page can skip it whole. (A page with a refused record
+        // is looked at record by record again.)
+        record_states::keep_page_digest(&cx.env.store, &page_id, &digest).await?;
     }
     if exhausted > 0 {
         metrics::counter!("syncward_records_quarantined_total", "sync" => run.sync_id.clone())
