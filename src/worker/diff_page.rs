@@ -22,32 +22,26 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::delivery_key::{PageKeys, diff_key, identity_digest};
-use super::prepared_page::{
-    DiffState, PageHead, PreparedPage, SortedRecords, record_notices, undecodable,
-};
+use super::prepared_page::{DiffState, PageHead, PreparedPage, SortedRecords, undecodable};
 use super::run::RunContext;
 use super::run_failure::RunFailure;
 use crate::mapping::map_record;
-use crate::source::{Page, SourceError, SyncMode};
+use crate::source::{Records, SourceError, SyncMode};
 use crate::store::ledger::{self, KeyState};
 use crate::store::record_states;
 use crate::store::rejected::Rejection;
 
+/// A page of a whole read made ready to send (its notices are recorded by
+/// `prepared_page::prepare_page`, which hands it here).
 pub(super) async fn prepare_diff_page(
     cx: &RunContext<'_>,
     fingerprint: &str,
     page_cursor: Option<&Value>,
-    page: Page,
+    mut page_records: Records,
+    next_cursor: Option<Value>,
 ) -> Result<PreparedPage, RunFailure> {
     let (env, run) = (cx.env, cx.run);
     let sync_id = run.sync_id.as_str();
-    let Page {
-        records: mut page_records,
-        next_cursor,
-        notices,
-        ..
-    } = page;
-    record_notices(cx, notices).await?;
     let records = page_records.len();
     let page_id = PageKeys::new(sync_id, fingerprint, page_cursor).page_id();
     let mirror = cx.definition.source.sync_mode() == SyncMode::Mirror;
@@ -153,10 +147,7 @@ pub(super) async fn prepare_diff_page(
 /// The digest of a page as diff mode reads it: the mapping and each record's
 /// canonical bytes, length-prefixed, in order. `None` when a record cannot
 /// be decoded (such a page always takes the record-by-record path).
-fn page_digest(
-    cx: &RunContext<'_>,
-    records: &crate::source::Records,
-) -> Result<Option<[u8; 32]>, RunFailure> {
+fn page_digest(cx: &RunContext<'_>, records: &Records) -> Result<Option<[u8; 32]>, RunFailure> {
     let mut hash = Sha256::new();
     hash.update(b"syncward.diff-page.v1");
     // A mapping of strings always serializes; the default is never taken.

@@ -85,11 +85,6 @@ pub(super) async fn prepare_page(
     page_cursor: Option<&Value>,
     page: Page,
 ) -> Result<PreparedPage, RunFailure> {
-    if cx.definition.source.sync_mode().reads_whole() {
-        return super::diff_page::prepare_diff_page(cx, fingerprint, page_cursor, page).await;
-    }
-    let (env, run) = (cx.env, cx.run);
-    let sync_id = run.sync_id.as_str();
     let Page {
         records: mut page_records,
         next_cursor,
@@ -97,6 +92,18 @@ pub(super) async fn prepare_page(
         ..
     } = page;
     record_notices(cx, notices).await?;
+    if cx.definition.source.sync_mode().reads_whole() {
+        return super::diff_page::prepare_diff_page(
+            cx,
+            fingerprint,
+            page_cursor,
+            page_records,
+            next_cursor,
+        )
+        .await;
+    }
+    let (env, run) = (cx.env, cx.run);
+    let sync_id = run.sync_id.as_str();
     let records = page_records.len();
     let mut page_keys = PageKeys::new(sync_id, fingerprint, page_cursor);
     let page_id = page_keys.page_id();
@@ -256,10 +263,7 @@ impl SortedRecords {
 }
 
 /// Adds the source's notices to the run's timeline.
-pub(super) async fn record_notices(
-    cx: &RunContext<'_>,
-    notices: Vec<String>,
-) -> Result<(), RunFailure> {
+async fn record_notices(cx: &RunContext<'_>, notices: Vec<String>) -> Result<(), RunFailure> {
     for notice in notices {
         warn!(sync = %cx.run.sync_id, notice = %notice, "Source notice");
         runs::add_run_event(
