@@ -5,7 +5,10 @@
 //! while streaming and at most 200 MB; at most 64 MB idle.
 //!
 //! `cargo bench --bench memory` (needs `scripts/services`); `BENCH_ROWS`
-//! changes the size.
+//! changes the size. `BENCH_SYNC_MODE=diff` runs the syncs in diff mode
+//! (no cursor column; each run reads its whole slice) twice: the first round
+//! sends every row and keeps its state, the second reads the unchanged rows
+//! again and sends nothing — memory flat in the rows both times.
 
 #[allow(dead_code)]
 #[path = "../tests/it/fakes/brevo.rs"]
@@ -20,6 +23,11 @@ use uuid::Uuid;
 
 const KEY: &str = "xkeysib-bench";
 const SYNCS: usize = 8;
+
+/// How the syncs read: `cursor` (default) or `diff`.
+fn sync_mode() -> String {
+    std::env::var("BENCH_SYNC_MODE").unwrap_or_else(|_| "cursor".into())
+}
 
 fn main() -> anyhow::Result<()> {
     support::main(&[("BENCH_BREVO_KEY", KEY)], 4, run_benchmark)
@@ -90,7 +98,7 @@ schedule = "0 0 0 1 1 *"
 kind = "postgres"
 url_env = "BENCH_SOURCE_URL"
 query = "SELECT id, email, first_name, last_name FROM contacts WHERE id % {SYNCS} = {k}"
-cursor_column = "id"
+{reading}
 page_size = 1000
 [destination]
 kind = "brevo"
@@ -105,7 +113,11 @@ requests_per_second = 1000
 email = "email"
 attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
 "#,
-                fake.base_url
+                fake.base_url,
+                reading = match sync_mode().as_str() {
+                    "diff" => "sync_mode = \"diff\"",
+                    _ => "cursor_column = \"id\"",
+                },
             ),
         )?;
         files.push(path.display().to_string());
@@ -119,6 +131,46 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     let pid = daemon.child.id();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle = daemon_process::rss_mb(pid).unwrap_or(0.0);
+    let rounds = if sync_mode() == "diff" { 2 } else { 1 };
+    println!(
+        "memory: a {rows}-row source in {SYNCS} syncs (pages of 1000, {} mode), {SYNCS} workers, release build",
+        sync_mode()
+    );
+    println!("  idle before:        {idle:7.1} MB   target <= 64");
+    for round in 1..=rounds {
+        if rounds > 1 {
+            println!(
+                "  round {round}: {}",
+                if round == 1 {
+                    "every row sent and its state kept"
+                } else {
+                    "the unchanged rows read again, nothing sent"
+                }
+            );
+        }
+        stream_round(&pool, &cli, pid, round, rows, &fake).await?;
+    }
+    let failed: i64 = sqlx::query_scalar("SELECT count(*) FROM runs WHERE status <> 'succeeded'")
+        .fetch_one(&pool)
+        .await?;
+    anyhow::ensure!(failed == 0, "{failed} run(s) did not succeed");
+    daemon.signal("TERM")?;
+    let _ = daemon.child.wait();
+    drop(fake);
+    fake_runtime.shutdown_background();
+    Ok(())
+}
+
+/// Starts every sync once and samples the daemon's memory until all `round`
+/// rounds of runs have ended.
+async fn stream_round(
+    pool: &sqlx::PgPool,
+    cli: &dyn Fn(&[String]) -> anyhow::Result<()>,
+    pid: u32,
+    round: usize,
+    rows: i64,
+    fake: &brevo::BrevoFake,
+) -> anyhow::Result<()> {
     for k in 0..SYNCS {
         cli(&["sync".into(), "run".into(), format!("slice-{k}")])?;
     }
@@ -128,12 +180,12 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
         let (done, written): (i64, i64) = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE status IN ('succeeded', 'failed')), coalesce(sum(records_written), 0)::bigint FROM runs",
         )
-        .fetch_one(&pool)
+        .fetch_one(pool)
         .await?;
         if let Some(rss) = daemon_process::rss_mb(pid) {
             samples.push((started.elapsed().as_secs_f64(), rss, written));
         }
-        if done as usize >= SYNCS {
+        if done as usize >= SYNCS * round {
             break;
         }
         anyhow::ensure!(
@@ -146,10 +198,6 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = daemon_process::rss_mb(pid).unwrap_or(0.0);
     let peak = samples.iter().map(|s| s.1).fold(0.0, f64::max);
-    println!(
-        "memory: a {rows}-row source in {SYNCS} syncs (pages of 1000), {SYNCS} workers, release build"
-    );
-    println!("  idle before:        {idle:7.1} MB   target <= 64");
     for q in [0.1, 0.25, 0.5, 0.75, 0.9] {
         if let Some(s) = samples.get(((samples.len() as f64) * q) as usize) {
             println!(
@@ -164,17 +212,10 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     println!("  peak while streaming: {peak:5.1} MB   target <= 200, flat");
     println!("  idle after:         {after:7.1} MB");
     println!(
-        "  wall time {wall:.0} s, {:.0} records/s, destination contacts {}",
+        "  wall time {wall:.0} s, {:.0} rows/s, destination contacts {}, imports {}",
         rows as f64 / wall,
-        fake.contacts().len()
+        fake.contacts().len(),
+        fake.requests_to("/v3/contacts/import").len()
     );
-    let failed: i64 = sqlx::query_scalar("SELECT count(*) FROM runs WHERE status <> 'succeeded'")
-        .fetch_one(&pool)
-        .await?;
-    anyhow::ensure!(failed == 0, "{failed} run(s) did not succeed");
-    daemon.signal("TERM")?;
-    let _ = daemon.child.wait();
-    drop(fake);
-    fake_runtime.shutdown_background();
     Ok(())
 }

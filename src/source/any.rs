@@ -52,6 +52,14 @@ impl Source for AnySource {
         }
     }
 
+    fn rewind(&self, saved: Option<Value>) -> Option<Value> {
+        match self {
+            AnySource::Postgres(s) => s.rewind(saved),
+            AnySource::Shopify(s) => s.rewind(saved),
+            AnySource::Http(s) => s.rewind(saved),
+        }
+    }
+
     async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
         let started = std::time::Instant::now();
         let (kind, page) = match self {

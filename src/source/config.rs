@@ -53,8 +53,15 @@ impl SourceConfig {
             SourceConfig::Postgres(_) => {
                 &["kind", "query", "cursor_column", "page_size", "sync_mode"]
             }
-            SourceConfig::Shopify(_) => &["kind", "shop", "query", "page_size"],
-            SourceConfig::Http(_) => &["kind", "url", "cursor_param", "items_pointer", "page_size"],
+            SourceConfig::Shopify(_) => &["kind", "shop", "query", "page_size", "overlap"],
+            SourceConfig::Http(_) => &[
+                "kind",
+                "url",
+                "cursor_param",
+                "items_pointer",
+                "page_size",
+                "overlap",
+            ],
         }
     }
 
@@ -64,6 +71,26 @@ impl SourceConfig {
             SourceConfig::Postgres(c) => c.sync_mode,
             SourceConfig::Shopify(_) | SourceConfig::Http(_) => SyncMode::Cursor,
         }
+    }
+
+    /// The window re-read before a time cursor each run (`source::overlap`);
+    /// `None` for sources that read up to a safe horizon instead (Postgres)
+    /// or where it is turned off.
+    pub fn overlap(&self) -> Option<std::time::Duration> {
+        let overlap = match self {
+            SourceConfig::Postgres(_) => return None,
+            SourceConfig::Shopify(c) => c.overlap,
+            SourceConfig::Http(c) => c.overlap,
+        };
+        (!overlap.is_zero()).then_some(overlap)
+    }
+
+    /// Whether records are keyed by who they are and what they hold
+    /// (`worker::diff_page`) rather than by where they were read: a source
+    /// that reads records again (the whole query, or an overlap window)
+    /// needs a key that a record read again unchanged keeps.
+    pub fn keys_by_identity(&self) -> bool {
+        self.sync_mode().reads_whole() || self.overlap().is_some()
     }
 
     /// Mirror mode's largest share of known records one run may take off.

@@ -4,6 +4,7 @@
 mod any;
 mod config;
 pub mod http;
+mod overlap;
 mod page;
 pub mod postgres;
 mod retry;

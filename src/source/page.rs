@@ -174,6 +174,13 @@ pub trait Source: Send {
     /// delivery keys of different sources never meet.
     fn fingerprint(&self) -> String;
 
+    /// Where a run starts reading, given the cursor the last run saved. A
+    /// source whose cursor is a time starts an overlap window earlier
+    /// (`source::overlap`); the others start where the last run stopped.
+    fn rewind(&self, saved: Option<Value>) -> Option<Value> {
+        saved
+    }
+
     /// The page after `cursor` (`None`: from the start).
     fn fetch_page(
         &mut self,

@@ -1,5 +1,8 @@
-//! Diff mode (`source.sync_mode = "diff"`): a page of the whole query made
-//! ready to send. Every record is mapped to learn who it is (a digest of its
+//! A page keyed by who each record is and what it holds, made ready to
+//! send: diff mode's pages of the whole query (`source.sync_mode = "diff"`),
+//! and every page of a source that re-reads an overlap window before its
+//! time cursor (`source::overlap`), so that a record read again unchanged
+//! costs no request wherever on a page it comes back. Every record is mapped to learn who it is (a digest of its
 //! e-mail address); one query reads what each was last delivered as
 //! (`record_states`); a record whose content is unchanged is counted as
 //! replayed and dropped, and only new or changed ones are keyed (`diff_key`:
@@ -16,7 +19,8 @@
 //! the record-by-record path, which is always right. Mirror mode must mark
 //! every record it reads as seen, so it takes the record-by-record path.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -44,11 +48,14 @@ pub(super) async fn prepare_diff_page(
     let sync_id = run.sync_id.as_str();
     let records = page_records.len();
     let page_id = PageKeys::new(sync_id, fingerprint, page_cursor).page_id();
-    let mirror = cx.definition.source.sync_mode() == SyncMode::Mirror;
-    let digest = if mirror {
-        None
-    } else {
+    let mode = cx.definition.source.sync_mode();
+    let mirror = mode == SyncMode::Mirror;
+    // Only diff mode reads the same pages run after run; a cursor's pages
+    // start somewhere new each run, so their digests would only pile up.
+    let digest = if mode == SyncMode::Diff {
         page_digest(cx, &page_records)?
+    } else {
+        None
     };
     if let Some(digest) = digest
         && records > 0
@@ -66,7 +73,7 @@ pub(super) async fn prepare_diff_page(
     }
     let mut sorted = SortedRecords::new(Vec::new());
     sorted.page_digest = digest;
-    let mut on_page = HashSet::with_capacity(records);
+    let mut on_page = HashMap::with_capacity(records);
     let mut candidates = Vec::with_capacity(records);
     let mut bytes = Vec::new();
     for position in 0..records {
@@ -96,10 +103,19 @@ pub(super) async fn prepare_diff_page(
             }
         };
         let identity = identity_digest(sync_id, run.ledger_epoch, &contact.email);
-        // One person twice in one read: the first row is theirs.
-        if !on_page.insert(identity) {
-            sorted.replayed += 1;
-            continue;
+        // One person twice on one page: in a whole read the first row is
+        // theirs; read by a cursor, the later row is the newer.
+        match on_page.entry(identity) {
+            Entry::Occupied(earlier) => {
+                sorted.replayed += 1;
+                if mode.is_cursor() {
+                    candidates[*earlier.get()] = (identity, content, contact);
+                }
+                continue;
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(candidates.len());
+            }
         }
         if mirror {
             sorted.seen.push((identity, contact.email.clone()));

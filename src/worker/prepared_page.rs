@@ -92,7 +92,7 @@ pub(super) async fn prepare_page(
         ..
     } = page;
     record_notices(cx, notices).await?;
-    if cx.definition.source.sync_mode().reads_whole() {
+    if cx.definition.source.keys_by_identity() {
         return super::diff_page::prepare_diff_page(
             cx,
             fingerprint,

@@ -33,7 +33,7 @@ use crate::config::SyncDefinition;
 use crate::destination::{AnyDestination, Destination, Outbound, RecordOutcome};
 use crate::failure::FailureCode;
 use crate::lease::Lease;
-use crate::source::AnySource;
+use crate::source::{AnySource, Source};
 use crate::store::checkpoint::{self, CleanPage};
 use crate::store::cursors;
 use crate::store::ledger::{BatchClaim, BatchClaimRequest, BatchCompletion};
@@ -121,6 +121,13 @@ pub async fn execute_run(
                 ));
             }
         };
+        // Diff mode reads the whole query every run; a source with a time
+        // cursor starts an overlap window before the saved one.
+        let start = if definition.source.sync_mode().reads_whole() {
+            None
+        } else {
+            source.rewind(start)
+        };
         let cursor = start.as_ref().map(|c| c.to_string());
         info!(
             fence = lease.fence,
@@ -136,12 +143,6 @@ pub async fn execute_run(
                 warn!(error = %e, "Could not record the destination notice");
             }
         }
-        // Diff mode reads the whole query every run.
-        let start = if definition.source.sync_mode().reads_whole() {
-            None
-        } else {
-            start
-        };
         let lost = AtomicBool::new(false);
         let cx = RunContext {
             env,

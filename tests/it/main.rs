@@ -32,6 +32,7 @@ mod liveness;
 mod logs;
 mod metrics;
 mod outages;
+mod overlap_window;
 mod pages;
 mod postgres_source;
 mod preview;

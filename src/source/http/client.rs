@@ -13,6 +13,7 @@ use crate::canonical_json::canonical_json;
 use crate::outbound::{
     BodyError, SOURCE_PAGE_CAP, cap_text, describe_error, read_capped, redirect_target, retry_after,
 };
+use crate::source::overlap;
 use crate::source::page::{Page, Source, SourceError};
 use crate::source::retry::{Answer, SOURCE_RETRY, fetch_with_retries};
 
@@ -163,6 +164,25 @@ impl Source for HttpSource {
         format!("http:{}", hex::encode(digest))
     }
 
+    /// A saved cursor that is an RFC 3339 time starts `overlap` earlier. The
+    /// time it was moved from rides along (`overlap_from`), so a run that
+    /// ends where it started (a last page naming no next cursor) saves the
+    /// same start again instead of creeping back a window every run.
+    fn rewind(&self, saved: Option<Value>) -> Option<Value> {
+        let overlap = self.config.overlap;
+        let saved = saved?;
+        let from = saved
+            .get("overlap_from")
+            .or_else(|| saved.get("cursor"))
+            .and_then(Value::as_str);
+        match from.and_then(|t| Some((t, overlap::earlier_by(t, overlap)?))) {
+            Some((from, start)) if !overlap.is_zero() => {
+                Some(json!({ "cursor": start, "overlap_from": from }))
+            }
+            _ => Some(saved),
+        }
+    }
+
     async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
         let mut cursor = cursor
             .and_then(|c| c.get("cursor"))
@@ -231,6 +251,30 @@ next_cursor_pointer = "/meta/next""#,
             judge(&config(), StatusCode::OK, br#"{"items":[]}"#, None),
             Answer::Fail(SourceError::Query(_))
         ));
+    }
+
+    #[test]
+    fn a_time_cursor_starts_the_overlap_earlier_and_never_creeps_back() {
+        // Another test may have installed it first.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let source = HttpSource::open(&config()).unwrap();
+        let saved = json!({"cursor": "2026-12-01T10:00:00Z"});
+        let start = source.rewind(Some(saved)).unwrap();
+        assert_eq!(
+            start,
+            json!({"cursor": "2026-12-01T09:55:00Z", "overlap_from": "2026-12-01T10:00:00Z"})
+        );
+        // Saved again unchanged (nothing after it): the same start.
+        assert_eq!(source.rewind(Some(start.clone())), Some(start));
+        // Opaque cursors and the first run are left alone.
+        let opaque = json!({"cursor": "p100"});
+        assert_eq!(source.rewind(Some(opaque.clone())), Some(opaque));
+        assert_eq!(source.rewind(None), None);
+        let mut off = config();
+        off.overlap = std::time::Duration::ZERO;
+        let source = HttpSource::open(&off).unwrap();
+        let saved = json!({"cursor": "2026-12-01T10:00:00Z"});
+        assert_eq!(source.rewind(Some(saved.clone())), Some(saved));
     }
 
     proptest::proptest! {

@@ -36,6 +36,15 @@ pub struct HttpSourceConfig {
     /// Longest wait for one response. Default 30s.
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
+    /// When the API's cursor is an RFC 3339 time (an `updated_since`-style
+    /// API), how far before the saved one each run starts again (the overlap
+    /// window, `source::overlap`). Default 5m; `0s` turns it off. An opaque
+    /// cursor is never moved.
+    #[serde(
+        default = "crate::source::overlap::default_overlap",
+        with = "humantime_serde"
+    )]
+    pub overlap: Duration,
 }
 
 impl HttpSourceConfig {
@@ -72,6 +81,6 @@ impl HttpSourceConfig {
         if self.timeout.is_zero() {
             return Err(("source.timeout".into(), "must be longer than zero".into()));
         }
-        Ok(())
+        crate::source::overlap::validate(self.overlap)
     }
 }

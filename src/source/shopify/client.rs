@@ -20,6 +20,7 @@ use crate::canonical_json::canonical_json;
 use crate::outbound::{
     BodyError, SOURCE_PAGE_CAP, cap_text, describe_error, read_capped, redirect_target, retry_after,
 };
+use crate::source::overlap;
 use crate::source::page::{Page, Source, SourceError};
 use crate::source::retry::{Answer, SOURCE_RETRY, fetch_with_retries};
 
@@ -70,10 +71,10 @@ impl ShopifySource {
         })
     }
 
-    async fn ask(&self, after: Option<&str>) -> Answer {
+    async fn ask(&self, after: Option<&str>, search: Option<&str>) -> Answer {
         let body = json!({
             "query": QUERY,
-            "variables": { "first": self.config.page_size, "after": after, "query": self.config.query },
+            "variables": { "first": self.config.page_size, "after": after, "query": search },
         });
         let sent = self
             .client
@@ -325,9 +326,13 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
     // Pace the next request from what this one left in the bucket.
     let pause = missing_cost_wait(&body).filter(|w| !w.is_zero());
     let last = !has_next || end.is_none();
+    let updated_at = latest_updated_at(&records);
     Answer::Page(
         Page {
-            next_cursor: end.map(|c| json!({ "after": c })),
+            next_cursor: end.map(|c| match updated_at {
+                Some(u) => json!({ "after": c, "updated_at": u }),
+                None => json!({ "after": c }),
+            }),
             records: records.into(),
             last,
             notices: Vec::new(),
@@ -352,6 +357,33 @@ fn all_redacted(records: &[Value]) -> bool {
         })
 }
 
+/// The `customers(query:)` search: the sync's own filter, and from `since`
+/// on when the run re-reads an overlap window (Shopify's search syntax,
+/// terms joined by `AND`).
+fn search_query(filter: Option<&str>, since: Option<&str>) -> Option<String> {
+    let filter = filter.map(str::trim).filter(|f| !f.is_empty());
+    match (filter, since) {
+        (None, None) => None,
+        (Some(f), None) => Some(f.to_string()),
+        (None, Some(s)) => Some(format!("updated_at:>='{s}'")),
+        (Some(f), Some(s)) => Some(format!("({f}) AND updated_at:>='{s}'")),
+    }
+}
+
+/// The latest `updatedAt` among a page's customers (the last one, as they
+/// come sorted by it), as Shopify wrote it.
+fn latest_updated_at(records: &[Value]) -> Option<String> {
+    records
+        .iter()
+        .filter_map(|node| {
+            let text = node.get("updatedAt")?.as_str()?;
+            let at = chrono::DateTime::parse_from_rfc3339(text).ok()?;
+            Some((at, text))
+        })
+        .max_by_key(|(at, _)| *at)
+        .map(|(_, text)| text.to_string())
+}
+
 impl Source for ShopifySource {
     fn fingerprint(&self) -> String {
         let identity =
@@ -360,13 +392,41 @@ impl Source for ShopifySource {
         format!("shopify:{}", hex::encode(digest))
     }
 
+    /// A run starts `overlap` before the last `updatedAt` read: a search
+    /// `updated_at:>='…'` (kept in every page's cursor, as Shopify's cursors
+    /// hold only for the query they came from) with no `after`.
+    fn rewind(&self, saved: Option<Value>) -> Option<Value> {
+        let saved = saved?;
+        let last = saved.get("updated_at").and_then(Value::as_str);
+        match last.and_then(|t| Some((t, overlap::earlier_by(t, self.config.overlap)?))) {
+            Some((last, since)) if !self.config.overlap.is_zero() => {
+                Some(json!({ "since": since, "updated_at": last }))
+            }
+            _ => Some(saved),
+        }
+    }
+
     async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
-        let after = cursor.and_then(|c| c.get("after")).and_then(Value::as_str);
+        let field = |name: &str| cursor.and_then(|c| c.get(name)).and_then(Value::as_str);
+        let (after, since) = (field("after"), field("since"));
+        let search = search_query(self.config.query.as_deref(), since);
         let mut next_send = self.next_send.take();
         let this = &*self;
-        let mut page = fetch_with_retries("Shopify", &mut next_send, || this.ask(after)).await;
+        let mut page = fetch_with_retries("Shopify", &mut next_send, || {
+            this.ask(after, search.as_deref())
+        })
+        .await;
         self.next_send = next_send;
         if let Ok(page) = &mut page {
+            // Every cursor says what it was read under and how far it got.
+            if let Some(Value::Object(next)) = &mut page.next_cursor {
+                if let Some(since) = since {
+                    next.insert("since".into(), json!(since));
+                }
+                if let (None, Some(last)) = (next.get("updated_at"), field("updated_at")) {
+                    next.insert("updated_at".into(), json!(last));
+                }
+            }
             // Once per run: every answer carries the same headers.
             if self.version_noticed {
                 page.notices.clear();
@@ -390,6 +450,63 @@ mod tests {
                 "throttleStatus": {"maximumAvailable": 1000.0, "currentlyAvailable": available, "restoreRate": rate}}}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_run_starts_the_overlap_before_the_last_updated_at_under_the_syncs_own_filter() {
+        let config: ShopifySourceConfig = toml::from_str(
+            "shop = \"acme\"\napi_version = \"2025-07\"\naccess_token_env = \"SHOPIFY_TOKEN\"",
+        )
+        .unwrap();
+        assert_eq!(config.overlap, Duration::from_secs(300));
+        // Another test may have installed it first.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let source = ShopifySource {
+            endpoint: config.endpoint(),
+            config,
+            token: String::new(),
+            client: reqwest::Client::new(),
+            next_send: None,
+            version_noticed: false,
+        };
+        let saved = json!({"after": "abc", "since": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-12-01T10:00:00Z"});
+        assert_eq!(
+            source.rewind(Some(saved)),
+            Some(json!({"since": "2026-12-01T09:55:00Z", "updated_at": "2026-12-01T10:00:00Z"}))
+        );
+        // A cursor saved before overlaps existed goes on from `after`.
+        let old = json!({"after": "abc"});
+        assert_eq!(source.rewind(Some(old.clone())), Some(old));
+        assert_eq!(source.rewind(None), None);
+        assert_eq!(search_query(None, None), None);
+        assert_eq!(
+            search_query(Some("state:ENABLED"), Some("2026-12-01T09:55:00Z")).as_deref(),
+            Some("(state:ENABLED) AND updated_at:>='2026-12-01T09:55:00Z'")
+        );
+        assert_eq!(
+            search_query(Some(" "), Some("2026-12-01T09:55:00Z")).as_deref(),
+            Some("updated_at:>='2026-12-01T09:55:00Z'")
+        );
+    }
+
+    #[test]
+    fn each_page_cursor_carries_the_latest_updated_at_read() {
+        let body = serde_json::to_vec(&json!({"data": {"customers": {
+            "edges": [
+                {"cursor": "a", "node": {"id": "1", "updatedAt": "2026-12-01T10:00:00Z",
+                    "defaultEmailAddress": {"emailAddress": "a@example.com"}}},
+                {"cursor": "b", "node": {"id": "2", "updatedAt": "2026-12-01T10:00:01.5Z",
+                    "defaultEmailAddress": {"emailAddress": "b@example.com"}}}],
+            "pageInfo": {"hasNextPage": true, "endCursor": "b"}}}}))
+        .unwrap();
+        match judge(StatusCode::OK, &body, None) {
+            Answer::Page(page, _) => assert_eq!(
+                page.next_cursor,
+                Some(json!({"after": "b", "updated_at": "2026-12-01T10:00:01.5Z"}))
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -47,6 +47,13 @@ pub struct ShopifySourceConfig {
     /// Longest wait for one response. Default 30s.
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
+    /// How far before the last `updatedAt` read each run starts again (the
+    /// overlap window, `source::overlap`). Default 5m; `0s` turns it off.
+    #[serde(
+        default = "crate::source::overlap::default_overlap",
+        with = "humantime_serde"
+    )]
+    pub overlap: Duration,
 }
 
 impl ShopifySourceConfig {
@@ -111,7 +118,7 @@ impl ShopifySourceConfig {
         if self.timeout.is_zero() {
             return Err(("source.timeout".into(), "must be longer than zero".into()));
         }
-        Ok(())
+        crate::source::overlap::validate(self.overlap)
     }
 
     /// `{base}/admin/api/{version}/graphql.json`.
@@ -138,6 +145,7 @@ mod tests {
             query: None,
             base_url: None,
             timeout: default_timeout(),
+            overlap: crate::source::overlap::DEFAULT_OVERLAP,
         }
     }
 

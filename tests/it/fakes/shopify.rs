@@ -1,7 +1,10 @@
 //! A Shopify Admin GraphQL fake for the customers source, built from the facts
 //! in docs/api-facts.md: `POST /admin/api/{version}/graphql.json` with
-//! `X-Shopify-Access-Token`, `customers(first, after, sortKey: UPDATED_AT)`
-//! with opaque cursors, a leaky-bucket query cost (`extensions.cost` on every
+//! `X-Shopify-Access-Token`, `customers(first, after, sortKey: UPDATED_AT,
+//! query)` sorted by `updatedAt` then id, with opaque cursors that hold the
+//! last sort value (so a customer updated later moves past them) and the
+//! search terms `updated_at:>='…'` / `updated_at:>'…'` joined by `AND`,
+//! customers that the search index shows only later (`add_late_customer`), a leaky-bucket query cost (`extensions.cost` on every
 //! answer), `THROTTLED` answers in the HTTP 200 form and the 429 form (with
 //! `Retry-After`), and a 401 whose `errors` is a string. It records every
 //! request and every wait it instructed, so a test can check they were kept.
@@ -37,6 +40,8 @@ pub struct InstructedWait {
 
 struct Inner {
     customers: Vec<Value>,
+    /// Customers the listing does not show yet (indexes into `customers`).
+    hidden: Vec<usize>,
     available: f64,
     refilled_at: Instant,
     requests: Vec<ShopifyRequest>,
@@ -95,6 +100,7 @@ impl ShopifyFake {
             restore_rate,
             inner: Mutex::new(Inner {
                 customers,
+                hidden: Vec::new(),
                 available: maximum,
                 refilled_at: Instant::now(),
                 requests: Vec::new(),
@@ -126,6 +132,28 @@ impl ShopifyFake {
         let mut inner = lock(&self.shared);
         let start = inner.customers.len() + 1;
         inner.customers.extend((start..start + n).map(customer));
+    }
+
+    /// A new customer whose `updatedAt` lies `lag` before the latest one
+    /// (its write took that long to reach the listing), not shown until
+    /// `reveal_late`. Returns its address.
+    pub fn add_late_customer(&self, lag: Duration) -> String {
+        let mut inner = lock(&self.shared);
+        let i = inner.customers.len() + 1;
+        let latest = inner.customers.iter().filter_map(updated_at).max();
+        let mut late = customer(i);
+        if let Some(latest) = latest {
+            let at = latest - chrono::Duration::from_std(lag).unwrap_or_default();
+            late["updatedAt"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        }
+        inner.customers.push(late);
+        inner.hidden.push(i - 1);
+        format!("customer{i}@example.com")
+    }
+
+    /// The listing catches up: late customers are shown.
+    pub fn reveal_late(&self) {
+        lock(&self.shared).hidden.clear();
     }
 
     /// Changes customer `i` (0-based) in place, e.g. its marketing state.
@@ -169,17 +197,52 @@ impl ShopifyFake {
     }
 }
 
+/// Customer `i` (1-based), updated `i` seconds into 2025: the shop's order
+/// of updates is the order customers were made in.
 fn customer(i: usize) -> Value {
+    let at = chrono::DateTime::parse_from_rfc3339("2025-01-01T00:00:00Z")
+        .expect("a valid time")
+        .to_utc()
+        + chrono::Duration::seconds(i as i64);
     json!({
         "id": format!("gid://shopify/Customer/{i}"),
         "firstName": format!("First{i}"),
         "lastName": format!("Last{i}"),
-        "updatedAt": format!("2025-01-01T00:00:{:02}Z", i % 60),
+        "updatedAt": at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         "defaultEmailAddress": {
             "emailAddress": format!("customer{i}@example.com"),
             "marketingState": "SUBSCRIBED",
         },
     })
+}
+
+fn updated_at(customer: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
+    let text = customer.get("updatedAt")?.as_str()?;
+    Some(chrono::DateTime::parse_from_rfc3339(text).ok()?.to_utc())
+}
+
+/// The `query:` search terms the fake understands: `updated_at:>='T'` and
+/// `updated_at:>'T'` (quotes optional), joined by `AND`. `None` names a term
+/// it does not.
+fn search_filter(query: &str) -> Result<Vec<(bool, chrono::DateTime<chrono::Utc>)>, String> {
+    let mut bounds = Vec::new();
+    for term in query.split(" AND ") {
+        let term = term.trim().trim_start_matches('(').trim_end_matches(')');
+        let (inclusive, value) = if let Some(v) = term.strip_prefix("updated_at:>=") {
+            (true, v)
+        } else if let Some(v) = term.strip_prefix("updated_at:>") {
+            (false, v)
+        } else {
+            return Err(format!(
+                "the fake does not understand the search term {term:?}"
+            ));
+        };
+        let value = value.trim_matches(['\'', '"']);
+        let at = chrono::DateTime::parse_from_rfc3339(value)
+            .map_err(|e| format!("{value:?} is not a time: {e}"))?;
+        bounds.push((inclusive, at.to_utc()));
+    }
+    Ok(bounds)
 }
 
 /// What a customers query costs: one point per node asked for, plus the connection.
@@ -362,29 +425,64 @@ async fn graphql(
         return response;
     }
     inner.available -= cost;
-    let start = match variables.get("after").and_then(Value::as_str) {
+    // The listing: shown customers matching the search, by (updatedAt, id).
+    let bounds = match variables.get("query").and_then(Value::as_str) {
+        None => Vec::new(),
+        Some(q) => match search_filter(q) {
+            Ok(b) => b,
+            Err(why) => {
+                inner.requests.push(record);
+                return graphql_error(StatusCode::OK, &why);
+            }
+        },
+    };
+    let sort_key = |i: usize| (updated_at(&inner.customers[i]), i);
+    let mut listing: Vec<usize> = (0..inner.customers.len())
+        .filter(|i| !inner.hidden.contains(i))
+        .filter(|i| {
+            let at = updated_at(&inner.customers[*i]);
+            bounds.iter().all(|(inclusive, bound)| {
+                at.is_some_and(|at| {
+                    if *inclusive {
+                        at >= *bound
+                    } else {
+                        at > *bound
+                    }
+                })
+            })
+        })
+        .collect();
+    listing.sort_by_key(|i| sort_key(*i));
+    let from = match variables.get("after").and_then(Value::as_str) {
         None => 0,
         Some(cursor) => match decode_cursor(cursor) {
-            Some(i) => i + 1,
-            None => {
+            // Past the cursor's sort value, wherever that customer is now.
+            Some(i) if i < inner.customers.len() => {
+                let mark = sort_key(i);
+                listing.partition_point(|j| sort_key(*j) <= mark)
+            }
+            _ => {
                 inner.requests.push(record);
                 return graphql_error(StatusCode::OK, "Invalid cursor for current pagination.");
             }
         },
     };
-    let end = (start + first as usize).min(inner.customers.len());
-    let edges: Vec<Value> = (start..end)
-        .map(|i| json!({"cursor": encode_cursor(i), "node": inner.customers[i]}))
+    let page: Vec<usize> = listing[from..]
+        .iter()
+        .take(first as usize)
+        .copied()
         .collect();
-    let end_cursor = if end > start {
-        Some(encode_cursor(end - 1))
-    } else {
-        None
-    };
+    let edges: Vec<Value> = page
+        .iter()
+        .map(|i| json!({"cursor": encode_cursor(*i), "node": inner.customers[*i]}))
+        .collect();
+    let end_cursor = page.last().map(|i| encode_cursor(*i));
+    let has_next = from + page.len() < listing.len();
+    let (start, end) = (0, page.len());
     let body = json!({
         "data": {"customers": {
             "edges": edges,
-            "pageInfo": {"hasNextPage": end < inner.customers.len(), "endCursor": end_cursor},
+            "pageInfo": {"hasNextPage": has_next, "endCursor": end_cursor},
         }},
         "extensions": {"cost": {
             "requestedQueryCost": cost,
