@@ -124,6 +124,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     syncs::publish_syncs(&pool, &all, Actor::Cli).await?;
     let mut settings = Settings::default();
     settings.lease.renew_every = std::time::Duration::from_secs(300);
+    settings.secrets.dir = support::secrets_dir();
     let env = RunEnv::new(
         pool.clone(),
         syncward::store::grouped::RunStatements::new(pool.clone()),
@@ -238,8 +239,11 @@ async fn bare_loop(
     budgets: &syncward::outbound::SharedBudgets,
 ) -> anyhow::Result<(std::time::Duration, i64)> {
     let started = Instant::now();
-    let mut source = AnySource::open(&definition.source, &Default::default())?;
-    let mut destination = AnyDestination::open(&definition.destination, DESTINATION_RETRY)?;
+    let secrets = syncward::config::secrets::SecretStore::new(support::secrets_dir())
+        .workspace(&definition.workspace);
+    let mut source = AnySource::open(&definition.source, &Default::default(), &secrets)?;
+    let mut destination =
+        AnyDestination::open(&definition.destination, DESTINATION_RETRY, &secrets)?;
     destination.share_budgets(budgets);
     let fingerprint = source.fingerprint();
     let id = definition.id.to_string();

@@ -106,6 +106,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     syncs::publish_syncs(&pool, std::slice::from_ref(&definition), Actor::Cli).await?;
     let mut settings = Settings::default();
     settings.lease.renew_every = std::time::Duration::from_secs(300);
+    settings.secrets.dir = support::secrets_dir();
     let env = RunEnv::new(
         pool.clone(),
         syncward::store::grouped::RunStatements::new(pool.clone()),

@@ -133,6 +133,8 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
     let shared = setting("BENCH_SHARED", 300)?.min(total);
     let daemons = setting("BENCH_DAEMONS", 4)?;
     let workers = setting("BENCH_WORKERS", 16)?;
+    let workspaces: Vec<String> = (0..50).map(|w| format!("ws-{w}")).collect();
+    support::write_secrets(&workspaces.iter().map(String::as_str).collect::<Vec<_>>())?;
 
     sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text NOT NULL)")
         .execute(&pool)
@@ -184,6 +186,10 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
             format!("syncward-fleet-{}", Uuid::new_v4().simple()),
         ),
         ("SYNCWARD__HTTP__LISTEN".into(), "127.0.0.1:0".into()),
+        (
+            "SYNCWARD__SECRETS__DIR".into(),
+            support::secrets_dir().display().to_string(),
+        ),
         ("SYNCWARD__WORKERS__COUNT".into(), workers.to_string()),
         (
             "SYNCWARD_CONFIG".into(),

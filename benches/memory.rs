@@ -70,6 +70,10 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
             format!("syncward-bench-{}", Uuid::new_v4().simple()),
         ),
         ("SYNCWARD__HTTP__LISTEN".into(), "127.0.0.1:0".into()),
+        (
+            "SYNCWARD__SECRETS__DIR".into(),
+            support::secrets_dir().display().to_string(),
+        ),
         ("SYNCWARD__WORKERS__COUNT".into(), SYNCS.to_string()),
         ("SYNCWARD_CONFIG".into(), config.display().to_string()),
     ];

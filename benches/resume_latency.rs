@@ -119,6 +119,10 @@ email = "email"
             format!("syncward-bench-{}", Uuid::new_v4().simple()),
         ),
         ("SYNCWARD__HTTP__LISTEN".into(), "127.0.0.1:0".into()),
+        (
+            "SYNCWARD__SECRETS__DIR".into(),
+            support::secrets_dir().display().to_string(),
+        ),
         ("SYNCWARD__WORKERS__COUNT".into(), "1".into()),
         // Every SIGKILL spends the attempt it interrupts: 20 rounds need more
         // than the default 5.

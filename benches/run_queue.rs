@@ -95,6 +95,7 @@ email = "email"
                 settings.workers.poll_interval = Duration::from_millis(50);
                 settings.workers.count = workers;
                 settings.redis.key_prefix = prefix.clone();
+                settings.secrets.dir = support::secrets_dir();
                 let boot = Uuid::new_v4();
                 refresh_liveness(&redis, &prefix, boot, Duration::from_secs(600)).await?;
                 let leases =

@@ -1,8 +1,11 @@
 //! What every connector's config is made of, below both `config/` (which reads
 //! sync files) and the connectors (whose configs it reads): the name of a
-//! secret's environment variable, and naming the field behind a table's error.
+//! secret's variable, a workspace's secrets (`config::secrets` says where
+//! they live), and naming the field behind a table's error.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -17,9 +20,10 @@ impl EnvVarName {
         &self.0
     }
 
-    /// Reads the variable; `None` when it is unset or empty.
-    pub fn read(&self) -> Option<String> {
-        std::env::var(&self.0).ok().filter(|v| !v.is_empty())
+    /// A name of the daemon's own (`SYNCWARD…`: its settings, its
+    /// environment file's variables), which no sync may name.
+    pub fn is_the_daemons(&self) -> bool {
+        self.0.starts_with("SYNCWARD")
     }
 }
 
@@ -51,6 +55,103 @@ impl fmt::Display for EnvVarName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// One workspace's secrets, read from its file.
+#[derive(Clone)]
+pub struct WorkspaceSecrets {
+    file: PathBuf,
+    /// The file's variables, or why it could not be read.
+    values: Result<HashMap<String, String>, String>,
+}
+
+impl std::fmt::Debug for WorkspaceSecrets {
+    // Names the file, never a value.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkspaceSecrets")
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkspaceSecrets {
+    /// Reads a workspace's file now. A file that is missing or unreadable is
+    /// not an error here: each secret asked of it then says why it has none.
+    pub fn read(file: PathBuf) -> Self {
+        let values = read_file(&file);
+        WorkspaceSecrets { file, values }
+    }
+
+    /// Secrets given directly (tests of connectors; benchmarks).
+    pub fn from_values(values: impl IntoIterator<Item = (String, String)>) -> Self {
+        WorkspaceSecrets {
+            file: PathBuf::from("(given)"),
+            values: Ok(values.into_iter().collect()),
+        }
+    }
+
+    /// The value of `name`, asked for by `field` (e.g.
+    /// `destination.api_key_env`); the error is one line naming the field,
+    /// the variable and the file.
+    pub fn get(&self, name: &EnvVarName, field: &str) -> Result<String, String> {
+        self.lookup(name).map_err(|why| format!("{field}: {why}"))
+    }
+
+    /// The value of `name`; the error names the variable and the file.
+    pub fn lookup(&self, name: &EnvVarName) -> Result<String, String> {
+        if name.is_the_daemons() {
+            return Err(format!(
+                "{name} is a name of the daemon's own (its settings and environment); a sync \
+                 names only secrets of its workspace's secrets file"
+            ));
+        }
+        let file = self.file.display();
+        match &self.values {
+            Ok(values) => values
+                .get(name.as_str())
+                .filter(|v| !v.is_empty())
+                .cloned()
+                .ok_or_else(|| {
+                    format!("{name} is not set in {file} (the workspace's secrets file)")
+                }),
+            Err(why) => Err(format!("{name}: {why}")),
+        }
+    }
+}
+
+/// Reads a secrets file; the error says why in one sentence and never
+/// quotes a line (it may hold a secret).
+fn read_file(file: &Path) -> Result<HashMap<String, String>, String> {
+    let shown = file.display();
+    let lines = match dotenvy::from_path_iter(file) {
+        Ok(lines) => lines,
+        Err(dotenvy::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "the workspace's secrets file {shown} does not exist"
+            ));
+        }
+        Err(dotenvy::Error::Io(e)) => {
+            return Err(format!(
+                "cannot read the workspace's secrets file {shown}: {e}"
+            ));
+        }
+        Err(e) => return Err(format!("cannot read {shown}: {e}")),
+    };
+    let mut values = HashMap::new();
+    for (number, line) in lines.enumerate() {
+        match line {
+            Ok((key, value)) => {
+                values.insert(key, value);
+            }
+            Err(_) => {
+                return Err(format!(
+                    "{shown}: entry {} is not a NAME=value line (quote values with spaces)",
+                    number + 1
+                ));
+            }
+        }
+    }
+    Ok(values)
 }
 
 /// Deserializes one connector table (without its `kind`) to name the field of

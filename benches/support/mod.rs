@@ -1,6 +1,8 @@
-//! What the benchmarks share: each runs in a database of its own, and secrets
-//! reach syncs through environment variables, which a benchmark does not set in
-//! its own process (no unsafe code) — it re-runs itself with them set.
+//! What the benchmarks share: each runs in a database of its own, and its
+//! secrets are passed as environment variables, which a benchmark does not set
+//! in its own process (no unsafe code) — it re-runs itself with them set, and
+//! the re-run writes every `BENCH_*` variable into the secrets file of each
+//! workspace its syncs use (`secrets_dir`, `write_secrets`).
 
 use std::future::Future;
 
@@ -23,6 +25,10 @@ where
         let status = std::process::Command::new(std::env::current_exe()?)
             .args(std::env::args().skip(1))
             .env("BENCH_DATABASE", &name)
+            .env(
+                "BENCH_SECRETS_DIR",
+                std::env::temp_dir().join(format!("syncward-bench-secrets-{name}")),
+            )
             // Loopback without TLS, as a daemon on the database's host would
             // connect (TLS here costs ~20% of the run-queue figure).
             .env(
@@ -45,6 +51,9 @@ where
             admin
                 .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
                 .await?;
+            let secrets = secrets_dir();
+            std::fs::create_dir_all(&secrets)?;
+            write_secrets(&["bench"])?;
             let result = async {
                 let url = std::env::var("BENCH_SOURCE_URL")?;
                 // Opened as the daemon opens its store.
@@ -62,6 +71,30 @@ where
                     "DROP DATABASE {name} WITH (FORCE)"
                 )))
                 .await?;
+            let _ = std::fs::remove_dir_all(&secrets);
             result
         })
+}
+
+/// The directory of this benchmark's workspaces' secrets files (for
+/// `secrets.dir`, or `SYNCWARD__SECRETS__DIR` of a daemon it starts).
+#[allow(dead_code)]
+pub fn secrets_dir() -> std::path::PathBuf {
+    std::env::var_os("BENCH_SECRETS_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|| std::env::temp_dir().join("syncward-bench-secrets"))
+}
+
+/// Writes every `BENCH_*` variable of this process into the secrets file of
+/// each of `workspaces`.
+#[allow(dead_code)]
+pub fn write_secrets(workspaces: &[&str]) -> anyhow::Result<()> {
+    let mut lines = String::new();
+    for (key, value) in std::env::vars().filter(|(k, _)| k.starts_with("BENCH_")) {
+        lines.push_str(&format!("{key}='{value}'\n"));
+    }
+    for workspace in workspaces {
+        std::fs::write(secrets_dir().join(format!("{workspace}.env")), &lines)?;
+    }
+    Ok(())
 }

@@ -31,7 +31,8 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         named.extend(prune.iter().cloned());
         let paths = sync_files_in(&named)?;
         // A plan reads no secret: it is made where they are not (CI).
-        let definitions = load_definitions(&paths, !*plan)?;
+        let secrets = settings.secrets.store();
+        let definitions = load_definitions(&paths, (!*plan).then_some(&secrets))?;
         if *plan {
             let pool = store::connect(&settings.database).await?;
             let plans = super::plan::plan(&pool, &definitions, prune.is_some()).await?;
@@ -46,7 +47,8 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             return Ok(());
         }
         for (file, definition) in paths.iter().zip(&definitions) {
-            check_attributes(file, definition, *skip_attribute_check).await?;
+            let secrets = secrets.workspace(&definition.workspace);
+            check_attributes(file, definition, &secrets, *skip_attribute_check).await?;
         }
         let pool = store::connect(&settings.database).await?;
         let applied = syncs::apply_syncs(&pool, &definitions, prune.is_some(), Actor::Cli)
@@ -183,7 +185,10 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             })?;
             let definition: SyncDefinition = serde_json::from_value(kept.definition.0)
                 .with_context(|| format!("version {version} of {id} no longer validates"))?;
-            definition.check_secrets(&format!("{id} version {version}"))?;
+            definition.check_secrets(
+                &format!("{id} version {version}"),
+                &settings.secrets.store(),
+            )?;
             let (published, _) =
                 syncs::rollback_sync(&pool, &definition, version, Actor::Cli).await?;
             if json.json {
@@ -260,11 +265,14 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             let definition = sync
                 .definition()
                 .context("the stored definition no longer validates")?;
+            let secrets = settings.secrets.store().workspace(&definition.workspace);
             let preview =
-                crate::worker::preview(&pool, &definition, sync.ledger_epoch, limit).await?;
+                crate::worker::preview(&pool, &definition, &secrets, sync.ledger_epoch, limit)
+                    .await?;
             let warning = match missing_attributes(
                 &definition.destination,
                 mapped_attributes(&definition),
+                &secrets,
             )
             .await
             {
@@ -382,12 +390,19 @@ fn mapped_attributes(definition: &crate::config::SyncDefinition) -> impl Iterato
 async fn check_attributes(
     file: &std::path::Path,
     definition: &crate::config::SyncDefinition,
+    secrets: &crate::connector_config::WorkspaceSecrets,
     skip: bool,
 ) -> anyhow::Result<()> {
     if skip {
         return Ok(());
     }
-    match missing_attributes(&definition.destination, mapped_attributes(definition)).await {
+    match missing_attributes(
+        &definition.destination,
+        mapped_attributes(definition),
+        secrets,
+    )
+    .await
+    {
         Some(Ok(missing)) if !missing.is_empty() => Err(crate::config::BadInput::new(
             file.display().to_string(),
             "mapping.attributes",

@@ -7,6 +7,7 @@ mod env_file;
 mod ids;
 mod redis_address;
 mod schedule;
+pub mod secrets;
 mod settings;
 mod sync_file;
 mod url_secrets;
@@ -18,7 +19,5 @@ pub use ids::{SyncId, WorkspaceId};
 pub use redis_address::{RedisAddress, SENTINEL_PORT, SENTINEL_SCHEME, SentinelAddress};
 pub use schedule::{CatchUp, Schedule, Timezone};
 pub use settings::*;
-pub use sync_file::{
-    ConsentRule, MappingConfig, SyncDefinition, load_definitions, load_for_apply, sync_files_in,
-};
+pub use sync_file::{ConsentRule, MappingConfig, SyncDefinition, load_definitions, sync_files_in};
 pub use url_secrets::{REDACTED, redact_url, redact_url_text};

@@ -40,6 +40,7 @@ pub struct Settings {
     pub alerts: AlertSettings,
     pub http: HttpSettings,
     pub log: LogSettings,
+    pub secrets: SecretsSettings,
 }
 
 #[derive(Debug, Deserialize)]
@@ -490,6 +491,29 @@ fn check_allowed_host(entry: &str) -> Result<(), String> {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+pub struct SecretsSettings {
+    /// The directory of the workspaces' secrets files, `<workspace>.env`
+    /// each (`config::secrets`). Default `/etc/syncward/secrets`.
+    pub dir: std::path::PathBuf,
+}
+
+impl Default for SecretsSettings {
+    fn default() -> Self {
+        Self {
+            dir: crate::config::secrets::DEFAULT_SECRETS_DIR.into(),
+        }
+    }
+}
+
+impl SecretsSettings {
+    /// The workspaces' secrets, where this daemon reads them.
+    pub fn store(&self) -> crate::config::secrets::SecretStore {
+        crate::config::secrets::SecretStore::new(&self.dir)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct LogSettings {
     /// Filter in `RUST_LOG` syntax, e.g. `info` or `syncward=debug,sqlx=warn`.
     /// Default `info`.
@@ -851,6 +875,7 @@ impl Settings {
                 "max_connections": self.http.max_connections,
             },
             "log": { "level": self.log.level, "format": self.log.format },
+            "secrets": { "dir": self.secrets.dir.display().to_string() },
         });
         // Every value above is a string, number, bool, array or table, all of which
         // TOML can hold (nulls are dropped by toml's serializer for absent keys).

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::bad_input::BadInput;
 use super::ids::{SyncId, WorkspaceId};
 use super::schedule::{CatchUp, Schedule, Timezone};
+use super::secrets::SecretStore;
 use super::url_secrets::hide_urls_in_message;
+use crate::connector_config::EnvVarName;
 use crate::destination::DestinationConfig;
 use crate::source::SourceConfig;
 
@@ -124,6 +126,17 @@ impl SyncDefinition {
 
     /// Pure checks of values that deserialize but cannot work together.
     pub fn validate(&self) -> Result<(), (String, String)> {
+        for (field, var) in self.secret_names() {
+            if var.is_the_daemons() {
+                return Err((
+                    field,
+                    format!(
+                        "{var} is a name of the daemon's own (its settings and environment); \
+                         a sync names only secrets of its workspace's secrets file"
+                    ),
+                ));
+            }
+        }
         if self.breaker_failures == Some(0) {
             return Err(("breaker_failures".into(), "must be at least 1".into()));
         }
@@ -190,9 +203,8 @@ impl SyncDefinition {
         Ok(())
     }
 
-    /// Checks that every secret the definition names by environment variable is
-    /// set here (`sync apply` runs this; the daemon checks again at run time).
-    pub fn check_secrets(&self, origin: &str) -> Result<(), BadInput> {
+    /// Every secret the definition names, with the field that names it.
+    fn secret_names(&self) -> impl Iterator<Item = (String, &EnvVarName)> {
         let source = self
             .source
             .secret_env_vars()
@@ -203,13 +215,17 @@ impl SyncDefinition {
             .secret_env_vars()
             .into_iter()
             .map(|(f, v)| (format!("destination.{f}"), v));
-        for (field, var) in source.chain(destination) {
-            if var.read().is_none() {
-                return Err(BadInput::new(
-                    origin,
-                    field,
-                    format!("environment variable {var} is not set"),
-                ));
+        source.chain(destination)
+    }
+
+    /// Checks that every secret the definition names is in its workspace's
+    /// secrets file here (`sync apply` runs this; the daemon reads the file
+    /// again at run time).
+    pub fn check_secrets(&self, origin: &str, secrets: &SecretStore) -> Result<(), BadInput> {
+        let found = secrets.workspace(&self.workspace);
+        for (field, var) in self.secret_names() {
+            if let Err(why) = found.lookup(var) {
+                return Err(BadInput::new(origin, field, why));
             }
         }
         Ok(())
@@ -262,16 +278,12 @@ pub fn sync_files_in(paths: &[impl AsRef<Path>]) -> Result<Vec<std::path::PathBu
     Ok(files)
 }
 
-pub fn load_for_apply(paths: &[impl AsRef<Path>]) -> Result<Vec<SyncDefinition>, BadInput> {
-    load_definitions(paths, true)
-}
-
-/// Reads and checks sync files as `load_for_apply` does; without `secrets`
-/// the variables they name need not be set (a plan made in CI, where the
-/// secrets are not).
+/// Reads and checks sync files for `sync apply`; without `secrets` the
+/// variables they name need not be in the workspaces' secrets files (a plan
+/// made in CI, where the secrets are not).
 pub fn load_definitions(
     paths: &[impl AsRef<Path>],
-    secrets: bool,
+    secrets: Option<&SecretStore>,
 ) -> Result<Vec<SyncDefinition>, BadInput> {
     let mut seen: HashSet<SyncId> = HashSet::new();
     let mut definitions = Vec::with_capacity(paths.len());
@@ -279,8 +291,8 @@ pub fn load_definitions(
         let path = path.as_ref();
         let origin = path.display().to_string();
         let definition = SyncDefinition::load(path)?;
-        if secrets {
-            definition.check_secrets(&origin)?;
+        if let Some(secrets) = secrets {
+            definition.check_secrets(&origin, secrets)?;
         }
         if !seen.insert(definition.id.clone()) {
             return Err(BadInput::new(

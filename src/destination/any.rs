@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::record::{DestinationError, FollowUp, ImportOutcome, Outbound, RecordOutcome};
 use super::webhook::WebhookDestination;
+use crate::connector_config::WorkspaceSecrets;
 use crate::outbound::RetryPolicy;
 
 #[derive(Debug)]
@@ -17,15 +18,17 @@ pub enum AnyDestination {
 }
 
 impl AnyDestination {
-    /// Resolves secrets from the environment and builds the HTTP client.
-    pub fn open(config: &DestinationConfig, policy: RetryPolicy) -> Result<Self, DestinationError> {
+    /// Resolves secrets from the workspace's and builds the HTTP client.
+    pub fn open(
+        config: &DestinationConfig,
+        policy: RetryPolicy,
+        secrets: &WorkspaceSecrets,
+    ) -> Result<Self, DestinationError> {
         match config {
-            DestinationConfig::Brevo(c) => {
-                BrevoDestination::open(c, policy).map(|d| AnyDestination::Brevo(Box::new(d)))
-            }
-            DestinationConfig::Webhook(c) => {
-                WebhookDestination::open(c, policy).map(|d| AnyDestination::Webhook(Box::new(d)))
-            }
+            DestinationConfig::Brevo(c) => BrevoDestination::open(c, policy, secrets)
+                .map(|d| AnyDestination::Brevo(Box::new(d))),
+            DestinationConfig::Webhook(c) => WebhookDestination::open(c, policy, secrets)
+                .map(|d| AnyDestination::Webhook(Box::new(d))),
         }
     }
 }

@@ -9,6 +9,7 @@ use super::http::HttpSource;
 use super::page::{Page, Source, SourceError};
 use super::postgres::{PostgresSource, PostgresSourcePools};
 use super::shopify::ShopifySource;
+use crate::connector_config::WorkspaceSecrets;
 
 /// Connections sources share across the runs of a process (today the
 /// Postgres source's pools and column plans); cheap to clone, and every
@@ -26,19 +27,20 @@ pub enum AnySource {
 }
 
 impl AnySource {
-    /// Resolves secrets from the environment and prepares the client.
+    /// Resolves secrets from the workspace's and prepares the client.
     /// Sources that keep connections take them from `connections`, shared by
     /// runs.
     pub fn open(
         config: &SourceConfig,
         connections: &SourceConnections,
+        secrets: &WorkspaceSecrets,
     ) -> Result<Self, SourceError> {
         match config {
             SourceConfig::Postgres(c) => {
-                PostgresSource::open(c, &connections.postgres).map(AnySource::Postgres)
+                PostgresSource::open(c, &connections.postgres, secrets).map(AnySource::Postgres)
             }
-            SourceConfig::Shopify(c) => ShopifySource::open(c).map(AnySource::Shopify),
-            SourceConfig::Http(c) => HttpSource::open(c).map(AnySource::Http),
+            SourceConfig::Shopify(c) => ShopifySource::open(c, secrets).map(AnySource::Shopify),
+            SourceConfig::Http(c) => HttpSource::open(c, secrets).map(AnySource::Http),
         }
     }
 }

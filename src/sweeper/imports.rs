@@ -60,13 +60,19 @@ pub async fn check_imports(daemon: &Daemon) -> anyhow::Result<usize> {
         let Ok(definition) = sync.definition() else {
             continue;
         };
-        let destination = match AnyDestination::open(&definition.destination, DESTINATION_RETRY) {
-            Ok(d) => d,
-            Err(e) => {
-                warn!(sync.id = %process.sync_id, error = %e, "Cannot check imports");
-                continue;
-            }
-        };
+        let secrets = daemon
+            .settings
+            .secrets
+            .store()
+            .workspace(&definition.workspace);
+        let destination =
+            match AnyDestination::open(&definition.destination, DESTINATION_RETRY, &secrets) {
+                Ok(d) => d,
+                Err(e) => {
+                    warn!(sync.id = %process.sync_id, error = %e, "Cannot check imports");
+                    continue;
+                }
+            };
         if let Some(budget) = destination.follow_up_budget()
             && !take_check(daemon, &budget).await?
         {

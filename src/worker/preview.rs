@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use super::delivery_key::{DeliveryKey, PageKeys, diff_key, identity_digest, keyed_fingerprint};
 use crate::canonical_json::canonical_json;
 use crate::config::SyncDefinition;
+use crate::connector_config::WorkspaceSecrets;
 use crate::destination::Consent;
 use crate::mapping::map_record;
 use crate::source::{AnySource, Source};
@@ -93,6 +94,7 @@ async fn identity_keys<'v>(
 pub async fn preview(
     store: &PgPool,
     definition: &SyncDefinition,
+    secrets: &WorkspaceSecrets,
     ledger_epoch: i32,
     limit: usize,
 ) -> anyhow::Result<Preview> {
@@ -100,7 +102,7 @@ pub async fn preview(
     let saved = cursors::get_cursor(store, sync_id)
         .await?
         .and_then(|c| c.cursor.map(|v| v.0));
-    let mut source = AnySource::open(&definition.source, &Default::default())?;
+    let mut source = AnySource::open(&definition.source, &Default::default(), secrets)?;
     // Where a run would start: the top of a whole read, or the overlap
     // window before a time cursor.
     let cursor = if definition.source.sync_mode().reads_whole() {

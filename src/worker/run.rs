@@ -82,15 +82,16 @@ pub async fn execute_run(
                 detail: e.1,
             })
         };
-        let mut source = match AnySource::open(&definition.source, &env.sources) {
+        let secrets = env.secrets.workspace(&definition.workspace);
+        let mut source = match AnySource::open(&definition.source, &env.sources, &secrets) {
             Ok(s) => s,
             Err(e) => return failed(e.into()),
         };
-        let mut destination = match AnyDestination::open(&definition.destination, env.retry.clone())
-        {
-            Ok(d) => d,
-            Err(e) => return failed(e.into()),
-        };
+        let mut destination =
+            match AnyDestination::open(&definition.destination, env.retry.clone(), &secrets) {
+                Ok(d) => d,
+                Err(e) => return failed(e.into()),
+            };
         destination.share_budgets(&env.budgets);
         // Before the lease, so its check spends none of the lease's time;
         // recorded once the run has started.

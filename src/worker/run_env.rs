@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
+use crate::config::secrets::SecretStore;
 use crate::destination::{DESTINATION_RETRY, RetryPolicy};
 use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
@@ -35,6 +36,9 @@ pub struct RunEnv {
     pub sources: SourceConnections,
     /// Destination request budgets, shared per account with every daemon.
     pub budgets: SharedBudgets,
+    /// Where each workspace's secrets are read, when a run opens its
+    /// connectors.
+    pub secrets: SecretStore,
 }
 
 impl RunEnv {
@@ -60,6 +64,7 @@ impl RunEnv {
             stop,
             sources,
             budgets: SharedBudgets::in_redis(leases_pool, &settings.redis.key_prefix),
+            secrets: settings.secrets.store(),
         }
     }
 }

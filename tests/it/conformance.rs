@@ -147,9 +147,9 @@ timeout = "300ms""#,
             _ => "email",
         };
         let cli = Syncward::new(&db, Some(&redis))
-            .with_env("TEST_SOURCE_URL", &db.url)
+            .with_secret("TEST_SOURCE_URL", &db.url)
             // The http source sends its secret as the whole header value.
-            .with_env(
+            .with_secret(
                 "TEST_SOURCE_SECRET",
                 &if source == SourceKind::Http {
                     format!("Bearer {SECRET}")
@@ -157,8 +157,8 @@ timeout = "300ms""#,
                     SECRET.to_string()
                 },
             )
-            .with_env("TEST_BREVO_KEY", BREVO_KEY)
-            .with_env("TEST_WEBHOOK_SECRET", "webhook-signing-secret");
+            .with_secret("TEST_BREVO_KEY", BREVO_KEY)
+            .with_secret("TEST_WEBHOOK_SECRET", "webhook-signing-secret");
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("conformance.toml");
         std::fs::write(
@@ -322,7 +322,7 @@ async fn a_refused_credential_is_final(kind: SourceKind) -> anyhow::Result<()> {
     let mut rig = Rig::new(kind, DestinationKind::BrevoBulk, 5).await?;
     rig.cli = match kind {
         // A role the server does not know: the login is refused.
-        SourceKind::Postgres => rig.cli.clone().with_env(
+        SourceKind::Postgres => rig.cli.clone().with_secret(
             "TEST_SOURCE_URL",
             &rig.db
                 .url
@@ -331,7 +331,7 @@ async fn a_refused_credential_is_final(kind: SourceKind) -> anyhow::Result<()> {
         _ => rig
             .cli
             .clone()
-            .with_env("TEST_SOURCE_SECRET", "a-revoked-secret"),
+            .with_secret("TEST_SOURCE_SECRET", "a-revoked-secret"),
     };
     assert_eq!(rig.run().await?.code, 1);
     let run = rig.last_run().await?;

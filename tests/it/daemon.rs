@@ -245,16 +245,7 @@ async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqu
     daemon.wait(Duration::from_secs(30)).await?;
 
     // The same daemon without the Brevo key: each tick records a failed run.
-    let without_key = crate::helpers::Syncward {
-        env: s
-            .cli
-            .env
-            .iter()
-            .filter(|(k, _)| k != "TEST_BREVO_KEY")
-            .cloned()
-            .collect(),
-        config: None,
-    };
+    let without_key = s.cli.without_secret("TEST_BREVO_KEY");
     let mut daemon = DaemonProcess::spawn(&without_key).await?;
     daemon
         .eventually(Duration::from_secs(20), "failed enqueues", || async {

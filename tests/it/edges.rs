@@ -144,8 +144,8 @@ async fn a_sync_that_switches_read_only_off_cannot_let_another_sync_write_the_so
     // One worker: both runs share the process's pool for the source URL,
     // and its one connection.
     let cli = Syncward::new(&db, Some(&redis))
-        .with_env("TEST_SOURCE_URL", &db.url)
-        .with_env("TEST_BREVO_KEY", BREVO_KEY)
+        .with_secret("TEST_SOURCE_URL", &db.url)
+        .with_secret("TEST_BREVO_KEY", BREVO_KEY)
         .with_env("SYNCWARD__WORKERS__COUNT", "1")
         .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
     let dir = tempfile::tempdir()?;
@@ -369,10 +369,10 @@ impl Edges {
         let brevo = BrevoFake::start(BREVO_KEY).await?;
         contacts_table(&db, 12).await?;
         let cli = Syncward::new(&db, Some(&redis))
-            .with_env("TEST_SOURCE_URL", &db.url)
-            .with_env("TEST_BREVO_KEY", BREVO_KEY)
-            .with_env("TEST_API_AUTH", API_TOKEN)
-            .with_env("TEST_SHOPIFY_TOKEN", SHOPIFY_TOKEN)
+            .with_secret("TEST_SOURCE_URL", &db.url)
+            .with_secret("TEST_BREVO_KEY", BREVO_KEY)
+            .with_secret("TEST_API_AUTH", API_TOKEN)
+            .with_secret("TEST_SHOPIFY_TOKEN", SHOPIFY_TOKEN)
             .with_env("SYNCWARD__WORKERS__COUNT", "1")
             .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
         Ok(Self {
@@ -723,7 +723,7 @@ async fn a_row_with_bytes_that_are_not_utf8_is_rejected_and_the_others_are_deliv
     .execute(&source)
     .await?;
     source.close().await;
-    let cli = e.cli.clone().with_env("TEST_ASCII_URL", &ascii.url);
+    let cli = e.cli.clone().with_secret("TEST_ASCII_URL", &ascii.url);
     publish(
         &cli,
         &e.dir,

@@ -26,8 +26,8 @@ async fn setup(
     let brevo = BrevoFake::start(BREVO_KEY).await?;
     let api = PagedApiFake::start("api-token", 120, 25).await?;
     let cli = Syncward::new(&db, Some(&redis))
-        .with_env("TEST_API_AUTH", &format!("Bearer {token_in_env}"))
-        .with_env("TEST_BREVO_KEY", BREVO_KEY);
+        .with_secret("TEST_API_AUTH", &format!("Bearer {token_in_env}"))
+        .with_secret("TEST_BREVO_KEY", BREVO_KEY);
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("api.toml");
     std::fs::write(

@@ -49,5 +49,6 @@ mod sync_files;
 mod sync_run;
 mod syncs_as_code;
 mod systemd_unit;
+mod tenancy;
 mod tokens;
 mod webhook_destination;

@@ -100,9 +100,9 @@ impl Rig {
             Source::Api(PagedApiFake::start_by_time(API_TOKEN, 30, 10).await?)
         };
         let cli = Syncward::new(&db, Some(&redis))
-            .with_env("TEST_SHOPIFY_TOKEN", SHOPIFY_TOKEN)
-            .with_env("TEST_API_AUTH", &format!("Bearer {API_TOKEN}"))
-            .with_env("TEST_BREVO_KEY", BREVO_KEY);
+            .with_secret("TEST_SHOPIFY_TOKEN", SHOPIFY_TOKEN)
+            .with_secret("TEST_API_AUTH", &format!("Bearer {API_TOKEN}"))
+            .with_secret("TEST_BREVO_KEY", BREVO_KEY);
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("sync.toml");
         std::fs::write(

@@ -30,8 +30,8 @@ impl Shop {
         let brevo = BrevoFake::start(BREVO_KEY).await?;
         let shopify = ShopifyFake::start(TOKEN, customers, 1000.0, 250.0).await?;
         let cli = Syncward::new(&db, Some(&redis))
-            .with_env("TEST_SHOPIFY_TOKEN", TOKEN)
-            .with_env("TEST_BREVO_KEY", BREVO_KEY);
+            .with_secret("TEST_SHOPIFY_TOKEN", TOKEN)
+            .with_secret("TEST_BREVO_KEY", BREVO_KEY);
         Ok(Self {
             _db: db,
             _redis: redis,

@@ -27,8 +27,8 @@ async fn scenario(customers: usize, token_in_env: &str) -> anyhow::Result<Shopif
     // A bucket of 1,000 points refilled at 250/s; a page of 250 costs 252.
     let shopify = ShopifyFake::start(TOKEN, customers, 1000.0, 250.0).await?;
     let cli = Syncward::new(&db, Some(&redis))
-        .with_env("TEST_SHOPIFY_TOKEN", token_in_env)
-        .with_env("TEST_BREVO_KEY", BREVO_KEY);
+        .with_secret("TEST_SHOPIFY_TOKEN", token_in_env)
+        .with_secret("TEST_BREVO_KEY", BREVO_KEY);
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("shop.toml");
     std::fs::write(

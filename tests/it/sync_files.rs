@@ -32,8 +32,8 @@ attributes = { FIRSTNAME = "first_name" }
 /// A runner with the secrets the good file names.
 pub fn runner(db: &TestDb) -> Syncward {
     Syncward::new(db, None)
-        .with_env("TEST_SOURCE_URL", "postgres://reader@127.0.0.1/warehouse")
-        .with_env("TEST_BREVO_KEY", "xkeysib-test")
+        .with_secret("TEST_SOURCE_URL", "postgres://reader@127.0.0.1/warehouse")
+        .with_secret("TEST_BREVO_KEY", "xkeysib-test")
 }
 
 pub fn write(dir: &Path, name: &str, text: &str) -> anyhow::Result<PathBuf> {
@@ -116,7 +116,7 @@ async fn each_bad_sync_file_exits_2_with_its_own_message_and_nothing_is_written(
         ),
         (
             good("TEST_BREVO_KEY", "TEST_UNSET_BREVO_KEY"),
-            "destination.api_key_env: environment variable TEST_UNSET_BREVO_KEY is not set",
+            "destination.api_key_env: TEST_UNSET_BREVO_KEY is not set in",
         ),
         (
             good(
@@ -124,6 +124,20 @@ async fn each_bad_sync_file_exits_2_with_its_own_message_and_nothing_is_written(
                 "api_key_env = \"xkeysib-abc123\"",
             ),
             "destination.api_key_env: \"xkeysib-abc123\" is not an environment variable name",
+        ),
+        (
+            good(
+                "api_key_env = \"TEST_BREVO_KEY\"",
+                "api_key_env = \"SYNCWARD__HTTP__ADMIN_TOKEN\"",
+            ),
+            "destination.api_key_env: SYNCWARD__HTTP__ADMIN_TOKEN is a name of the daemon's own",
+        ),
+        (
+            good(
+                "url_env = \"TEST_SOURCE_URL\"",
+                "url_env = \"SYNCWARD__DATABASE__URL\"",
+            ),
+            "source.url_env: SYNCWARD__DATABASE__URL is a name of the daemon's own",
         ),
         (
             good(

@@ -21,7 +21,7 @@ async fn each_record_is_posted_once_signed_with_its_delivery_key() -> anyhow::Re
         ..SyncOptions::default()
     })
     .await?;
-    s.cli = s.cli.clone().with_env("TEST_HOOK_SECRET", "hook-secret");
+    s.cli = s.cli.clone().with_secret("TEST_HOOK_SECRET", "hook-secret");
     let hook = WebhookReceiver::start_verifying("hook-secret").await?;
     // The first POST gets a 503 (retried), the second a 422 (that record is rejected).
     hook.answer_with([503, 422]);
@@ -84,7 +84,7 @@ async fn batch_mode_posts_one_array_per_page() -> anyhow::Result<()> {
     s.cli = s
         .cli
         .clone()
-        .with_env("TEST_HOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        .with_secret("TEST_HOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
     let hook = WebhookReceiver::start_verifying("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").await?;
     s.publish_with_destination(5, &destination(&hook.url, true))
         .await?;
@@ -118,7 +118,7 @@ async fn a_replayed_or_tampered_post_is_refused_by_a_verifying_receiver() -> any
         ..SyncOptions::default()
     })
     .await?;
-    s.cli = s.cli.clone().with_env("TEST_HOOK_SECRET", "hook-secret");
+    s.cli = s.cli.clone().with_secret("TEST_HOOK_SECRET", "hook-secret");
     let hook = WebhookReceiver::start_verifying("hook-secret").await?;
     s.publish_with_destination(5, &destination(&hook.url, false))
         .await?;
@@ -158,7 +158,7 @@ async fn a_replayed_or_tampered_post_is_refused_by_a_verifying_receiver() -> any
 #[tokio::test(flavor = "multi_thread")]
 async fn a_401_from_the_webhook_ends_the_run_as_destination_auth_failed() -> anyhow::Result<()> {
     let mut s = Scenario::new(SyncOptions::default()).await?;
-    s.cli = s.cli.clone().with_env("TEST_HOOK_SECRET", "hook-secret");
+    s.cli = s.cli.clone().with_secret("TEST_HOOK_SECRET", "hook-secret");
     let hook = WebhookReceiver::start().await?;
     hook.answer_with([401; 8]);
     s.publish_with_destination(5, &destination(&hook.url, true))

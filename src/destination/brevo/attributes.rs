@@ -11,24 +11,31 @@ use std::time::{Duration, Instant};
 use tracing::warn;
 
 use super::client::BrevoDestination;
+use crate::connector_config::WorkspaceSecrets;
 use crate::destination::{DESTINATION_RETRY, DestinationConfig, DestinationError};
 
 /// The mapped attributes the account lacks, sorted; `None` when there is
 /// nothing to check: the destination is not Brevo, the mapping has no
-/// attributes, or the API key's variable is not set here (the check needs the
-/// key; the daemon's machine may be the only one that has it).
+/// attributes, or the API key is not in the workspace's secrets here (the
+/// check needs the key; the daemon's machine may be the only one that has
+/// it).
 pub async fn missing_attributes<'a>(
     destination: &DestinationConfig,
     mapped: impl IntoIterator<Item = &'a str>,
+    secrets: &WorkspaceSecrets,
 ) -> Option<Result<Vec<String>, DestinationError>> {
     let DestinationConfig::Brevo(config) = destination else {
         return None;
     };
     let mapped: Vec<&str> = mapped.into_iter().collect();
-    if mapped.is_empty() || config.api_key_env.read().is_none() {
+    if mapped.is_empty()
+        || secrets
+            .get(&config.api_key_env, "destination.api_key_env")
+            .is_err()
+    {
         return None;
     }
-    let brevo = match BrevoDestination::open(config, DESTINATION_RETRY) {
+    let brevo = match BrevoDestination::open(config, DESTINATION_RETRY, secrets) {
         Ok(b) => b,
         Err(e) => return Some(Err(e)),
     };

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::config::{BrevoDestinationConfig, BrevoMode};
+use crate::connector_config::WorkspaceSecrets;
 use crate::destination::delivery::Destination;
 use crate::destination::record::{
     DestinationError, FollowUp, IMPORT_UNKNOWN, ImportOutcome, Outbound, RecordOutcome,
@@ -65,13 +66,11 @@ impl BrevoDestination {
     pub fn open(
         config: &BrevoDestinationConfig,
         policy: RetryPolicy,
+        secrets: &WorkspaceSecrets,
     ) -> Result<Self, DestinationError> {
-        let api_key = config.api_key_env.read().ok_or_else(|| {
-            DestinationError::InvalidConfig(format!(
-                "environment variable {} (destination.api_key_env) is not set",
-                config.api_key_env
-            ))
-        })?;
+        let api_key = secrets
+            .get(&config.api_key_env, "destination.api_key_env")
+            .map_err(DestinationError::InvalidConfig)?;
         let client = http_client()?;
         // One destination per run, and one run per sync: the sync's single
         // contact writes share this pace, whatever `concurrency` keeps in

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::config::WebhookDestinationConfig;
+use crate::connector_config::WorkspaceSecrets;
 use crate::destination::delivery::Destination;
 use crate::destination::record::{Contact, DestinationError, Outbound, RecordOutcome};
 use crate::destination::retry::{Pacer, Verdict, send_with_retry};
@@ -41,17 +42,18 @@ impl WebhookDestination {
     pub fn open(
         config: &WebhookDestinationConfig,
         policy: RetryPolicy,
+        secrets: &WorkspaceSecrets,
     ) -> Result<Self, DestinationError> {
         let signer = match &config.secret_env {
             Some(var) => {
-                let secret = SecretString::from(var.read().ok_or_else(|| {
-                    DestinationError::InvalidConfig(format!(
-                        "environment variable {var} (destination.secret_env) is not set"
-                    ))
-                })?);
+                let secret = SecretString::from(
+                    secrets
+                        .get(var, "destination.secret_env")
+                        .map_err(DestinationError::InvalidConfig)?,
+                );
                 Some(WebhookSigner::from_secret(&secret).map_err(|problem| {
                     DestinationError::InvalidConfig(format!(
-                        "environment variable {var} (destination.secret_env) {problem}"
+                        "{var} (destination.secret_env) {problem}"
                     ))
                 })?)
             }

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::config::HttpSourceConfig;
 use crate::canonical_json::canonical_json;
+use crate::connector_config::WorkspaceSecrets;
 use crate::outbound::{
     BodyError, SOURCE_PAGE_CAP, cap_text, describe_error, read_capped, redirect_target, retry_after,
 };
@@ -36,14 +37,17 @@ impl std::fmt::Debug for HttpSource {
 }
 
 impl HttpSource {
-    pub fn open(config: &HttpSourceConfig) -> Result<Self, SourceError> {
+    pub fn open(
+        config: &HttpSourceConfig,
+        secrets: &WorkspaceSecrets,
+    ) -> Result<Self, SourceError> {
         let auth = match &config.auth_env {
             None => None,
-            Some(var) => Some(var.read().ok_or_else(|| {
-                SourceError::InvalidConfig(format!(
-                    "environment variable {var} (source.auth_env) is not set"
-                ))
-            })?),
+            Some(var) => Some(
+                secrets
+                    .get(var, "source.auth_env")
+                    .map_err(SourceError::InvalidConfig)?,
+            ),
         };
         let client = crate::outbound::http_client()
             .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
@@ -257,7 +261,8 @@ next_cursor_pointer = "/meta/next""#,
     fn a_time_cursor_starts_the_overlap_earlier_and_never_creeps_back() {
         // Another test may have installed it first.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let source = HttpSource::open(&config()).unwrap();
+        let none = WorkspaceSecrets::from_values([]);
+        let source = HttpSource::open(&config(), &none).unwrap();
         let saved = json!({"cursor": "2026-12-01T10:00:00Z"});
         let start = source.rewind(Some(saved)).unwrap();
         assert_eq!(
@@ -272,7 +277,7 @@ next_cursor_pointer = "/meta/next""#,
         assert_eq!(source.rewind(None), None);
         let mut off = config();
         off.overlap = std::time::Duration::ZERO;
-        let source = HttpSource::open(&off).unwrap();
+        let source = HttpSource::open(&off, &none).unwrap();
         let saved = json!({"cursor": "2026-12-01T10:00:00Z"});
         assert_eq!(source.rewind(Some(saved.clone())), Some(saved));
     }

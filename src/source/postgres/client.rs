@@ -29,6 +29,7 @@ use super::config::PostgresSourceConfig;
 use super::horizon::{self, Horizon};
 use super::pools::{PostgresSourcePools, SESSION_RESET};
 use crate::canonical_json::canonical_json;
+use crate::connector_config::WorkspaceSecrets;
 use crate::source::SyncMode;
 use crate::source::page::{Page, Source, SourceError};
 
@@ -86,16 +87,14 @@ impl PostgresSource {
     pub fn open(
         config: &PostgresSourceConfig,
         pools: &PostgresSourcePools,
+        secrets: &WorkspaceSecrets,
     ) -> Result<Self, SourceError> {
-        let url = config.url_env.read().ok_or_else(|| {
-            SourceError::InvalidConfig(format!(
-                "environment variable {} (source.url_env) is not set",
-                config.url_env
-            ))
-        })?;
+        let url = secrets
+            .get(&config.url_env, "source.url_env")
+            .map_err(SourceError::InvalidConfig)?;
         Self::with_url(config, &url, pools).map_err(|_| {
             SourceError::InvalidConfig(format!(
-                "environment variable {} does not hold a Postgres URL",
+                "{} (source.url_env) does not hold a Postgres URL",
                 config.url_env
             ))
         })

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::config::ShopifySourceConfig;
 use crate::canonical_json::canonical_json;
+use crate::connector_config::WorkspaceSecrets;
 use crate::outbound::{
     BodyError, SOURCE_PAGE_CAP, cap_text, describe_error, read_capped, redirect_target, retry_after,
 };
@@ -52,13 +53,13 @@ impl std::fmt::Debug for ShopifySource {
 }
 
 impl ShopifySource {
-    pub fn open(config: &ShopifySourceConfig) -> Result<Self, SourceError> {
-        let token = config.access_token_env.read().ok_or_else(|| {
-            SourceError::InvalidConfig(format!(
-                "environment variable {} (source.access_token_env) is not set",
-                config.access_token_env
-            ))
-        })?;
+    pub fn open(
+        config: &ShopifySourceConfig,
+        secrets: &WorkspaceSecrets,
+    ) -> Result<Self, SourceError> {
+        let token = secrets
+            .get(&config.access_token_env, "source.access_token_env")
+            .map_err(SourceError::InvalidConfig)?;
         let client = crate::outbound::http_client()
             .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
         Ok(Self {

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 
 use super::{TestDb, TestRedis};
 
@@ -13,6 +14,43 @@ pub const BINARY: &str = env!("CARGO_BIN_EXE_syncward");
 pub struct Syncward {
     pub env: Vec<(String, String)>,
     pub config: Option<PathBuf>,
+    secrets: Arc<Secrets>,
+}
+
+/// The workspaces' secrets files of one runner (`secrets.dir`), written
+/// before every command from what the test gave.
+#[derive(Debug)]
+struct Secrets {
+    dir: tempfile::TempDir,
+    /// (workspace, or every workspace the tests use; name; value)
+    entries: Mutex<Vec<(Option<String>, String, String)>>,
+}
+
+/// The workspaces the tests' sync files use: `with_secret` reaches each.
+const WORKSPACES: &[&str] = &["acme", "globex"];
+
+impl Secrets {
+    fn new() -> Arc<Self> {
+        Arc::new(Secrets {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+            entries: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn write(&self) {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut workspaces: Vec<&str> = WORKSPACES.to_vec();
+        workspaces.extend(entries.iter().filter_map(|e| e.0.as_deref()));
+        for workspace in workspaces {
+            let lines: String = entries
+                .iter()
+                .filter(|(w, _, _)| w.as_deref().is_none_or(|w| w == workspace))
+                .map(|(_, name, value)| format!("{name}='{value}'\n"))
+                .collect();
+            let path = self.dir.path().join(format!("{workspace}.env"));
+            std::fs::write(path, lines).expect("the secrets file is written");
+        }
+    }
 }
 
 /// A finished command.
@@ -47,6 +85,7 @@ impl Syncward {
         Self {
             env: Vec::new(),
             config: None,
+            secrets: Secrets::new(),
         }
     }
 
@@ -56,12 +95,63 @@ impl Syncward {
             env.push(("SYNCWARD__REDIS__URL".into(), redis.url.clone()));
             env.push(("SYNCWARD__REDIS__KEY_PREFIX".into(), redis.prefix.clone()));
         }
-        Self { env, config: None }
+        Self {
+            env,
+            config: None,
+            secrets: Secrets::new(),
+        }
     }
 
     pub fn with_env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.into(), value.into()));
         self
+    }
+
+    /// A secret every workspace of the tests has (in its secrets file).
+    pub fn with_secret(self, name: &str, value: &str) -> Self {
+        self.add_secret(None, name, value);
+        self
+    }
+
+    /// A secret of `workspace` alone.
+    pub fn with_workspace_secret(self, workspace: &str, name: &str, value: &str) -> Self {
+        self.add_secret(Some(workspace), name, value);
+        self
+    }
+
+    /// The same runner with secret `name` taken out of every workspace's
+    /// file (in a directory of its own).
+    pub fn without_secret(&self, name: &str) -> Self {
+        let kept: Vec<_> = self
+            .secrets
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|e| e.1 != name)
+            .cloned()
+            .collect();
+        let secrets = Secrets::new();
+        *secrets.entries.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+        Self {
+            env: self.env.clone(),
+            config: self.config.clone(),
+            secrets,
+        }
+    }
+
+    fn add_secret(&self, workspace: Option<&str>, name: &str, value: &str) {
+        let mut entries = self
+            .secrets
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        entries.push((workspace.map(str::to_string), name.into(), value.into()));
+    }
+
+    /// The directory of the workspaces' secrets files.
+    pub fn secrets_dir(&self) -> &Path {
+        self.secrets.dir.path()
     }
 
     pub fn with_config(mut self, path: &Path) -> Self {
@@ -108,6 +198,9 @@ impl Syncward {
             "SYNCWARD_ENV_FILE",
             concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/fixtures/empty.env"),
         );
+        // Nor the machine's /etc/syncward/secrets.
+        self.secrets.write();
+        cmd.env("SYNCWARD__SECRETS__DIR", self.secrets.dir.path());
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
     }

@@ -67,8 +67,8 @@ impl Scenario {
         .execute(&db.pool)
         .await?;
         let cli = Syncward::new(&db, Some(&redis))
-            .with_env("TEST_SOURCE_URL", &db.url)
-            .with_env("TEST_BREVO_KEY", BREVO_KEY)
+            .with_secret("TEST_SOURCE_URL", &db.url)
+            .with_secret("TEST_BREVO_KEY", BREVO_KEY)
             // Short leases and liveness, so a killed runner's hold on the
             // sync ends within seconds.
             .with_env("SYNCWARD__LEASE__TTL", "3s")
