@@ -244,7 +244,7 @@ async fn bare_loop(
     let mut source = AnySource::open(&definition.source, &Default::default(), &secrets)?;
     let mut destination =
         AnyDestination::open(&definition.destination, DESTINATION_RETRY, &secrets)?;
-    destination.share_budgets(budgets);
+    destination.share_budgets(budgets, definition.workspace.as_str());
     let fingerprint = source.fingerprint();
     let id = definition.id.to_string();
     let mut cursor = None;

@@ -12,7 +12,8 @@
 //! (SIGHUP: log filter and alert channels), `daemon` (what the workers,
 //! scheduler and sweeper of one daemon share, and how it is built),
 //! `views` (the overview, sync and run pages, shared by `http` and
-//! `commands`), `commands` (what the CLI does), `logging`.
+//! `commands`), `ops` (the one door of operator actions on a sync, taking
+//! the caller's scope), `commands` (what the CLI does), `logging`.
 
 /// mimalloc for every binary that links syncward (the daemon, its tests and
 /// benchmarks): a run allocates many small maps and strings per record, and
@@ -35,6 +36,7 @@ pub mod http;
 pub mod lease;
 pub mod logging;
 pub mod mapping;
+pub mod ops;
 pub mod outbound;
 pub mod reload;
 pub mod scheduler;

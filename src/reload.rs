@@ -98,12 +98,8 @@ pub fn needing_restart(running: &Settings, fresh: &Settings) -> Vec<String> {
         .collect();
     // The flattened view hides secrets (a URL keeps all but its password):
     // compare those whole.
-    let token = |s: &Settings| {
-        s.http
-            .admin_token
-            .as_ref()
-            .map(|t| t.expose_secret().to_owned())
-    };
+    let token =
+        |s: &Option<secrecy::SecretString>| s.as_ref().map(|t| t.expose_secret().to_owned());
     let secrets = [
         (
             "database.url",
@@ -113,7 +109,14 @@ pub fn needing_restart(running: &Settings, fresh: &Settings) -> Vec<String> {
             "redis.url",
             running.redis.url.expose_secret() != fresh.redis.url.expose_secret(),
         ),
-        ("http.admin_token", token(running) != token(fresh)),
+        (
+            "http.admin_token",
+            token(&running.http.admin_token) != token(&fresh.http.admin_token),
+        ),
+        (
+            "http.metrics_token",
+            token(&running.http.metrics_token) != token(&fresh.http.metrics_token),
+        ),
     ];
     for (key, differs) in secrets {
         if differs {

@@ -35,6 +35,22 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         pending.is_empty(),
         "the store's schema is behind (migrations {pending:?} pending); run `syncward migrate` first"
     );
+    // Workspace tokens without an admin token would leave anonymous readers
+    // every workspace (the API refuses them anyway; starting is refused so
+    // the operator hears it).
+    let tokens = store::tokens::active_tokens(&store).await?;
+    if tokens > 0 && settings.http.admin_token.is_none() {
+        return Err(crate::config::BadInput::new(
+            "syncward run",
+            "http.admin_token",
+            format!(
+                "is not set, and {tokens} workspace token(s) exist: set it \
+                 (SYNCWARD__HTTP__ADMIN_TOKEN, at least 32 characters) or revoke them \
+                 (`syncward token list`, `syncward token revoke ID`)"
+            ),
+        )
+        .into());
+    }
     let redis = connect_redis(&settings.redis).await?;
     let boot_id = Uuid::new_v4();
     // The process hub: panics and ERROR log lines reach Sentry as events
@@ -65,6 +81,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         store: daemon.store.clone(),
         redis: redis.clone(),
         token: settings.http.admin_token.clone(),
+        metrics_token: settings.http.metrics_token.clone(),
         max_attempts: i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX),
         // One recorder per process; a second install (tests running two
         // daemons in one process) keeps the first.

@@ -7,14 +7,15 @@ use crate::cli::SyncCommand;
 use crate::config::{Settings, SyncDefinition, load_definitions, sync_files_in};
 use crate::destination::brevo::missing_attributes;
 use crate::store::audit::Actor;
-use crate::store::rejected::{self, PutBackFilter};
-use crate::store::syncs::{PAUSED_MANUAL, PublishOutcome};
+use crate::store::rejected::PutBackFilter;
+use crate::store::syncs::PublishOutcome;
 use crate::store::{self, cursors, syncs};
 use crate::views::SyncView;
 
 use super::output::{out, outln};
 use super::run_once::{self, require_sync};
 use super::{print_json, when};
+use crate::ops::{self, OpsError, Scope};
 
 pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Result<()> {
     // Files are read and checked before any connection: bad input never waits on
@@ -206,8 +207,9 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
         SyncCommand::Pause { id, json } => {
-            refuse_archived(&require_sync(&pool, &id).await?)?;
-            let paused = syncs::pause_sync(&pool, &id, PAUSED_MANUAL, Actor::Cli).await?;
+            let paused = ops::pause(&pool, &Scope::Cli, &id)
+                .await
+                .map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(
                     &serde_json::json!({"sync": id, "status": "paused", "changed": paused}),
@@ -221,8 +223,9 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
         SyncCommand::Resume { id, json } => {
-            refuse_archived(&require_sync(&pool, &id).await?)?;
-            let resumed = syncs::resume_sync(&pool, &id, Actor::Cli).await?;
+            let resumed = ops::resume(&pool, &Scope::Cli, &id)
+                .await
+                .map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(
                     &serde_json::json!({"sync": id, "status": "active", "changed": resumed}),
@@ -242,18 +245,9 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             wait,
             json,
         } => {
-            let sync = require_sync(&pool, &id).await?;
-            refuse_archived(&sync)?;
-            if sync.status == "paused" && !force {
-                let reason = sync
-                    .paused_reason
-                    .as_deref()
-                    .unwrap_or("paused by a person");
-                anyhow::bail!(
-                    "sync {id} is paused ({reason}); resume it with `syncward sync resume {id}`, or run it once anyway with --force"
-                );
-            }
-            let forced = sync.status == "paused";
+            let ops::Runnable { sync, forced } = ops::runnable(&pool, &Scope::Cli, &id, force)
+                .await
+                .map_err(|e| refusal(&id, e))?;
             if foreground {
                 run_once::foreground(settings, &pool, sync, forced, wait, json.json).await
             } else {
@@ -332,9 +326,10 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             code,
             json,
         } => {
-            require_sync(&pool, &id).await?;
             let filter = PutBackFilter { run_id: run, code };
-            let done = rejected::put_back(&pool, &id, &filter, Actor::Cli).await?;
+            let done = ops::retry_rejected(&pool, &Scope::Cli, &id, &filter)
+                .await
+                .map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(&done);
             }
@@ -439,6 +434,22 @@ async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
 }
 
 /// An archived sync is operated on only by applying its file again.
+/// An action `ops` refused, as the CLI says it.
+fn refusal(id: &str, e: OpsError) -> anyhow::Error {
+    match e {
+        OpsError::NotFound => {
+            anyhow::anyhow!("sync \"{id}\": no such sync (see `syncward sync list`)")
+        }
+        OpsError::Archived => anyhow::anyhow!(
+            "sync {id} is archived; apply its file again (`syncward sync apply FILE`) to restore it"
+        ),
+        OpsError::Paused { reason } => anyhow::anyhow!(
+            "sync {id} is paused ({reason}); resume it with `syncward sync resume {id}`, or run it once anyway with --force"
+        ),
+        e @ (OpsError::ReadOnly | OpsError::Store(_)) => e.into(),
+    }
+}
+
 fn refuse_archived(sync: &syncs::SyncRow) -> anyhow::Result<()> {
     if sync.status == "archived" {
         anyhow::bail!(

@@ -13,6 +13,16 @@ pub async fn execute(settings: &Settings, command: TokenCommand) -> anyhow::Resu
     if let TokenCommand::Create { workspace, .. } = &command {
         WorkspaceId::parse(workspace)
             .map_err(|problem| BadInput::new("--workspace", "", problem))?;
+        // Without an admin token, anonymous readers would be the admin.
+        if settings.http.admin_token.is_none() {
+            return Err(BadInput::new(
+                "token create",
+                "http.admin_token",
+                "is not set: workspace tokens need one (anonymous readers would otherwise see \
+                 every workspace); set SYNCWARD__HTTP__ADMIN_TOKEN (at least 32 characters) first",
+            )
+            .into());
+        }
     }
     let pool = store::connect(&settings.database).await?;
     match command {

@@ -358,6 +358,12 @@ pub struct HttpSettings {
     /// but refuses every write. Secret. Default: none (the Debian package
     /// generates one into `/etc/syncward/syncward.env`).
     pub admin_token: Option<SecretString>,
+    /// The scrape token of `/metrics` (`Authorization: Bearer`, as
+    /// Prometheus' `authorization` scrape setting sends it). Once this or
+    /// the admin token is set, `/metrics` needs one of the two; with
+    /// neither, it is open (loopback only). Same rules as the admin token.
+    /// Secret. Default: none.
+    pub metrics_token: Option<SecretString>,
     /// Host names the admin server answers to, as a browser's address bar
     /// shows them: `host` or `host:port` (`[::1]:8080` for IPv6), no scheme.
     /// Every request's `Host` header (all routes but `/healthz`) and every
@@ -388,6 +394,7 @@ impl Default for HttpSettings {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             admin_token: None,
+            metrics_token: None,
             allowed_hosts: Vec::new(),
             header_read_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
@@ -403,13 +410,17 @@ impl HttpSettings {
     /// The `[http]` checks: the token's length and alphabet, the allowed
     /// hosts' form and the limits' bounds. Returns the bad key and the problem.
     fn validate(&self) -> Result<(), (&'static str, String)> {
-        if let Some(token) = &self.admin_token {
+        for (key, token) in [
+            ("http.admin_token", &self.admin_token),
+            ("http.metrics_token", &self.metrics_token),
+        ] {
+            let Some(token) = token else { continue };
             let token = token.expose_secret();
             // The message gives the length, never the token.
             let length = token.chars().count();
             if length < ADMIN_TOKEN_MIN_LEN {
                 return Err((
-                    "http.admin_token",
+                    key,
                     format!(
                         "is {length} characters long; at least {ADMIN_TOKEN_MIN_LEN} are required \
                          (e.g. `head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'`)"
@@ -418,7 +429,7 @@ impl HttpSettings {
             }
             if !token.chars().all(|c| c.is_ascii_graphic()) {
                 return Err((
-                    "http.admin_token",
+                    key,
                     "must be printable ASCII without spaces (it travels in an HTTP header)".into(),
                 ));
             }
@@ -869,6 +880,7 @@ impl Settings {
             "http": {
                 "listen": self.http.listen.to_string(),
                 "admin_token": secret(&self.http.admin_token),
+                "metrics_token": secret(&self.http.metrics_token),
                 "allowed_hosts": self.http.allowed_hosts,
                 "header_read_timeout": d(self.http.header_read_timeout),
                 "request_timeout": d(self.http.request_timeout),

@@ -35,12 +35,13 @@ impl AnyDestination {
 
 impl AnyDestination {
     /// Paces requests through the destination account's budget, shared by
-    /// every sync and daemon on it: per API key for Brevo, per host for a
-    /// webhook with `requests_per_second`.
-    pub fn share_budgets(&mut self, budgets: &crate::outbound::SharedBudgets) {
+    /// every sync and daemon on it: per API key for Brevo (the account's
+    /// limit, whoever holds the key), per workspace and host for a webhook
+    /// with `requests_per_second` (one workspace's pace is its own).
+    pub fn share_budgets(&mut self, budgets: &crate::outbound::SharedBudgets, workspace: &str) {
         match self {
             AnyDestination::Brevo(d) => d.share_budgets(budgets),
-            AnyDestination::Webhook(d) => d.share_budgets(budgets),
+            AnyDestination::Webhook(d) => d.share_budgets(budgets, workspace),
         }
     }
 }

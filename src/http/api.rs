@@ -6,11 +6,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::HttpState;
-use super::auth::Scope;
 use super::path_ids::{RunIdPath, SyncIdPath};
-use crate::store::audit::Actor;
-use crate::store::rejected::{self, PutBackFilter};
-use crate::store::runs::FORCED_TRIGGER;
+use crate::ops::{self, OpsError, Scope};
+use crate::store::rejected::PutBackFilter;
 use crate::store::{runs, syncs};
 use crate::views::{RunView, SyncView};
 
@@ -84,33 +82,54 @@ pub async fn show_run(State(state): State<HttpState>, RunIdPath(id): RunIdPath) 
     }
 }
 
-pub async fn pause(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -> Response {
-    let id = id.as_str();
-    match syncs::get_sync(&state.store, id).await {
-        Ok(None) => not_found("sync"),
-        Err(e) => internal(e),
-        Ok(Some(sync)) if sync.status == "archived" => archived(id),
-        Ok(Some(_)) => match syncs::pause_sync(&state.store, id, syncs::PAUSED_MANUAL, Actor::Api)
-            .await
-        {
-            Ok(changed) => axum::Json(json!({"sync": id, "status": "paused", "changed": changed}))
-                .into_response(),
-            Err(e) => internal(e),
-        },
+/// An action refused by `ops`, in the API's form.
+fn refused(id: &str, e: OpsError) -> Response {
+    match e {
+        OpsError::NotFound => not_found("sync"),
+        OpsError::Archived => archived(id),
+        OpsError::ReadOnly => (
+            StatusCode::FORBIDDEN,
+            axum::Json(json!({"error": OpsError::ReadOnly.to_string()})),
+        )
+            .into_response(),
+        OpsError::Paused { reason } => (
+            StatusCode::CONFLICT,
+            axum::Json(json!({
+                "error": format!(
+                    "sync {id} is paused ({reason}); resume it first, or add ?force=true to run it once anyway"
+                )
+            })),
+        )
+            .into_response(),
+        OpsError::Store(e) => internal(e),
     }
 }
 
-pub async fn resume(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -> Response {
+pub async fn pause(
+    State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
+    SyncIdPath(id): SyncIdPath,
+) -> Response {
     let id = id.as_str();
-    match syncs::get_sync(&state.store, id).await {
-        Ok(None) => not_found("sync"),
-        Err(e) => internal(e),
-        Ok(Some(sync)) if sync.status == "archived" => archived(id),
-        Ok(Some(_)) => match syncs::resume_sync(&state.store, id, Actor::Api).await {
-            Ok(changed) => axum::Json(json!({"sync": id, "status": "active", "changed": changed}))
-                .into_response(),
-            Err(e) => internal(e),
-        },
+    match ops::pause(&state.store, &scope, id).await {
+        Ok(changed) => {
+            axum::Json(json!({"sync": id, "status": "paused", "changed": changed})).into_response()
+        }
+        Err(e) => refused(id, e),
+    }
+}
+
+pub async fn resume(
+    State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
+    SyncIdPath(id): SyncIdPath,
+) -> Response {
+    let id = id.as_str();
+    match ops::resume(&state.store, &scope, id).await {
+        Ok(changed) => {
+            axum::Json(json!({"sync": id, "status": "active", "changed": changed})).into_response()
+        }
+        Err(e) => refused(id, e),
     }
 }
 
@@ -123,35 +142,18 @@ pub struct RunQuery {
 
 pub async fn run_now(
     State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
     SyncIdPath(id): SyncIdPath,
     Query(query): Query<RunQuery>,
 ) -> Response {
     let id = id.as_str();
-    match syncs::get_sync(&state.store, id).await {
-        Ok(None) => not_found("sync"),
-        Err(e) => internal(e),
-        Ok(Some(sync)) if sync.status == "archived" => archived(id),
-        Ok(Some(sync)) if sync.status == "paused" && !query.force => (
-            StatusCode::CONFLICT,
-            axum::Json(json!({
-                "error": format!(
-                    "sync {id} is paused ({}); resume it first, or add ?force=true to run it once anyway",
-                    sync.paused_reason.as_deref().unwrap_or("paused by a person")
-                )
-            })),
+    match ops::run_now(&state.store, &scope, id, query.force, state.max_attempts).await {
+        Ok((run_id, new)) => (
+            StatusCode::ACCEPTED,
+            axum::Json(json!({"sync": id, "run_id": run_id, "new": new})),
         )
             .into_response(),
-        Ok(Some(sync)) => {
-            let trigger = if sync.status == "paused" { FORCED_TRIGGER } else { "manual" };
-            match runs::enqueue_run(&state.store, id, trigger, state.max_attempts).await {
-                Ok((run_id, new)) => (
-                    StatusCode::ACCEPTED,
-                    axum::Json(json!({"sync": id, "run_id": run_id, "new": new})),
-                )
-                    .into_response(),
-                Err(e) => internal(e),
-            }
-        }
+        Err(e) => refused(id, e),
     }
 }
 
@@ -167,20 +169,16 @@ pub struct RetryRejectedQuery {
 /// quarantined and rejected records back for the next run.
 pub async fn retry_rejected(
     State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
     SyncIdPath(id): SyncIdPath,
     Query(query): Query<RetryRejectedQuery>,
 ) -> Response {
     let id = id.as_str();
-    match syncs::get_sync(&state.store, id).await {
-        Ok(None) => return not_found("sync"),
-        Err(e) => return internal(e),
-        Ok(Some(_)) => {}
-    }
     let filter = PutBackFilter {
         run_id: query.run,
         code: query.code,
     };
-    match rejected::put_back(&state.store, id, &filter, Actor::Api).await {
+    match ops::retry_rejected(&state.store, &scope, id, &filter).await {
         Ok(done) => axum::Json(json!({
             "sync": id,
             "put_back": done.records(),
@@ -188,6 +186,6 @@ pub async fn retry_rejected(
             "rewound_to": done.rewound_to,
         }))
         .into_response(),
-        Err(e) => internal(e),
+        Err(e) => refused(id, e),
     }
 }

@@ -27,6 +27,7 @@ use subtle::ConstantTimeEq;
 use sqlx::PgPool;
 
 use super::hosts::AllowedHosts;
+use crate::ops::Scope;
 use crate::store::{runs, syncs, tokens};
 
 /// The admin token (as its SHA-256, so that comparing takes the same time
@@ -39,36 +40,23 @@ pub struct AdminAccess {
     hosts: AllowedHosts,
 }
 
-/// Who a request speaks for, once its credentials are checked; handlers
-/// that list read it from the request's extensions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
-    /// The admin token (or, with none configured, an anonymous read): every
-    /// workspace.
-    Admin,
-    /// A workspace token: that workspace's syncs and runs only.
-    Workspace { workspace: String, read_only: bool },
-}
-
-impl Scope {
-    /// Whether this scope sees `workspace`.
-    pub fn sees(&self, workspace: &str) -> bool {
-        match self {
-            Scope::Admin => true,
-            Scope::Workspace { workspace: own, .. } => own == workspace,
-        }
-    }
-}
-
 /// The sync or run a path names, whose workspace a scoped token must own.
 #[derive(Debug, PartialEq, Eq)]
 enum Resource<'a> {
     Sync(&'a str),
     Run(&'a str),
+    /// A list, filtered to the scope by its handler.
+    List,
 }
 
-/// `/api/syncs/{id}…`, `/syncs/{id}…`, `/api/runs/{id}`, `/runs/{id}`.
+/// What a path names: a sync (`/api/syncs/{id}…`, `/syncs/{id}…`), a run
+/// (`/api/runs/{id}`, `/runs/{id}`), or one of the lists every scope may
+/// read filtered (`/`, `/api/syncs`). `None` for anything else: refused to a
+/// workspace scope, so a route added later is closed until it is named here.
 fn resource_of(path: &str) -> Option<Resource<'_>> {
+    if matches!(path, "/" | "/api/syncs") {
+        return Some(Resource::List);
+    }
     let path = path.strip_prefix("/api").unwrap_or(path);
     let mut parts = path.trim_start_matches('/').split('/');
     match (parts.next(), parts.next()) {
@@ -105,6 +93,7 @@ impl AdminAccess {
                 Ok(Some(t)) => Scope::Workspace {
                     workspace: t.workspace_id,
                     read_only: t.read_only,
+                    token: t.id,
                 },
                 Ok(None) => return unauthorized(surface),
                 Err(e) => return store_failed(surface, e),
@@ -116,7 +105,14 @@ impl AdminAccess {
                      (SYNCWARD__HTTP__ADMIN_TOKEN, at least 32 characters) and restart the daemon",
                 );
             }
-            (None, None) => Scope::Admin,
+            // Anonymous reads see every workspace only where no workspace
+            // token exists (the daemon refuses to start with tokens and no
+            // admin token; one created since is caught here).
+            (None, None) => match tokens::active_tokens(&self.store).await {
+                Ok(0) => Scope::Admin,
+                Ok(_) => return unauthorized(surface),
+                Err(e) => return store_failed(surface, e),
+            },
             (Some(_), None) => return unauthorized(surface),
         };
         if write && let Err(reason) = self.browser_write_allowed(headers) {
@@ -125,6 +121,7 @@ impl AdminAccess {
         if let Scope::Workspace {
             workspace,
             read_only,
+            ..
         } = &scope
         {
             match self.owned(request.uri().path(), workspace).await {
@@ -147,7 +144,8 @@ impl AdminAccess {
     /// that does not exist, or exists under any other spelling, is not.
     async fn owned(&self, path: &str, workspace: &str) -> sqlx::Result<bool> {
         let owner = match resource_of(path) {
-            None => return Ok(true),
+            None => return Ok(false),
+            Some(Resource::List) => return Ok(true),
             Some(Resource::Sync(id)) => syncs::workspace_of_sync(&self.store, id).await?,
             Some(Resource::Run(id)) => match id.parse::<i64>() {
                 Ok(id) => runs::workspace_of_run(&self.store, id).await?,
@@ -336,6 +334,31 @@ fn refused(surface: Surface, reason: &str) -> Response {
     }
 }
 
+/// Whether a request may read `/metrics`: anyone while neither the admin nor
+/// the scrape token (`http.metrics_token`) is set, else `Authorization:
+/// Bearer` with either (compared as digests, in constant time).
+pub fn scrape_allowed(
+    headers: &HeaderMap,
+    admin: Option<&SecretString>,
+    metrics: Option<&SecretString>,
+) -> bool {
+    let tokens: Vec<[u8; 32]> = [admin, metrics]
+        .into_iter()
+        .flatten()
+        .map(|t| digest(t.expose_secret().as_bytes()))
+        .collect();
+    if tokens.is_empty() {
+        return true;
+    }
+    let Some(presented) = presented(headers, Surface::Api) else {
+        return false;
+    };
+    // Both compared, whichever matches, so the timing says nothing.
+    tokens
+        .iter()
+        .fold(false, |ok, t| ok | bool::from(presented.ct_eq(t)))
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::HeaderValue;
@@ -382,8 +405,19 @@ mod tests {
         assert_eq!(resource_of("/syncs/a/run"), Some(Resource::Sync("a")));
         assert_eq!(resource_of("/api/runs/7"), Some(Resource::Run("7")));
         assert_eq!(resource_of("/runs/7"), Some(Resource::Run("7")));
-        assert_eq!(resource_of("/api/syncs"), None);
-        assert_eq!(resource_of("/"), None);
+        assert_eq!(resource_of("/api/syncs"), Some(Resource::List));
+        assert_eq!(resource_of("/"), Some(Resource::List));
+        // Anything not named is refused to a workspace scope.
+        for other in [
+            "/api/tokens",
+            "/api",
+            "/api/",
+            "/syncs",
+            "/api/runs",
+            "/admin",
+        ] {
+            assert_eq!(resource_of(other), None, "{other}");
+        }
     }
 
     // A runtime for the (never used) store pool.

@@ -1,8 +1,9 @@
 //! `/healthz` (the process answers) and `/readyz` (Postgres and Redis answer).
 
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::http::header::WWW_AUTHENTICATE;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::{HttpState, READY_TIMEOUT};
@@ -11,8 +12,17 @@ pub async fn healthz() -> impl IntoResponse {
     (StatusCode::OK, "ok\n")
 }
 
-/// Prometheus text format.
-pub async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+/// Prometheus text format; behind the scrape or admin token once either is
+/// set (its labels name every workspace's syncs).
+pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    if !super::auth::scrape_allowed(&headers, state.token.as_ref(), state.metrics_token.as_ref()) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(WWW_AUTHENTICATE, "Bearer")],
+            "/metrics needs Authorization: Bearer with http.metrics_token (or the admin token)\n",
+        )
+            .into_response();
+    }
     match &state.metrics {
         Some(handle) => {
             handle.run_upkeep();
@@ -28,6 +38,7 @@ pub async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
             "no metrics recorder\n".to_string(),
         ),
     }
+    .into_response()
 }
 
 pub async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {

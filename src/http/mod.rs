@@ -8,7 +8,8 @@
 //! request timeout, the Host check (`hosts`: every route but `/healthz`),
 //! then on the API and pages the token and the write rules (`auth`), and
 //! last the ids in the path (`path_ids`), before any handler reads the store.
-//! Health, readiness and metrics need no token.
+//! Health and readiness need no token (readiness names no sync); metrics
+//! need the scrape or admin token once either is set.
 
 mod api;
 mod auth;
@@ -47,6 +48,8 @@ pub struct HttpState {
     pub store: PgPool,
     pub redis: RedisPool,
     pub token: Option<SecretString>,
+    /// `http.metrics_token`: the scrape token of `/metrics`.
+    pub metrics_token: Option<SecretString>,
     pub max_attempts: i32,
     /// The Prometheus recorder's handle; `None` where none is installed.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,

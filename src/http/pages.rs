@@ -10,11 +10,9 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::HttpState;
-use super::auth::Scope;
 use super::path_ids::{RunIdPath, SyncActionPath, SyncIdPath};
-use crate::store::audit::Actor;
-use crate::store::rejected::{self, PutBackFilter};
-use crate::store::{runs, syncs};
+use crate::ops::{self, OpsError, Scope};
+use crate::store::rejected::PutBackFilter;
 use crate::views::{Body, Cell, OverviewView, Page, RunBar, RunView, SyncView, chart_words};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1b1f24}
@@ -213,50 +211,39 @@ pub async fn run_page(State(state): State<HttpState>, RunIdPath(id): RunIdPath) 
 /// before this runs (`auth`).
 pub async fn action(
     State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
     SyncActionPath { id, verb }: SyncActionPath,
 ) -> Response {
     let id = id.as_str();
-    if !matches!(verb.as_str(), "pause" | "resume" | "run" | "retry-rejected") {
-        return not_found("action");
-    }
-    let paused = match syncs::get_sync(&state.store, id).await {
-        Ok(None) => return not_found("sync"),
-        Err(e) => return internal(e),
-        Ok(Some(sync)) if sync.status == "archived" => {
-            return (
-                StatusCode::CONFLICT,
-                "the sync is archived; apply its file again to restore it",
-            )
-                .into_response();
-        }
-        Ok(Some(sync)) => sync.status == "paused",
-    };
+    let store = &state.store;
     let done = match verb.as_str() {
-        "pause" => syncs::pause_sync(&state.store, id, syncs::PAUSED_MANUAL, Actor::Api)
+        "pause" => ops::pause(store, &scope, id).await.map(drop),
+        "resume" => ops::resume(store, &scope, id).await.map(drop),
+        // The page offers no force: a paused sync is resumed first.
+        "run" => ops::run_now(store, &scope, id, false, state.max_attempts)
             .await
             .map(drop),
-        "resume" => syncs::resume_sync(&state.store, id, Actor::Api)
+        "retry-rejected" => ops::retry_rejected(store, &scope, id, &PutBackFilter::default())
             .await
             .map(drop),
-        "run" if paused => {
-            return (
-                StatusCode::CONFLICT,
-                "the sync is paused; resume it before running it",
-            )
-                .into_response();
-        }
-        "run" => runs::enqueue_run(&state.store, id, "manual", state.max_attempts)
-            .await
-            .map(drop),
-        "retry-rejected" => {
-            rejected::put_back(&state.store, id, &PutBackFilter::default(), Actor::Api)
-                .await
-                .map(drop)
-        }
         _ => return not_found("action"),
     };
     match done {
         Ok(()) => Redirect::to(&format!("/syncs/{id}")).into_response(),
-        Err(e) => internal(e),
+        Err(OpsError::NotFound) => not_found("sync"),
+        Err(OpsError::Store(e)) => internal(e),
+        Err(OpsError::Paused { .. }) => (
+            StatusCode::CONFLICT,
+            "the sync is paused; resume it before running it",
+        )
+            .into_response(),
+        Err(e @ (OpsError::Archived | OpsError::ReadOnly)) => {
+            let status = if matches!(e, OpsError::ReadOnly) {
+                StatusCode::FORBIDDEN
+            } else {
+                StatusCode::CONFLICT
+            };
+            (status, e.to_string()).into_response()
+        }
     }
 }

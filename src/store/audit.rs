@@ -7,18 +7,24 @@ use sqlx::{FromRow, PgConnection};
 #[derive(Debug, Clone, Copy)]
 pub enum Actor {
     Cli,
-    Api,
+    /// The admin token over HTTP (API or pages).
+    Admin,
+    /// A workspace token over HTTP, by id (`syncward token list`).
+    Token(i64),
     Breaker,
     Daemon,
 }
 
 impl Actor {
-    pub fn as_str(self) -> &'static str {
+    /// As the audit log writes it: `cli`, `api:admin`, `api:token:17`,
+    /// `breaker`, `daemon`.
+    pub fn label(self) -> String {
         match self {
-            Actor::Cli => "cli",
-            Actor::Api => "api",
-            Actor::Breaker => "breaker",
-            Actor::Daemon => "daemon",
+            Actor::Cli => "cli".into(),
+            Actor::Admin => "api:admin".into(),
+            Actor::Token(id) => format!("api:token:{id}"),
+            Actor::Breaker => "breaker".into(),
+            Actor::Daemon => "daemon".into(),
         }
     }
 }
@@ -49,7 +55,7 @@ pub async fn record_audit(
         "INSERT INTO audit_log (actor, action, workspace_id, sync_id, reason, detail)
          SELECT $1, $2, (SELECT workspace_id FROM syncs WHERE id = $3), $3, $4, $5",
     )
-    .bind(actor.as_str())
+    .bind(actor.label())
     .bind(action)
     .bind(sync_id)
     .bind(reason)

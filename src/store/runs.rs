@@ -596,8 +596,12 @@ pub async fn queue_stats(pool: &PgPool) -> sqlx::Result<(i64, f64)> {
 
 /// The workspace a run belongs to.
 pub async fn workspace_of_run(pool: &PgPool, run_id: i64) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("SELECT workspace_id FROM runs WHERE id = $1")
-        .bind(run_id)
-        .fetch_optional(pool)
-        .await
+    // The sync's workspace now, not the one recorded when the run was
+    // queued: a sync that moved takes its history along.
+    sqlx::query_scalar(
+        "SELECT s.workspace_id FROM runs r JOIN syncs s ON s.id = r.sync_id WHERE r.id = $1",
+    )
+    .bind(run_id)
+    .fetch_optional(pool)
+    .await
 }

@@ -204,7 +204,7 @@ async fn publish_in(
         .bind(definition.id.as_str())
         .bind(definition.workspace.as_str())
         .bind(Json(&json))
-        .bind(actor.as_str())
+        .bind(actor.label())
         .fetch_one(&mut *tx)
         .await?;
         sqlx::query(

@@ -76,3 +76,10 @@ pub async fn revoke_token(pool: &PgPool, id: i64) -> sqlx::Result<bool> {
             == 1,
     )
 }
+
+/// How many workspace tokens are not revoked.
+pub async fn active_tokens(pool: &PgPool) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL")
+        .fetch_one(pool)
+        .await
+}

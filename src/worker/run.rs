@@ -92,7 +92,7 @@ pub async fn execute_run(
                 Ok(d) => d,
                 Err(e) => return failed(e.into()),
             };
-        destination.share_budgets(&env.budgets);
+        destination.share_budgets(&env.budgets, definition.workspace.as_str());
         // Before the lease, so its check spends none of the lease's time;
         // recorded once the run has started.
         let mapped: Vec<String> = definition.mapping.attributes.keys().cloned().collect();

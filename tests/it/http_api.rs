@@ -130,8 +130,11 @@ async fn every_endpoint_answers_and_the_api_requires_the_token() -> anyhow::Resu
         },
     )
     .await?;
-    // Metrics need no token, and the run moved the counters.
-    let (status, text) = get(&format!("{base}/metrics"), None).await?;
+    // Metrics name every workspace's syncs: with a token set, an anonymous
+    // scrape is refused; the admin token (or http.metrics_token) reads them,
+    // and the run moved the counters.
+    assert_eq!(get(&format!("{base}/metrics"), None).await?.0, 401);
+    let (status, text) = get(&format!("{base}/metrics"), Some(TOKEN)).await?;
     assert_eq!(status, 200);
     let text = text.as_str().unwrap_or_default().to_string();
     let value = |prefix: &str| -> f64 {
@@ -156,7 +159,7 @@ async fn every_endpoint_answers_and_the_api_requires_the_token() -> anyhow::Resu
     );
     assert!(text.contains("syncward_run_duration_seconds"), "{text}");
     crate::helpers::daemon::eventually(Duration::from_secs(5), "the queue gauge", || async {
-        let (_, t) = get(&format!("{base}/metrics"), None).await?;
+        let (_, t) = get(&format!("{base}/metrics"), Some(TOKEN)).await?;
         Ok(t.as_str()
             .unwrap_or_default()
             .contains("syncward_queue_depth 0"))

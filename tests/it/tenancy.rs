@@ -187,3 +187,200 @@ async fn a_sync_reads_only_its_own_workspaces_secrets() -> anyhow::Result<()> {
     assert_eq!(s.fake.writes().len(), 30);
     Ok(())
 }
+
+/// Workspace tokens need an admin token: without one, anonymous readers
+/// would be the admin. `token create` refuses, the daemon refuses to start,
+/// and a token created behind a running daemon's back closes the anonymous
+/// view at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn anonymous_readers_never_see_every_workspace_once_workspace_tokens_exist()
+-> anyhow::Result<()> {
+    crate::helpers::install_crypto();
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let create = ["token", "create", "--workspace", "acme"];
+    let out = s.cli.run(&create).await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("http.admin_token"), "{}", out.stderr);
+
+    // No token yet: a daemon without an admin token serves anonymous reads.
+    let mut daemon = crate::helpers::daemon::DaemonProcess::spawn(&s.cli).await?;
+    let base = format!("http://{}", daemon.http_address().await?);
+    let http = reqwest::Client::new();
+    let status = |path: &'static str| {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            anyhow::Ok(
+                http.get(format!("{base}{path}"))
+                    .send()
+                    .await?
+                    .status()
+                    .as_u16(),
+            )
+        }
+    };
+    assert_eq!(status("/api/syncs").await?, 200);
+    // A token made by a CLI that has an admin token, behind the daemon's back.
+    let admin_cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__HTTP__ADMIN_TOKEN", ADMIN_TOKEN);
+    admin_cli.run(&create).await?.ok()?;
+    for path in [
+        "/api/syncs",
+        "/",
+        "/api/syncs/acme-contacts",
+        "/syncs/acme-contacts",
+    ] {
+        assert_eq!(status(path).await?, 401, "{path}");
+    }
+    daemon.signal("TERM")?;
+    daemon.wait(std::time::Duration::from_secs(30)).await?;
+
+    // Restarted without an admin token, it refuses to start, in one line.
+    let out = s.cli.run(&["run"]).await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    let line = out.stderr.trim();
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(
+        line.contains("http.admin_token") && line.contains("1 workspace token"),
+        "{line}"
+    );
+    Ok(())
+}
+
+/// `/metrics` labels every workspace's syncs: once a token is set it needs
+/// the scrape token or the admin token; `/readyz` says ready or not and
+/// names no sync.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_need_the_scrape_token_and_readiness_names_no_sync() -> anyhow::Result<()> {
+    crate::helpers::install_crypto();
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let scrape = "scrape-token-0123456789abcdef0123456789";
+    s.run_foreground().await?.ok()?;
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__HTTP__ADMIN_TOKEN", ADMIN_TOKEN)
+        .with_env("SYNCWARD__HTTP__METRICS_TOKEN", scrape);
+    let mut daemon = crate::helpers::daemon::DaemonProcess::spawn(&cli).await?;
+    let base = format!("http://{}", daemon.http_address().await?);
+    let http = reqwest::Client::new();
+    let metrics = |token: Option<&str>| {
+        let mut request = http.get(format!("{base}/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let answer = request.send().await?;
+            anyhow::Ok((answer.status().as_u16(), answer.text().await?))
+        }
+    };
+    assert_eq!(metrics(None).await?.0, 401);
+    assert_eq!(
+        metrics(Some("not-the-token-0123456789abcdef012345"))
+            .await?
+            .0,
+        401
+    );
+    for token in [scrape, ADMIN_TOKEN] {
+        let (status, text) = metrics(Some(token)).await?;
+        assert_eq!(status, 200);
+        assert!(text.contains("syncward_queue_depth"), "{text}");
+    }
+    // The scrape token opens nothing else.
+    let api = http
+        .get(format!("{base}/api/syncs"))
+        .bearer_auth(scrape)
+        .send()
+        .await?;
+    assert_eq!(api.status().as_u16(), 401);
+    let ready = http.get(format!("{base}/readyz")).send().await?;
+    assert_eq!(ready.status().as_u16(), 200);
+    let body = ready.text().await?;
+    assert!(!body.contains(SYNC_ID) && !body.contains("acme"), "{body}");
+    daemon.signal("TERM")?;
+    daemon.wait(std::time::Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+/// The audit log says which token made a change; a run belongs to its
+/// sync's workspace as it is now, so a sync that moves takes its runs along.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_audit_log_names_the_token_and_runs_follow_their_sync_to_a_new_workspace()
+-> anyhow::Result<()> {
+    crate::helpers::install_crypto();
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__HTTP__ADMIN_TOKEN", ADMIN_TOKEN);
+    let token = |workspace: &'static str| {
+        let cli = cli.clone();
+        async move {
+            let out = cli
+                .run(&["token", "create", "--workspace", workspace, "--json"])
+                .await?
+                .ok()?
+                .json()?;
+            anyhow::Ok((
+                out["token"].as_str().unwrap_or_default().to_string(),
+                out["id"].as_i64().unwrap_or_default(),
+            ))
+        }
+    };
+    let (acme, acme_id) = token("acme").await?;
+    s.run_foreground().await?.ok()?;
+    let run_id = s.last_run().await?["id"].as_i64().unwrap_or_default();
+    let mut daemon = crate::helpers::daemon::DaemonProcess::spawn(&cli).await?;
+    let base = format!("http://{}", daemon.http_address().await?);
+    let http = reqwest::Client::new();
+    let post = |path: String, bearer: &str| {
+        http.post(format!("{base}{path}"))
+            .bearer_auth(bearer)
+            .send()
+    };
+    let pause = format!("/api/syncs/{SYNC_ID}/pause");
+    let resume = format!("/api/syncs/{SYNC_ID}/resume");
+    assert_eq!(post(pause.clone(), &acme).await?.status().as_u16(), 200);
+    assert_eq!(post(resume, ADMIN_TOKEN).await?.status().as_u16(), 200);
+    cli.run(&["sync", "pause", SYNC_ID]).await?.ok()?;
+    let actors: Vec<String> = sqlx::query_scalar(
+        "SELECT actor FROM audit_log WHERE sync_id = $1 ORDER BY id DESC LIMIT 3",
+    )
+    .bind(SYNC_ID)
+    .fetch_all(&s.db.pool)
+    .await?;
+    assert_eq!(
+        actors,
+        [
+            "cli".to_string(),
+            "api:admin".into(),
+            format!("api:token:{acme_id}")
+        ]
+    );
+
+    // The sync moves to globex: its earlier run goes with it.
+    let path = s.dir.path().join("sync.toml");
+    let moved = std::fs::read_to_string(&path)?.replacen(
+        "workspace = \"acme\"",
+        "workspace = \"globex\"",
+        1,
+    );
+    std::fs::write(&path, moved)?;
+    cli.run(&["sync", "apply", &path.display().to_string()])
+        .await?
+        .ok()?;
+    let (globex, _) = token("globex").await?;
+    let run = |bearer: String| {
+        http.get(format!("{base}/api/runs/{run_id}"))
+            .bearer_auth(bearer)
+            .send()
+    };
+    assert_eq!(run(acme.clone()).await?.status().as_u16(), 404);
+    assert_eq!(run(globex.clone()).await?.status().as_u16(), 200);
+    assert_eq!(post(pause, &acme).await?.status().as_u16(), 404);
+    daemon.signal("TERM")?;
+    daemon.wait(std::time::Duration::from_secs(30)).await?;
+    Ok(())
+}

@@ -57,7 +57,13 @@ async fn token(s: &Scenario, workspace: &str, read_only: bool) -> anyhow::Result
     if read_only {
         args.push("--read-only");
     }
-    let out = s.cli.run(&args).await?.ok()?;
+    let out = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__HTTP__ADMIN_TOKEN", ADMIN)
+        .run(&args)
+        .await?
+        .ok()?;
     let created: serde_json::Value = serde_json::from_str(&out.stdout)?;
     Ok((
         created["token"].as_str().unwrap_or_default().to_owned(),
@@ -102,13 +108,12 @@ async fn a_workspace_token_cannot_see_or_change_another_workspace_through_any_ro
         !listed.contains(&acme) && listed.contains("read-only"),
         "{listed}"
     );
-    let unknown = s
-        .cli
+    let cli = s.cli.clone().with_env("SYNCWARD__HTTP__ADMIN_TOKEN", ADMIN);
+    let unknown = cli
         .run(&["token", "create", "--workspace", "nobody"])
         .await?;
     assert_eq!(unknown.code, 1, "{unknown:?}");
 
-    let cli = s.cli.clone().with_env("SYNCWARD__HTTP__ADMIN_TOKEN", ADMIN);
     let daemon = DaemonProcess::spawn(&cli).await?;
     install_crypto();
     let admin = Admin {

@@ -38,6 +38,15 @@ impl std::fmt::Debug for WebhookDestination {
     }
 }
 
+/// The shared budget a webhook's `requests_per_second` paces: one per
+/// workspace and host, so one workspace's pace never slows another's posts
+/// to the same receiver.
+fn budget_account(url: &url::Url, workspace: &str) -> String {
+    let host = url.host_str().unwrap_or_default();
+    let port = url.port_or_known_default().unwrap_or_default();
+    format!("webhook:{workspace}:{host}:{port}")
+}
+
 impl WebhookDestination {
     pub fn open(
         config: &WebhookDestinationConfig,
@@ -72,14 +81,12 @@ impl WebhookDestination {
     /// With `requests_per_second` set, paces every POST to the URL's host
     /// through its budget in `budgets`, shared by every sync and daemon that
     /// posts there.
-    pub fn share_budgets(&mut self, budgets: &SharedBudgets) {
+    pub fn share_budgets(&mut self, budgets: &SharedBudgets, workspace: &str) {
         let Some(rate) = self.config.requests_per_second else {
             return;
         };
-        let host = self.config.url.host_str().unwrap_or_default();
-        let port = self.config.url.port_or_known_default().unwrap_or_default();
         let mut pacer = Pacer::per_second(rate, "x-ratelimit-remaining", "retry-after");
-        pacer.share(budgets, format!("webhook:{host}:{port}"));
+        pacer.share(budgets, budget_account(&self.config.url, workspace));
         self.pacer = Some(pacer);
     }
 
@@ -232,5 +239,20 @@ impl Destination for WebhookDestination {
             .into_iter()
             .map(|answer| answer.unwrap_or_else(RecordOutcome::Failed))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_workspace_has_its_own_budget_per_receiver() {
+        let url = url::Url::parse("https://hooks.example.com/in").expect("a URL");
+        assert_eq!(
+            budget_account(&url, "acme"),
+            "webhook:acme:hooks.example.com:443"
+        );
+        assert_ne!(budget_account(&url, "acme"), budget_account(&url, "globex"));
     }
 }
