@@ -125,3 +125,91 @@ async fn a_refused_api_token_fails_the_run_as_source_auth_failed() -> anyhow::Re
     assert!(brevo.requests().is_empty());
     Ok(())
 }
+
+/// One page of `records` contacts of about 10 KB each (an unmapped note).
+fn big_page(records: usize) -> String {
+    let note = "n".repeat(10_000);
+    let data: Vec<String> = (1..=records)
+        .map(|i| format!(r#"{{"id":{i},"email":"big{i}@example.com","note":"{note}"}}"#))
+        .collect();
+    format!(r#"{{"data":[{}],"meta":{{"next":null}}}}"#, data.join(","))
+}
+
+/// A page is kept as the bytes it came in and each record parsed when
+/// needed (the memory bound is measured by `benches/page_memory.rs`): a
+/// 50 MB page is delivered; one past the 64 MiB cap fails the run, saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_50_mb_page_is_delivered_and_one_past_the_cap_fails_saying_so() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    let redis = TestRedis::new().await?;
+    let brevo = BrevoFake::start(BREVO_KEY).await?;
+    let big = big_page(5_000);
+    let huge = big_page(7_000);
+    assert!(big.len() > 50_000_000 && huge.len() > 64 * 1024 * 1024);
+    let app = axum::Router::new()
+        .route("/big", axum::routing::get(move || async move { big }))
+        .route("/huge", axum::routing::get(move || async move { huge }));
+    let (addr, _server) = crate::fakes::serve(app).await?;
+    let cli = Syncward::new(&db, Some(&redis)).with_secret("TEST_BREVO_KEY", BREVO_KEY);
+    let dir = tempfile::tempdir()?;
+    for (id, path) in [("big-page", "big"), ("huge-page", "huge")] {
+        let file = dir.path().join(format!("{id}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                r#"id = "{id}"
+workspace = "acme"
+schedule = "{schedule}"
+
+[source]
+kind = "http"
+url = "http://{addr}/{path}"
+cursor_param = "after"
+items_pointer = "/data"
+next_cursor_pointer = "/meta/next"
+
+[destination]
+kind = "brevo"
+api_key_env = "TEST_BREVO_KEY"
+base_url = "{brevo}"
+mode = "bulk"
+list_ids = [12]
+
+[mapping]
+email = "email"
+"#,
+                schedule = crate::helpers::scenario::QUIET_SCHEDULE,
+                brevo = brevo.base_url,
+            ),
+        )?;
+        cli.run(&["sync", "apply", &file.display().to_string()])
+            .await?
+            .ok()?;
+    }
+    cli.run(&["sync", "run", "big-page", "--foreground"])
+        .await?
+        .ok()?;
+    let writes: BTreeMap<String, usize> =
+        brevo
+            .writes()
+            .into_iter()
+            .fold(BTreeMap::new(), |mut m, w| {
+                *m.entry(w.email).or_default() += 1;
+                m
+            });
+    assert_eq!(writes.len(), 5_000);
+    assert!(writes.values().all(|n| *n == 1));
+    let out = cli
+        .run(&["sync", "run", "huge-page", "--foreground"])
+        .await?;
+    assert_ne!(out.code, 0);
+    let runs = cli
+        .run(&["runs", "list", "--sync", "huge-page", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(runs[0]["failure_code"], "source_query_failed", "{runs}");
+    let detail = runs[0]["failure_detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("64 MiB"), "{detail}");
+    Ok(())
+}

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::config::HttpSourceConfig;
+use super::raw_page::{RawPageError, read_page};
 use crate::canonical_json::canonical_json;
 use crate::connector_config::WorkspaceSecrets;
 use crate::outbound::{
@@ -88,7 +89,7 @@ impl HttpSource {
         }
         let wait = retry_after(response.headers());
         match read_capped(response, SOURCE_PAGE_CAP).await {
-            Ok(bytes) => judge(&self.config, status, &bytes, wait),
+            Ok(bytes) => judge(&self.config, status, bytes, wait),
             Err(BodyError::CutOff(e)) => {
                 Answer::Retry(format!("the API's answer was cut off: {e}"))
             }
@@ -104,7 +105,7 @@ impl HttpSource {
 fn judge(
     config: &HttpSourceConfig,
     status: StatusCode,
-    bytes: &[u8],
+    bytes: Vec<u8>,
     retry_after: Option<std::time::Duration>,
 ) -> Answer {
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
@@ -128,26 +129,27 @@ fn judge(
             "the API answered HTTP {status}: {text}"
         )));
     }
-    let Ok(body) = serde_json::from_slice::<Value>(bytes) else {
-        return Answer::Retry(format!("HTTP {status} with a body that is not JSON"));
+    // The records stay in the body's bytes until each is asked for.
+    let page = match read_page(bytes, &config.items_pointer, &config.next_cursor_pointer) {
+        Ok(page) => page,
+        Err(RawPageError::NotJson) => {
+            return Answer::Retry(format!("HTTP {status} with a body that is not JSON"));
+        }
+        Err(RawPageError::NoArray) => {
+            return Answer::Fail(SourceError::Query(format!(
+                "the answer has no array at {} (source.items_pointer)",
+                config.items_pointer
+            )));
+        }
     };
-    let Some(items) = body
-        .pointer(&config.items_pointer)
-        .and_then(Value::as_array)
-    else {
-        return Answer::Fail(SourceError::Query(format!(
-            "the answer has no array at {} (source.items_pointer)",
-            config.items_pointer
-        )));
-    };
-    let next = match body.pointer(&config.next_cursor_pointer) {
-        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+    let next = match page.next {
+        Some(Value::String(s)) if !s.is_empty() => Some(s),
         Some(Value::Number(n)) => Some(n.to_string()),
         _ => None,
     };
     Answer::Page(
         Page {
-            records: items.clone().into(),
+            records: page.records.into(),
             last: next.is_none(),
             next_cursor: next.map(|c| json!({ "cursor": c })),
             notices: Vec::new(),
@@ -234,7 +236,7 @@ next_cursor_pointer = "/meta/next""#,
     #[test]
     fn pages_follow_the_pointers_and_end_without_a_next_cursor() {
         let body = br#"{"data":[{"id":1},{"id":2}],"meta":{"next":"abc"}}"#;
-        match judge(&config(), StatusCode::OK, body, None) {
+        match judge(&config(), StatusCode::OK, body.to_vec(), None) {
             Answer::Page(page, _) => {
                 assert_eq!(page.records.len(), 2);
                 assert_eq!(page.next_cursor, Some(json!({"cursor": "abc"})));
@@ -245,14 +247,14 @@ next_cursor_pointer = "/meta/next""#,
         match judge(
             &config(),
             StatusCode::OK,
-            br#"{"data":[{"id":3}],"meta":{"next":null}}"#,
+            br#"{"data":[{"id":3}],"meta":{"next":null}}"#.to_vec(),
             None,
         ) {
             Answer::Page(page, _) => assert!(page.last && page.next_cursor.is_none()),
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            judge(&config(), StatusCode::OK, br#"{"items":[]}"#, None),
+            judge(&config(), StatusCode::OK, br#"{"items":[]}"#.to_vec(), None),
             Answer::Fail(SourceError::Query(_))
         ));
     }
@@ -289,7 +291,7 @@ next_cursor_pointer = "/meta/next""#,
             status in 100u16..600,
             body in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
         ) {
-            let _ = judge(&config(), StatusCode::from_u16(status).unwrap(), &body, None);
+            let _ = judge(&config(), StatusCode::from_u16(status).unwrap(), body, None);
         }
     }
 }

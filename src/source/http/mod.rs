@@ -3,6 +3,7 @@
 
 mod client;
 mod config;
+mod raw_page;
 
 pub use client::HttpSource;
 pub use config::HttpSourceConfig;
