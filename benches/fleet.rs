@@ -190,6 +190,7 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
             "SYNCWARD__SECRETS__DIR".into(),
             support::secrets_dir().display().to_string(),
         ),
+        ("SYNCWARD__OUTBOUND__ALLOW".into(), support::LOOPBACK.into()),
         ("SYNCWARD__WORKERS__COUNT".into(), workers.to_string()),
         (
             "SYNCWARD_CONFIG".into(),

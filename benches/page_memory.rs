@@ -92,6 +92,7 @@ email = "email"
             "SYNCWARD__SECRETS__DIR".into(),
             support::secrets_dir().display().to_string(),
         ),
+        ("SYNCWARD__OUTBOUND__ALLOW".into(), support::LOOPBACK.into()),
         ("SYNCWARD_CONFIG".into(), config.display().to_string()),
     ];
     let cli = |args: &[&str]| {

@@ -123,6 +123,7 @@ email = "email"
             "SYNCWARD__SECRETS__DIR".into(),
             support::secrets_dir().display().to_string(),
         ),
+        ("SYNCWARD__OUTBOUND__ALLOW".into(), support::LOOPBACK.into()),
         ("SYNCWARD__WORKERS__COUNT".into(), "1".into()),
         // Every SIGKILL spends the attempt it interrupts: 20 rounds need more
         // than the default 5.

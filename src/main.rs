@@ -172,6 +172,7 @@ async fn run_daemon(config: Option<std::path::PathBuf>) -> anyhow::Result<()> {
 
     let source = ConfigSource::resolve(config);
     let settings = Settings::load(&source)?;
+    settings.install_outbound_policy();
     let log = syncward::logging::init(&settings.log, syncward::logging::Audience::Daemon)?;
     let reload = Reload::new(source, log);
     let shutdown = Shutdown::new(settings.shutdown.drain_deadline);

@@ -9,6 +9,10 @@ use std::future::Future;
 use sqlx::{Connection, Executor, PgConnection, PgPool};
 use uuid::Uuid;
 
+/// `outbound.allow` of a benchmark: everything it talks to is on loopback
+/// (also `SYNCWARD__OUTBOUND__ALLOW` of the daemons it starts).
+pub const LOOPBACK: &str = "127.0.0.1";
+
 const ADMIN: &str = "postgres://syncward:syncward@127.0.0.1:5432/syncward";
 
 /// A benchmark's `main`: re-runs itself with the environment (`extra`, and
@@ -42,6 +46,10 @@ where
     // reqwest and sqlx are built without a default crypto provider; this only
     // fails when one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // The fakes and the database are on loopback.
+    if let Ok(policy) = syncward::outbound::OutboundPolicy::new(&[LOOPBACK.to_string()], None) {
+        syncward::outbound::policy::install(policy);
+    }
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?

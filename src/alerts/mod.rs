@@ -271,7 +271,7 @@ impl Alerter {
         .to_string();
         // One id for every try of this alert, so a receiver can drop repeats.
         let id = format!("alert_{}", uuid::Uuid::new_v4().simple());
-        let client = match crate::outbound::http_client() {
+        let client = match crate::outbound::operator_client() {
             Ok(c) => c,
             Err(e) => return format!("failed: {e}"),
         };

@@ -77,6 +77,10 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
 
     let listener = crate::http::bind(&settings).await?;
     info!(address = %listener.local_addr()?, "Admin HTTP listening");
+    // The port actually bound is the daemon's own address: no sync calls it.
+    if let Ok(policy) = settings.outbound.policy(listener.local_addr()?) {
+        crate::outbound::policy::install(policy);
+    }
     let http_state = crate::http::HttpState {
         store: daemon.store.clone(),
         redis: redis.clone(),

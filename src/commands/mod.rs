@@ -28,6 +28,7 @@ use output::{out, outln};
 pub async fn execute(cli: Cli) -> anyhow::Result<()> {
     let source = ConfigSource::resolve(cli.config);
     let settings = Settings::load(&source)?;
+    settings.install_outbound_policy();
     crate::logging::init(&settings.log, crate::logging::Audience::Command)?;
     match cli.command {
         Command::Run | Command::Completions { .. } | Command::Man => {

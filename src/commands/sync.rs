@@ -49,6 +49,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         }
         for (file, definition) in paths.iter().zip(&definitions) {
             let secrets = secrets.workspace(&definition.workspace);
+            check_outbound(file, definition, &secrets).await?;
             check_attributes(file, definition, &secrets, *skip_attribute_check).await?;
         }
         let pool = store::connect(&settings.database).await?;
@@ -376,6 +377,59 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
 /// The attribute names a sync's mapping writes.
 fn mapped_attributes(definition: &crate::config::SyncDefinition) -> impl Iterator<Item = &str> {
     definition.mapping.attributes.keys().map(String::as_str)
+}
+
+/// `sync apply`'s outbound check of one file: every host its source and
+/// destination reach must be one the outbound policy allows (runs check
+/// again, on the address they connect to).
+async fn check_outbound(
+    file: &std::path::Path,
+    definition: &crate::config::SyncDefinition,
+    secrets: &crate::connector_config::WorkspaceSecrets,
+) -> anyhow::Result<()> {
+    use crate::destination::DestinationConfig;
+    use crate::source::SourceConfig;
+    let policy = crate::outbound::policy::current();
+    let refuse = |field: &str, why: String| {
+        crate::config::BadInput::new(file.display().to_string(), field, why)
+    };
+    let mut urls: Vec<(&str, url::Url)> = Vec::new();
+    match &definition.destination {
+        DestinationConfig::Brevo(c) => urls.push(("destination.base_url", c.base_url.clone())),
+        DestinationConfig::Webhook(c) => urls.push(("destination.url", c.url.clone())),
+    }
+    match &definition.source {
+        SourceConfig::Http(c) => urls.push(("source.url", c.url.clone())),
+        SourceConfig::Shopify(c) => {
+            if let Ok(url) = url::Url::parse(&c.endpoint()) {
+                urls.push(("source.base_url", url));
+            }
+        }
+        SourceConfig::Postgres(c) => {
+            // The database's host, from the workspace's secret (checked
+            // for presence before).
+            if let Ok(options) = secrets
+                .lookup(&c.url_env)
+                .unwrap_or_default()
+                .parse::<sqlx::postgres::PgConnectOptions>()
+            {
+                let host = options.get_host().to_string();
+                if !host.starts_with('/') {
+                    policy
+                        .check_host(&host, options.get_port())
+                        .await
+                        .map_err(|why| refuse("source.url_env", why))?;
+                }
+            }
+        }
+    }
+    for (field, url) in urls {
+        policy
+            .check_url(&url)
+            .await
+            .map_err(|why| refuse(field, why))?;
+    }
+    Ok(())
 }
 
 /// `sync apply`'s attribute check of one file (see `missing_attributes`):

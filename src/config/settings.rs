@@ -41,6 +41,7 @@ pub struct Settings {
     pub http: HttpSettings,
     pub log: LogSettings,
     pub secrets: SecretsSettings,
+    pub outbound: OutboundSettings,
 }
 
 #[derive(Debug, Deserialize)]
@@ -500,6 +501,27 @@ fn check_allowed_host(entry: &str) -> Result<(), String> {
     }
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutboundSettings {
+    /// Host names, addresses and CIDR ranges inside the network (loopback,
+    /// link-local, private, CGNAT) that sources and destinations may reach
+    /// anyway (`outbound::policy`), e.g. `["warehouse.internal",
+    /// "10.20.0.0/16"]`. Default: none (only public addresses).
+    pub allow: Vec<String>,
+}
+
+impl OutboundSettings {
+    /// The policy the connectors' client enforces; `own` is the admin
+    /// address, which no sync may call.
+    pub fn policy(
+        &self,
+        own: std::net::SocketAddr,
+    ) -> Result<crate::outbound::OutboundPolicy, String> {
+        crate::outbound::OutboundPolicy::new(&self.allow, Some(own))
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SecretsSettings {
@@ -512,6 +534,16 @@ impl Default for SecretsSettings {
     fn default() -> Self {
         Self {
             dir: crate::config::secrets::DEFAULT_SECRETS_DIR.into(),
+        }
+    }
+}
+
+impl Settings {
+    /// Makes `outbound.allow` the policy of this process's connectors
+    /// (validated at load, so it always builds).
+    pub fn install_outbound_policy(&self) {
+        if let Ok(policy) = self.outbound.policy(self.http.listen) {
+            crate::outbound::policy::install(policy);
         }
     }
 }
@@ -594,7 +626,8 @@ impl Settings {
                     .try_parsing(true)
                     .list_separator(",")
                     .with_list_parse_key("alerts.email.to")
-                    .with_list_parse_key("http.allowed_hosts"),
+                    .with_list_parse_key("http.allowed_hosts")
+                    .with_list_parse_key("outbound.allow"),
             )
             .build()
             .map_err(|e| config_error(&origin, &source.path, e))?;
@@ -623,6 +656,9 @@ impl Settings {
         }
         if self.database.max_connections == 0 {
             return bad("database.max_connections", "must be at least 1".into());
+        }
+        if let Err(problem) = self.outbound.policy(self.http.listen) {
+            return bad("outbound.allow", problem);
         }
         if self.redis.key_prefix.is_empty() || self.redis.key_prefix.contains(char::is_whitespace) {
             return bad(
@@ -888,6 +924,7 @@ impl Settings {
             },
             "log": { "level": self.log.level, "format": self.log.format },
             "secrets": { "dir": self.secrets.dir.display().to_string() },
+            "outbound": { "allow": self.outbound.allow },
         });
         // Every value above is a string, number, bool, array or table, all of which
         // TOML can hold (nulls are dropped by toml's serializer for absent keys).

@@ -16,28 +16,49 @@ pub struct ClientError(String);
 /// can make a run hold (400 MB once took a run to 906 MB RSS).
 pub const DESTINATION_ANSWER_CAP: usize = 16 * 1024 * 1024;
 
-/// Largest source page read: a page is parsed whole (its JSON held about twice
-/// over while parsed), and a page of the largest size an API serves is far
-/// below this. Past it the page size, not the run, has to give.
+/// Largest source page read: a page of the largest size an API serves is far
+/// below this (the http source keeps a page as its bytes and parses a record
+/// at a time; Shopify's pages are small). Past it the page size, not the
+/// run, has to give.
 pub const SOURCE_PAGE_CAP: usize = 64 * 1024 * 1024;
 
-/// The HTTP client every outbound request shares (a User-Agent naming
-/// syncward; no redirects; timeouts are set per request). Built once per
-/// process: building one loads the TLS roots, which costs more than a whole
-/// no-op run.
+/// The HTTP client the connectors share (a User-Agent naming syncward; no
+/// redirects; timeouts are set per request), whose every connection goes to
+/// an address the outbound policy allows (`policy::PolicyResolver`; an
+/// address literal in a connector's URL is checked when it opens). Built
+/// once per process: building one loads the TLS roots, which costs more
+/// than a whole no-op run.
 pub fn http_client() -> Result<reqwest::Client, ClientError> {
     static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
     if let Some(client) = CLIENT.get() {
         return Ok(client.clone());
     }
-    let client = reqwest::Client::builder()
+    let client = builder()
+        .dns_resolver(std::sync::Arc::new(super::policy::PolicyResolver))
+        .build()
+        .map_err(|e| ClientError(describe_error(e)))?;
+    Ok(CLIENT.get_or_init(|| client).clone())
+}
+
+/// The client of the operator's own endpoints (the alert webhook): the same,
+/// without the outbound policy, which binds what workspaces configure.
+pub fn operator_client() -> Result<reqwest::Client, ClientError> {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    if let Some(client) = CLIENT.get() {
+        return Ok(client.clone());
+    }
+    let client = builder()
+        .build()
+        .map_err(|e| ClientError(describe_error(e)))?;
+    Ok(CLIENT.get_or_init(|| client).clone())
+}
+
+fn builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
         .user_agent(concat!("syncward/", env!("CARGO_PKG_VERSION")))
         // A redirect would hand the request's credential (and body) to
         // whoever the Location names.
         .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| ClientError(describe_error(e)))?;
-    Ok(CLIENT.get_or_init(|| client).clone())
 }
 
 /// Why an answer's body was not read whole.

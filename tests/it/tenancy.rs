@@ -384,3 +384,121 @@ async fn the_audit_log_names_the_token_and_runs_follow_their_sync_to_a_new_works
     daemon.wait(std::time::Duration::from_secs(30)).await?;
     Ok(())
 }
+
+/// A sync file pointing at an address inside the network: refused at apply
+/// unless `outbound.allow` lists it; the daemon's own admin address always.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sync_cannot_target_inside_addresses_or_the_daemon_itself() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let source = "kind = \"postgres\"\nurl_env = \"TEST_SOURCE_URL\"\nquery = \"SELECT id, email, first_name FROM contacts\"\ncursor_column = \"id\"";
+    let path = s.dir.path().join("inside.toml");
+    let apply = |cli: crate::helpers::Syncward, destination: String| {
+        let path = path.clone();
+        async move {
+            std::fs::write(&path, sync_file(source, &destination))?;
+            cli.run(&["sync", "apply", &path.display().to_string()])
+                .await
+        }
+    };
+    let webhook = |url: &str| format!("kind = \"webhook\"\nurl = \"{url}\"");
+    // The cloud metadata service, allowed loopback or not.
+    let out = apply(
+        s.cli.clone(),
+        "kind = \"brevo\"\napi_key_env = \"TEST_BREVO_KEY\"\nbase_url = \"http://169.254.169.254/v3\"\nmode = \"bulk\"\nlist_ids = [1]".into(),
+    )
+    .await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("destination.base_url") && out.stderr.contains("link-local"),
+        "{}",
+        out.stderr
+    );
+    // The daemon's own admin address (http.listen), even with loopback allowed.
+    let out = apply(
+        s.cli.clone(),
+        webhook("http://127.0.0.1:8080/api/syncs/x/pause"),
+    )
+    .await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("own admin address"), "{}", out.stderr);
+    // Loopback by name, with nothing allowed: the source's database and the
+    // receiver are both refused.
+    let strict = s.cli.clone().with_env("SYNCWARD__OUTBOUND__ALLOW", "");
+    let out = apply(strict, webhook("http://localhost:9/hook")).await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("loopback"), "{}", out.stderr);
+    Ok(())
+}
+
+/// The check that counts is at connect time, on the address connected to:
+/// a sync published while its receiver was allowed reaches nothing inside
+/// once it is not, and its run fails as a setting to fix, not an outage to
+/// retry.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_refuses_an_inside_address_it_was_once_allowed() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let receiver = crate::fakes::webhook::WebhookReceiver::start().await?;
+    let source = "kind = \"postgres\"\nurl_env = \"TEST_SOURCE_URL\"\nquery = \"SELECT id, email, first_name FROM contacts\"\ncursor_column = \"id\"";
+    let path = s.dir.path().join("rebind.toml");
+    std::fs::write(
+        &path,
+        sync_file(
+            source,
+            &format!("kind = \"webhook\"\nurl = \"{}\"", receiver.url),
+        ),
+    )?;
+    s.cli
+        .run(&["sync", "apply", &path.display().to_string()])
+        .await?
+        .ok()?;
+    let strict = s.cli.clone().with_env("SYNCWARD__OUTBOUND__ALLOW", "");
+    let out = strict
+        .run(&["sync", "run", "hostile", "--foreground"])
+        .await?;
+    assert_ne!(out.code, 0, "{out:?}");
+    let runs = strict
+        .run(&["runs", "list", "--sync", "hostile", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(runs[0]["failure_code"], "config_invalid", "{runs}");
+    let detail = runs[0]["failure_detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("destination.url") && detail.contains("outbound.allow"),
+        "{detail}"
+    );
+    assert!(receiver.received().is_empty(), "{:?}", receiver.received());
+    Ok(())
+}
+
+/// A name is checked on what it resolves to when the connection is made
+/// (the connectors' client resolves through the policy), so a name that
+/// resolved elsewhere when a sync was applied and to loopback now (DNS
+/// rebinding) is refused, and the refusal is told apart from an outage.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_name_resolving_inside_at_connect_time_is_refused() -> anyhow::Result<()> {
+    crate::helpers::install_crypto();
+    let receiver = crate::fakes::webhook::WebhookReceiver::start().await?;
+    let by_name = receiver.url.replacen("127.0.0.1", "localhost", 1);
+    syncward::outbound::policy::install(syncward::outbound::OutboundPolicy::default());
+    let client = syncward::outbound::http_client()?;
+    let err = client
+        .post(&by_name)
+        .body("{}")
+        .send()
+        .await
+        .expect_err("refused");
+    let why = syncward::outbound::policy::refused(&err).unwrap_or_default();
+    assert!(
+        why.contains("localhost") && why.contains("loopback"),
+        "{why}"
+    );
+    // Listed by name, the same client reaches it.
+    let allowed = syncward::outbound::OutboundPolicy::new(&["localhost".into()], None)
+        .map_err(anyhow::Error::msg)?;
+    syncward::outbound::policy::install(allowed);
+    let answer = client.post(&by_name).body("{}").send().await?;
+    assert!(answer.status().is_success(), "{}", answer.status());
+    assert_eq!(receiver.received().len(), 1);
+    Ok(())
+}

@@ -71,6 +71,9 @@ impl BrevoDestination {
         let api_key = secrets
             .get(&config.api_key_env, "destination.api_key_env")
             .map_err(DestinationError::InvalidConfig)?;
+        crate::outbound::policy::current()
+            .check_literal(&config.base_url)
+            .map_err(|why| DestinationError::InvalidConfig(format!("{URL_SETTING}: {why}")))?;
         let client = http_client()?;
         // One destination per run, and one run per sync: the sync's single
         // contact writes share this pace, whatever `concurrency` keeps in

@@ -68,6 +68,9 @@ impl WebhookDestination {
             }
             None => None,
         };
+        crate::outbound::policy::current()
+            .check_literal(&config.url)
+            .map_err(|why| DestinationError::InvalidConfig(format!("destination.url: {why}")))?;
         let client = http_client()?;
         Ok(Self {
             client,

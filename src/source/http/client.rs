@@ -50,6 +50,9 @@ impl HttpSource {
                     .map_err(SourceError::InvalidConfig)?,
             ),
         };
+        crate::outbound::policy::current()
+            .check_literal(&config.url)
+            .map_err(|why| SourceError::InvalidConfig(format!("source.url: {why}")))?;
         let client = crate::outbound::http_client()
             .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
         Ok(Self {
@@ -75,7 +78,12 @@ impl HttpSource {
             Err(e) if e.is_timeout() => {
                 return Answer::Retry("the API did not answer in time".into());
             }
-            Err(e) => return Answer::Retry(format!("cannot reach the API: {}", describe_error(e))),
+            Err(e) => {
+                if let Some(why) = crate::outbound::policy::refused(&e) {
+                    return Answer::Fail(SourceError::InvalidConfig(format!("source.url: {why}")));
+                }
+                return Answer::Retry(format!("cannot reach the API: {}", describe_error(e)));
+            }
         };
         let status = response.status();
         if status.is_redirection() {

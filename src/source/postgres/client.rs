@@ -49,6 +49,9 @@ const CURSOR_TYPES: &[&str] = &[
 ];
 
 pub struct PostgresSource {
+    /// The database's host and port, until the outbound policy passed them
+    /// (once per run).
+    target: Option<(String, u16)>,
     config: PostgresSourceConfig,
     pool: PgPool,
     connection: Option<PoolConnection<Postgres>>,
@@ -111,6 +114,7 @@ impl PostgresSource {
             .map_err(|e| SourceError::InvalidConfig(format!("not a Postgres URL: {e}")))?;
         Ok(Self {
             config: config.clone(),
+            target: Some((options.get_host().to_string(), options.get_port())),
             pool: pools.pool(url, &options, config.statement_timeout),
             connection: None,
             pools: pools.clone(),
@@ -124,6 +128,19 @@ impl PostgresSource {
     }
 
     async fn connection(&mut self) -> Result<&mut PoolConnection<Postgres>, SourceError> {
+        // Once per run, before the first connection: the database must be
+        // one the outbound policy lets syncs reach (checked on what its name
+        // resolves to now).
+        if let Some((host, port)) = self.target.take() {
+            let policy = crate::outbound::policy::current();
+            let checked = if host.starts_with('/') {
+                // A Unix socket reaches this machine's own server.
+                policy.check(&host, std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+            } else {
+                policy.check_host(&host, port).await
+            };
+            checked.map_err(|why| SourceError::InvalidConfig(format!("source.url_env: {why}")))?;
+        }
         if self.connection.is_none() {
             // The pool's own acquire timeout bounds a connect that hangs.
             let conn = self.pool.acquire().await.map_err(classify_connect_error)?;

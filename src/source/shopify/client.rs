@@ -60,6 +60,11 @@ impl ShopifySource {
         let token = secrets
             .get(&config.access_token_env, "source.access_token_env")
             .map_err(SourceError::InvalidConfig)?;
+        let endpoint = url::Url::parse(&config.endpoint())
+            .map_err(|e| SourceError::InvalidConfig(format!("source.base_url: {e}")))?;
+        crate::outbound::policy::current()
+            .check_literal(&endpoint)
+            .map_err(|why| SourceError::InvalidConfig(format!("source.base_url: {why}")))?;
         let client = crate::outbound::http_client()
             .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
         Ok(Self {
@@ -90,7 +95,14 @@ impl ShopifySource {
             Err(e) if e.is_timeout() => {
                 return Answer::Retry("Shopify did not answer in time".into());
             }
-            Err(e) => return Answer::Retry(format!("cannot reach Shopify: {}", describe_error(e))),
+            Err(e) => {
+                if let Some(why) = crate::outbound::policy::refused(&e) {
+                    return Answer::Fail(SourceError::InvalidConfig(format!(
+                        "source.base_url: {why}"
+                    )));
+                }
+                return Answer::Retry(format!("cannot reach Shopify: {}", describe_error(e)));
+            }
         };
         let status = response.status();
         if status.is_redirection() {

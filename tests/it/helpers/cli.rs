@@ -26,6 +26,10 @@ struct Secrets {
     entries: Mutex<Vec<(Option<String>, String, String)>>,
 }
 
+/// `outbound.allow` in tests: the fakes and the test databases are on
+/// loopback.
+pub const LOOPBACK: &str = "127.0.0.1,::1";
+
 /// The workspaces the tests' sync files use: `with_secret` reaches each.
 const WORKSPACES: &[&str] = &["acme", "globex"];
 
@@ -201,6 +205,9 @@ impl Syncward {
         // Nor the machine's /etc/syncward/secrets.
         self.secrets.write();
         cmd.env("SYNCWARD__SECRETS__DIR", self.secrets.dir.path());
+        // Every fake listens on loopback: the tests' syncs may reach it (a
+        // test of the policy itself sets its own list).
+        cmd.env("SYNCWARD__OUTBOUND__ALLOW", LOOPBACK);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
     }

@@ -17,3 +17,12 @@ pub use redis::TestRedis;
 pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
+
+/// Lets connectors run in this process reach loopback (where every fake
+/// and test database is), as `SYNCWARD__OUTBOUND__ALLOW` does for the binary.
+pub fn allow_loopback() {
+    let allow: Vec<String> = cli::LOOPBACK.split(',').map(str::to_string).collect();
+    if let Ok(policy) = syncward::outbound::OutboundPolicy::new(&allow, None) {
+        syncward::outbound::policy::install(policy);
+    }
+}
