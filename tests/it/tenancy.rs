@@ -286,7 +286,7 @@ async fn metrics_need_the_scrape_token_and_readiness_names_no_sync() -> anyhow::
     for token in [scrape, ADMIN_TOKEN] {
         let (status, text) = metrics(Some(token)).await?;
         assert_eq!(status, 200);
-        assert!(text.contains("syncward_queue_depth"), "{text}");
+        assert!(text.contains("syncward_build_info"), "{text}");
     }
     // The scrape token opens nothing else.
     let api = http

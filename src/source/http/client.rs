@@ -233,7 +233,7 @@ mod tests {
 
     fn config() -> HttpSourceConfig {
         toml::from_str(
-            r#"url = "http://127.0.0.1:1/contacts"
+            r#"url = "https://api.example.com/contacts"
 cursor_param = "after"
 items_pointer = "/data"
 next_cursor_pointer = "/meta/next""#,

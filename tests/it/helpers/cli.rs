@@ -52,7 +52,13 @@ impl Secrets {
                 .map(|(_, name, value)| format!("{name}='{value}'\n"))
                 .collect();
             let path = self.dir.path().join(format!("{workspace}.env"));
-            std::fs::write(path, lines).expect("the secrets file is written");
+            if std::fs::read_to_string(&path).is_ok_and(|now| now == lines) {
+                continue;
+            }
+            // Replaced whole (a daemon may be reading it right now).
+            let fresh = self.dir.path().join(format!(".{workspace}.env.new"));
+            std::fs::write(&fresh, lines).expect("the secrets file is written");
+            std::fs::rename(&fresh, &path).expect("the secrets file is replaced");
         }
     }
 }
