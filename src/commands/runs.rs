@@ -3,8 +3,8 @@
 use sqlx::PgPool;
 
 use crate::cli::RunsCommand;
+use crate::ops::{self, OpsError, Scope};
 use crate::store::runs;
-use crate::views::RunView;
 
 use super::output::{out, outln};
 use super::{print_json, when};
@@ -52,9 +52,13 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
             Ok(())
         }
         RunsCommand::Show { run_id, json } => {
-            let view = RunView::load(pool, run_id).await?.ok_or_else(|| {
-                anyhow::anyhow!("run {run_id}: no such run (see `syncward runs list`)")
-            })?;
+            let view = match ops::run_view(pool, &Scope::Cli, run_id).await {
+                Ok(view) => view,
+                Err(OpsError::NotFound) => {
+                    anyhow::bail!("run {run_id}: no such run (see `syncward runs list`)")
+                }
+                Err(e) => return Err(e.into()),
+            };
             if json.json {
                 return print_json(&view);
             }

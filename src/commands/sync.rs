@@ -10,7 +10,6 @@ use crate::store::audit::Actor;
 use crate::store::rejected::PutBackFilter;
 use crate::store::syncs::PublishOutcome;
 use crate::store::{self, cursors, syncs};
-use crate::views::SyncView;
 
 use super::output::{out, outln};
 use super::run_once::{self, require_sync};
@@ -476,10 +475,9 @@ async fn check_attributes(
 }
 
 async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
-    require_sync(pool, id).await?;
-    let view = SyncView::load(pool, id)
-        .await?
-        .context("the sync was deleted while it was read")?;
+    let view = ops::sync_view(pool, &Scope::Cli, id, None)
+        .await
+        .map_err(|e| refusal(id, e))?;
     if json {
         return print_json(&view);
     }

@@ -9,8 +9,6 @@ use super::HttpState;
 use super::path_ids::{RunIdPath, SyncIdPath};
 use crate::ops::{self, OpsError, Scope};
 use crate::store::rejected::PutBackFilter;
-use crate::store::{runs, syncs};
-use crate::views::{RunView, SyncView};
 
 pub(super) fn not_found(what: &str) -> Response {
     (
@@ -44,40 +42,42 @@ pub async fn list_syncs(
     State(state): State<HttpState>,
     Extension(scope): Extension<Scope>,
 ) -> Response {
-    match syncs::list_syncs(&state.store).await {
-        Ok(mut list) => {
-            list.retain(|s| scope.sees(&s.workspace_id));
-            axum::Json(list).into_response()
-        }
-        Err(e) => internal(e),
-    }
-}
-
-pub async fn show_sync(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -> Response {
-    match SyncView::load(&state.store, id.as_str()).await {
-        Ok(Some(view)) => axum::Json(view).into_response(),
-        Ok(None) => not_found("sync"),
-        Err(e) => internal(e),
-    }
-}
-
-pub async fn sync_runs(State(state): State<HttpState>, SyncIdPath(id): SyncIdPath) -> Response {
-    let id = id.as_str();
-    match syncs::get_sync(&state.store, id).await {
-        Ok(None) => return not_found("sync"),
-        Err(e) => return internal(e),
-        Ok(Some(_)) => {}
-    }
-    match runs::list_runs(&state.store, Some(id), 100).await {
+    match ops::sync_list(&state.store, &scope).await {
         Ok(list) => axum::Json(list).into_response(),
         Err(e) => internal(e),
     }
 }
 
-pub async fn show_run(State(state): State<HttpState>, RunIdPath(id): RunIdPath) -> Response {
-    match RunView::load(&state.store, id).await {
-        Ok(Some(view)) => axum::Json(view).into_response(),
-        Ok(None) => not_found("run"),
+pub async fn show_sync(
+    State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
+    SyncIdPath(id): SyncIdPath,
+) -> Response {
+    match ops::sync_view(&state.store, &scope, id.as_str(), None).await {
+        Ok(view) => axum::Json(view).into_response(),
+        Err(e) => refused(id.as_str(), e),
+    }
+}
+
+pub async fn sync_runs(
+    State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
+    SyncIdPath(id): SyncIdPath,
+) -> Response {
+    match ops::sync_runs(&state.store, &scope, id.as_str(), 100).await {
+        Ok(list) => axum::Json(list).into_response(),
+        Err(e) => refused(id.as_str(), e),
+    }
+}
+
+pub async fn show_run(
+    State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
+    RunIdPath(id): RunIdPath,
+) -> Response {
+    match ops::run_view(&state.store, &scope, id).await {
+        Ok(view) => axum::Json(view).into_response(),
+        Err(OpsError::NotFound) => not_found("run"),
         Err(e) => internal(e),
     }
 }

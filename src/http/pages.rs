@@ -13,7 +13,7 @@ use super::HttpState;
 use super::path_ids::{RunIdPath, SyncActionPath, SyncIdPath};
 use crate::ops::{self, OpsError, Scope};
 use crate::store::rejected::PutBackFilter;
-use crate::views::{Body, Cell, OverviewView, Page, RunBar, RunView, SyncView, chart_words};
+use crate::views::{Body, Cell, Page, RunBar, chart_words};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1b1f24}
 h1{font-size:1.5rem}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #d0d7de}
@@ -145,11 +145,8 @@ pub async fn overview(
     State(state): State<HttpState>,
     Extension(scope): Extension<Scope>,
 ) -> Response {
-    match OverviewView::load(&state.store).await {
-        Ok(mut view) => {
-            view.syncs.retain(|s| scope.sees(&s.workspace_id));
-            Html(layout(&view.page(), None).into_string()).into_response()
-        }
+    match ops::overview(&state.store, &scope).await {
+        Ok(view) => Html(layout(&view.page(), None).into_string()).into_response(),
         Err(e) => internal(e),
     }
 }
@@ -162,18 +159,15 @@ pub struct VersionQuery {
 
 pub async fn sync_page(
     State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
     SyncIdPath(id): SyncIdPath,
     Query(query): Query<VersionQuery>,
 ) -> Response {
-    let view = match query.version {
-        Some(version) => SyncView::load_version(&state.store, id.as_str(), version).await,
-        None => SyncView::load(&state.store, id.as_str()).await,
-    };
-    match view {
-        Ok(Some(view)) if view.sync.status == "archived" => {
+    match ops::sync_view(&state.store, &scope, id.as_str(), query.version).await {
+        Ok(view) if view.sync.status == "archived" => {
             Html(layout(&view.page(), None).into_string()).into_response()
         }
-        Ok(Some(view)) => {
+        Ok(view) => {
             let paused = view.sync.status == "paused";
             let actions = html! {
                 @if paused {
@@ -193,15 +187,19 @@ pub async fn sync_page(
             };
             Html(layout(&view.page(), Some(actions)).into_string()).into_response()
         }
-        Ok(None) => not_found("sync"),
+        Err(OpsError::NotFound) => not_found("sync"),
         Err(e) => internal(e),
     }
 }
 
-pub async fn run_page(State(state): State<HttpState>, RunIdPath(id): RunIdPath) -> Response {
-    match RunView::load(&state.store, id).await {
-        Ok(Some(view)) => Html(layout(&view.page(), None).into_string()).into_response(),
-        Ok(None) => not_found("run"),
+pub async fn run_page(
+    State(state): State<HttpState>,
+    Extension(scope): Extension<Scope>,
+    RunIdPath(id): RunIdPath,
+) -> Response {
+    match ops::run_view(&state.store, &scope, id).await {
+        Ok(view) => Html(layout(&view.page(), None).into_string()).into_response(),
+        Err(OpsError::NotFound) => not_found("run"),
         Err(e) => internal(e),
     }
 }

@@ -1,9 +1,10 @@
-//! One door for the operator actions on a sync — pause, resume, run now,
-//! put rejected records back — whoever asks: the API, the pages' buttons or
-//! the CLI. Each takes the caller's `Scope` (there is no way in without
-//! one), refuses by default (a sync outside the scope is not found, a
-//! read-only scope writes nothing), applies the rules of an archived or
-//! paused sync here once, and records who acted in the audit log.
+//! One door for every read and write of a sync or run — the lists, a sync's
+//! page and runs, a run's page; pause, resume, run now, put rejected records
+//! back — whoever asks: the API, the pages or the CLI. Each takes the
+//! caller's `Scope` (there is no way in without one), refuses by default (a
+//! sync or run outside the scope is not found, a read-only scope writes
+//! nothing), applies the rules of an archived or paused sync here once, and
+//! records who acted in the audit log.
 
 mod scope;
 
@@ -12,6 +13,7 @@ pub use scope::Scope;
 use crate::store::rejected::{self, PutBack, PutBackFilter};
 use crate::store::runs::{self, FORCED_TRIGGER};
 use crate::store::syncs::{self, PAUSED_MANUAL, SyncRow};
+use crate::views::{OverviewView, RunView, SyncView};
 
 /// Why an action was not done. Every surface words these its own way (a
 /// status code, a page, a line and an exit code).
@@ -33,6 +35,58 @@ pub enum OpsError {
     Paused { reason: String },
     #[error(transparent)]
     Store(#[from] sqlx::Error),
+}
+
+/// The syncs the scope sees.
+pub async fn sync_list(
+    store: &sqlx::PgPool,
+    scope: &Scope,
+) -> Result<Vec<syncs::SyncSummary>, OpsError> {
+    let mut list = syncs::list_syncs(store).await?;
+    list.retain(|s| scope.sees(&s.workspace_id));
+    Ok(list)
+}
+
+/// The overview page's content, of the syncs the scope sees.
+pub async fn overview(store: &sqlx::PgPool, scope: &Scope) -> Result<OverviewView, OpsError> {
+    let mut view = OverviewView::load(store).await?;
+    view.syncs.retain(|s| scope.sees(&s.workspace_id));
+    Ok(view)
+}
+
+/// A sync's page (at `version`, or as it is), if the scope sees the sync.
+pub async fn sync_view(
+    store: &sqlx::PgPool,
+    scope: &Scope,
+    id: &str,
+    version: Option<i32>,
+) -> Result<SyncView, OpsError> {
+    visible_sync(store, scope, id).await?;
+    let view = match version {
+        Some(version) => SyncView::load_version(store, id, version).await?,
+        None => SyncView::load(store, id).await?,
+    };
+    view.ok_or(OpsError::NotFound)
+}
+
+/// A sync's latest runs, if the scope sees the sync.
+pub async fn sync_runs(
+    store: &sqlx::PgPool,
+    scope: &Scope,
+    id: &str,
+    limit: i64,
+) -> Result<Vec<runs::RunRow>, OpsError> {
+    visible_sync(store, scope, id).await?;
+    Ok(runs::list_runs(store, Some(id), limit).await?)
+}
+
+/// A run's page, if the scope sees its sync's workspace as it is now.
+pub async fn run_view(store: &sqlx::PgPool, scope: &Scope, id: i64) -> Result<RunView, OpsError> {
+    match runs::workspace_of_run(store, id).await? {
+        Some(workspace) if scope.sees(&workspace) => {}
+        _ => return Err(OpsError::NotFound),
+    }
+    RunView::load(store, id).await?.ok_or(OpsError::NotFound)
 }
 
 /// The sync `id`, if the scope sees it.

@@ -214,3 +214,59 @@ async fn a_workspace_token_cannot_see_or_change_another_workspace_through_any_ro
     assert_eq!(admin.send("GET", "/", &acme).await?.0, 401);
     Ok(())
 }
+
+/// `ROUTES` (walked with another workspace's token above) and the routes
+/// every scope may call (lists filtered to the scope, health, readiness,
+/// metrics) are every route the router has: a route added without being
+/// walked fails here. (It is refused to a workspace token anyway: the
+/// access layer refuses a path it does not name.)
+#[test]
+fn every_route_of_the_router_is_walked_with_a_foreign_token_or_open_to_all() -> anyhow::Result<()> {
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/http/mod.rs"))?;
+    let open = [
+        ("GET", "/api/syncs"),
+        ("GET", "/"),
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("GET", "/metrics"),
+    ];
+    let mut found = Vec::new();
+    for piece in source.split(".route(\"").skip(1) {
+        let Some((path, rest)) = piece.split_once('"') else {
+            continue;
+        };
+        let method = rest.trim_start_matches([',', ' ']);
+        let method = if method.starts_with("get(") {
+            "GET"
+        } else if method.starts_with("post(") {
+            "POST"
+        } else {
+            anyhow::bail!("route {path}: a method this test does not know: {method:.20}")
+        };
+        found.push((method, path.to_string()));
+    }
+    anyhow::ensure!(found.len() >= 10, "routes not found in src/http/mod.rs");
+    // `{id}` in the router is `{sync}` or `{run}` in ROUTES; `{verb}` is
+    // each of the sync page's buttons.
+    let walked: Vec<(&str, String)> = ROUTES
+        .iter()
+        .map(|(m, p)| {
+            let p = p.split('?').next().unwrap_or_default();
+            let generic = p.replace("{sync}", "{id}").replace("{run}", "{id}");
+            (*m, generic)
+        })
+        .collect();
+    for (method, path) in &found {
+        let covered = open.contains(&(*method, path.as_str()))
+            || walked.iter().any(|(m, p)| m == method && p == path)
+            || (path == "/syncs/{id}/{verb}"
+                && walked
+                    .iter()
+                    .any(|(m, p)| *m == "POST" && p.starts_with("/syncs/{id}/")));
+        anyhow::ensure!(
+            covered,
+            "{method} {path} is neither walked with a foreign token nor open to all"
+        );
+    }
+    Ok(())
+}
