@@ -126,16 +126,12 @@ impl OutboundPolicy {
     /// Checks a URL's host (an address literal directly, a name by
     /// resolving it).
     pub async fn check_url(&self, url: &url::Url) -> Result<(), String> {
-        let port = url.port_or_known_default().unwrap_or(0);
         match url.host() {
-            Some(url::Host::Ipv4(ip)) => {
-                self.check(&ip.to_string(), SocketAddr::new(ip.into(), port))
+            Some(url::Host::Domain(name)) => {
+                self.check_host(name, url.port_or_known_default().unwrap_or(0))
+                    .await
             }
-            Some(url::Host::Ipv6(ip)) => {
-                self.check(&ip.to_string(), SocketAddr::new(ip.into(), port))
-            }
-            Some(url::Host::Domain(name)) => self.check_host(name, port).await,
-            None => Err("the URL names no host".into()),
+            _ => self.check_literal(url),
         }
     }
 }
