@@ -111,3 +111,29 @@ fn connectors_know_nothing_of_the_store_leases_config_or_the_run_loop() -> anyho
     }
     Ok(())
 }
+
+/// The HTTP handlers reach syncs and runs only through `ops` (the one door
+/// that takes the caller's scope): no store query or view load of their own.
+#[test]
+fn http_handlers_read_and_write_syncs_and_runs_only_through_ops() -> anyhow::Result<()> {
+    let http = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/http");
+    for file in ["api.rs", "pages.rs"] {
+        let text = std::fs::read_to_string(http.join(file))?;
+        for forbidden in [
+            "store::syncs",
+            "store::runs",
+            "store::{",
+            "syncs::",
+            "runs::",
+            "SyncView::load",
+            "RunView::load",
+            "OverviewView::load",
+        ] {
+            anyhow::ensure!(
+                !text.contains(forbidden),
+                "src/http/{file} uses {forbidden}: go through crate::ops with the request's Scope"
+            );
+        }
+    }
+    Ok(())
+}
