@@ -192,13 +192,13 @@ pub async fn send_with_retry<T>(
         )
         .record(started.elapsed().as_secs_f64());
         let problem = match sent {
-            Err(e) if crate::outbound::policy::refused(&e).is_some() => {
-                let why = crate::outbound::policy::refused(&e).unwrap_or_default();
-                return Err(DestinationError::InvalidConfig(format!(
-                    "{url_setting}: {why}"
-                )));
-            }
             Err(e) => {
+                // The outbound policy refused the address: a setting to fix.
+                if let Some(why) = crate::outbound::policy::refused(&e) {
+                    return Err(DestinationError::InvalidConfig(format!(
+                        "{url_setting}: {why}"
+                    )));
+                }
                 // A refused connection never reached the destination.
                 maybe_written |= !e.is_connect();
                 describe_transport_error(e)

@@ -192,6 +192,14 @@ pub fn install(policy: OutboundPolicy) {
     *slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
 }
 
+/// What a connector checks when it opens: its URL `field` (`source.url`,
+/// …) under the policy in force; the error names the field.
+pub fn check_connector_url(url: &url::Url, field: &str) -> Result<(), String> {
+    current()
+        .check_literal(url)
+        .map_err(|why| format!("{field}: {why}"))
+}
+
 /// The policy in force (the strict default when none was installed).
 pub fn current() -> Arc<OutboundPolicy> {
     match POLICY.get() {

@@ -71,9 +71,8 @@ impl BrevoDestination {
         let api_key = secrets
             .get(&config.api_key_env, "destination.api_key_env")
             .map_err(DestinationError::InvalidConfig)?;
-        crate::outbound::policy::current()
-            .check_literal(&config.base_url)
-            .map_err(|why| DestinationError::InvalidConfig(format!("{URL_SETTING}: {why}")))?;
+        crate::outbound::policy::check_connector_url(&config.base_url, URL_SETTING)
+            .map_err(DestinationError::InvalidConfig)?;
         let client = http_client()?;
         // One destination per run, and one run per sync: the sync's single
         // contact writes share this pace, whatever `concurrency` keeps in

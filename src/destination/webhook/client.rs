@@ -68,9 +68,8 @@ impl WebhookDestination {
             }
             None => None,
         };
-        crate::outbound::policy::current()
-            .check_literal(&config.url)
-            .map_err(|why| DestinationError::InvalidConfig(format!("destination.url: {why}")))?;
+        crate::outbound::policy::check_connector_url(&config.url, "destination.url")
+            .map_err(DestinationError::InvalidConfig)?;
         let client = http_client()?;
         Ok(Self {
             client,

@@ -50,9 +50,8 @@ impl HttpSource {
                     .map_err(SourceError::InvalidConfig)?,
             ),
         };
-        crate::outbound::policy::current()
-            .check_literal(&config.url)
-            .map_err(|why| SourceError::InvalidConfig(format!("source.url: {why}")))?;
+        crate::outbound::policy::check_connector_url(&config.url, "source.url")
+            .map_err(SourceError::InvalidConfig)?;
         let client = crate::outbound::http_client()
             .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
         Ok(Self {

@@ -62,9 +62,8 @@ impl ShopifySource {
             .map_err(SourceError::InvalidConfig)?;
         let endpoint = url::Url::parse(&config.endpoint())
             .map_err(|e| SourceError::InvalidConfig(format!("source.base_url: {e}")))?;
-        crate::outbound::policy::current()
-            .check_literal(&endpoint)
-            .map_err(|why| SourceError::InvalidConfig(format!("source.base_url: {why}")))?;
+        crate::outbound::policy::check_connector_url(&endpoint, "source.base_url")
+            .map_err(SourceError::InvalidConfig)?;
         let client = crate::outbound::http_client()
             .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
         Ok(Self {
