@@ -86,7 +86,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         redis: redis.clone(),
         token: settings.http.admin_token.clone(),
         metrics_token: settings.http.metrics_token.clone(),
-        max_attempts: i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX),
+        max_attempts: settings.run_attempts(),
         // One recorder per process; a second install (tests running two
         // daemons in one process) keeps the first.
         metrics: crate::telemetry::install(),

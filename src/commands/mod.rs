@@ -122,7 +122,8 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Runs(command) => {
             let pool = store::connect(&settings.database).await?;
-            runs::execute(&pool, command)
+            let door = crate::ops::Door::new(pool, settings.run_attempts());
+            runs::execute(&door.enter(crate::ops::Scope::Cli), command)
                 .await
                 .context("runs command failed")
         }

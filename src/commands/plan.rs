@@ -1,11 +1,10 @@
 //! `sync apply --plan`: what an apply would do to each sync, read from the
 //! store and printed; nothing is written.
 
+use crate::ops::{OpsError, Scoped};
 use serde::Serialize;
-use sqlx::PgPool;
 
 use crate::config::{FieldChange, SyncDefinition, delivery_meaning, field_changes};
-use crate::store::syncs;
 
 /// The plan found something to change: exit 4, so CI can tell.
 #[derive(Debug, thiserror::Error)]
@@ -45,13 +44,13 @@ impl SyncPlan {
 
 /// The plan: syncs to archive first (with `prune`), then each definition.
 pub async fn plan(
-    pool: &PgPool,
+    door: &Scoped,
     definitions: &[SyncDefinition],
     prune: bool,
 ) -> anyhow::Result<Vec<SyncPlan>> {
     let mut plans = Vec::new();
     if prune {
-        for s in syncs::list_syncs(pool).await? {
+        for s in door.sync_list().await? {
             if s.status != "archived" && !definitions.iter().any(|d| d.id.as_str() == s.id) {
                 plans.push(SyncPlan {
                     sync: s.id,
@@ -68,7 +67,12 @@ pub async fn plan(
     for definition in definitions {
         let id = definition.id.as_str();
         let new = serde_json::to_value(definition)?;
-        let Some(stored) = syncs::get_sync(pool, id).await? else {
+        let stored = match door.sync(id).await {
+            Ok(stored) => Some(stored),
+            Err(OpsError::NotFound) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let Some(stored) = stored else {
             plans.push(SyncPlan {
                 sync: id.to_owned(),
                 action: PlannedAction::Create,

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::config::{Settings, SyncDefinition};
 use crate::failure::FailureCode;
+use crate::ops::{Runnable, Scoped};
 use std::time::{Duration, Instant};
 
 use super::output::outln;
@@ -23,15 +24,13 @@ use crate::worker::{
 /// Queues a run; `forced` ones run although the sync is paused. `queued` is
 /// false when a run of the sync was already waiting (that one is reported).
 pub async fn enqueue(
-    settings: &Settings,
     pool: &PgPool,
-    id: &str,
-    forced: bool,
+    door: &Scoped,
+    runnable: &Runnable,
     json: bool,
 ) -> anyhow::Result<()> {
-    let max_attempts = i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX);
-    let trigger = if forced { FORCED_TRIGGER } else { "manual" };
-    let (run_id, new) = runs::enqueue_run(pool, id, trigger, max_attempts).await?;
+    let id = runnable.sync.id.as_str();
+    let (run_id, new) = door.enqueue(runnable).await?;
     // A queued run waits for a daemon: say so when none is alive to take it.
     if processes::live_processes(pool)
         .await?
@@ -168,7 +167,7 @@ pub async fn foreground(
         worker_id: format!("cli-{}", std::process::id()),
         boot_id,
     };
-    let max_attempts = i32::try_from(settings.retry.max_attempts).unwrap_or(i32::MAX);
+    let max_attempts = settings.run_attempts();
     let trigger = if forced { FORCED_TRIGGER } else { "foreground" };
     let run = runs::create_claimed_run(pool, &sync.id, trigger, max_attempts, &executor)
         .await
@@ -287,12 +286,4 @@ pub async fn foreground(
         RunOutcome::Stopped => anyhow::bail!("run {} stopped before the end of the source", run.id),
         RunOutcome::Failed { code, .. } => anyhow::bail!("run {} failed: {code}", run.id),
     }
-}
-
-/// Looks a sync up for a command. One that does not exist is an error
-/// (exit 1, as peers answer "not found"), not bad input: the id is well-formed.
-pub async fn require_sync(pool: &PgPool, id: &str) -> anyhow::Result<syncs::SyncRow> {
-    syncs::get_sync(pool, id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("sync \"{id}\": no such sync (see `syncward sync list`)"))
 }

@@ -1,18 +1,22 @@
 //! `syncward runs …`: run history.
 
-use sqlx::PgPool;
-
 use crate::cli::RunsCommand;
-use crate::ops::{self, OpsError, Scope};
-use crate::store::runs;
+use crate::ops::{OpsError, Scoped};
 
 use super::output::{out, outln};
 use super::{print_json, when};
 
-pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> {
+pub async fn execute(door: &Scoped, command: RunsCommand) -> anyhow::Result<()> {
     match command {
         RunsCommand::List { sync, limit, json } => {
-            let list = runs::list_runs(pool, sync.as_deref(), limit.max(1)).await?;
+            let list = match door.run_list(sync.as_deref(), limit.max(1)).await {
+                Ok(list) => list,
+                Err(OpsError::NotFound) => {
+                    let id = sync.unwrap_or_default();
+                    anyhow::bail!("sync \"{id}\": no such sync (see `syncward sync list`)")
+                }
+                Err(e) => return Err(e.into()),
+            };
             if json.json {
                 return print_json(&list);
             }
@@ -52,7 +56,7 @@ pub async fn execute(pool: &PgPool, command: RunsCommand) -> anyhow::Result<()> 
             Ok(())
         }
         RunsCommand::Show { run_id, json } => {
-            let view = match ops::run_view(pool, &Scope::Cli, run_id).await {
+            let view = match door.run_view(run_id).await {
                 Ok(view) => view,
                 Err(OpsError::NotFound) => {
                     anyhow::bail!("run {run_id}: no such run (see `syncward runs list`)")

@@ -9,10 +9,11 @@ use serde::Serialize;
 use super::output::outln;
 use super::print_json;
 use crate::config::Settings;
+use crate::ops::{Door, Scope};
+use crate::store;
 use crate::store::deadman::{self, IncidentRow};
 use crate::store::processes::{self, ProcessRow};
 use crate::store::runs::{self, RunRow};
-use crate::store::{self, syncs};
 
 /// No daemon is alive: exit code 3.
 #[derive(Debug, thiserror::Error)]
@@ -70,13 +71,13 @@ impl From<RunRow> for RunningRun {
 
 pub async fn execute(settings: &Settings, json: bool) -> anyhow::Result<()> {
     let pool = store::connect(&settings.database).await?;
-    let (live, (queue_depth, queue_oldest_age_seconds), running, syncs, open_incidents) = tokio::try_join!(
+    let door = Door::new(pool.clone(), settings.run_attempts()).enter(Scope::Cli);
+    let (live, (queue_depth, queue_oldest_age_seconds), open_incidents) = tokio::try_join!(
         processes::live_processes(&pool),
         runs::queue_stats(&pool),
-        runs::running_runs(&pool, None),
-        syncs::list_syncs(&pool),
         deadman::open_incidents(&pool),
     )?;
+    let (running, syncs) = tokio::try_join!(door.running_runs(), door.sync_list())?;
     let (daemons, foreground): (Vec<ProcessRow>, Vec<ProcessRow>) =
         live.into_iter().partition(|p| p.kind == "daemon");
     let status = Status {

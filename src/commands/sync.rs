@@ -1,20 +1,17 @@
 //! `syncward sync …`: publish and operate syncs.
 
 use anyhow::Context;
-use sqlx::PgPool;
 
 use crate::cli::SyncCommand;
 use crate::config::{Settings, SyncDefinition, load_definitions, sync_files_in};
 use crate::destination::brevo::missing_attributes;
-use crate::store::audit::Actor;
+use crate::store;
 use crate::store::rejected::PutBackFilter;
-use crate::store::syncs::PublishOutcome;
-use crate::store::{self, cursors, syncs};
 
 use super::output::{out, outln};
-use super::run_once::{self, require_sync};
+use super::run_once;
 use super::{print_json, when};
-use crate::ops::{self, OpsError, Scope};
+use crate::ops::{Door, OpsError, PublishOutcome, Runnable, Scope, Scoped};
 
 pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Result<()> {
     // Files are read and checked before any connection: bad input never waits on
@@ -35,7 +32,8 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         let definitions = load_definitions(&paths, (!*plan).then_some(&secrets))?;
         if *plan {
             let pool = store::connect(&settings.database).await?;
-            let plans = super::plan::plan(&pool, &definitions, prune.is_some()).await?;
+            let door = Door::new(pool, settings.run_attempts()).enter(Scope::Cli);
+            let plans = super::plan::plan(&door, &definitions, prune.is_some()).await?;
             if json.json {
                 print_json(&plans)?;
             } else {
@@ -52,7 +50,9 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             check_attributes(file, definition, &secrets, *skip_attribute_check).await?;
         }
         let pool = store::connect(&settings.database).await?;
-        let applied = syncs::apply_syncs(&pool, &definitions, prune.is_some(), Actor::Cli)
+        let door = Door::new(pool, settings.run_attempts()).enter(Scope::Cli);
+        let applied = door
+            .apply(&definitions, prune.is_some())
             .await
             .context("publishing failed")?;
         if json.json {
@@ -80,10 +80,11 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         return Ok(());
     }
     let pool = store::connect(&settings.database).await?;
+    let door = Door::new(pool.clone(), settings.run_attempts()).enter(Scope::Cli);
     match command {
         SyncCommand::Apply { .. } => unreachable!("handled above"),
         SyncCommand::List(json) => {
-            let list = syncs::list_syncs(&pool).await?;
+            let list = door.sync_list().await?;
             if json.json {
                 return print_json(&list);
             }
@@ -127,16 +128,16 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             id,
             version: None,
             json,
-        } => show(&pool, &id, json.json).await,
+        } => show(&door, &id, json.json).await,
         SyncCommand::Show {
             id,
             version: Some(version),
             json,
         } => {
-            require_sync(&pool, &id).await?;
-            let kept = syncs::get_version(&pool, &id, version).await?.ok_or_else(|| {
-                anyhow::anyhow!("sync \"{id}\" has no version {version} (`syncward sync show {id}` lists them)")
-            })?;
+            let kept = door
+                .sync_version(&id, version)
+                .await
+                .map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(&kept);
             }
@@ -149,8 +150,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
         SyncCommand::Delete { id, json } => {
-            require_sync(&pool, &id).await?;
-            let archived = syncs::archive_sync(&pool, &id, Actor::Cli).await?;
+            let archived = door.archive(&id).await.map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(
                     &serde_json::json!({"sync": id, "status": "archived", "changed": archived}),
@@ -166,9 +166,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
         SyncCommand::Resync { id, json } => {
-            let sync = require_sync(&pool, &id).await?;
-            refuse_archived(&sync)?;
-            let epoch = syncs::resync_sync(&pool, &id, Actor::Cli).await?;
+            let epoch = door.resync(&id).await.map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(
                     &serde_json::json!({"sync": id, "ledger_epoch": epoch, "cursor": null}),
@@ -180,24 +178,16 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
         SyncCommand::Rollback { id, version, json } => {
-            let sync = require_sync(&pool, &id).await?;
-            let kept = syncs::get_version(&pool, &id, version).await?.ok_or_else(|| {
-                anyhow::anyhow!("sync \"{id}\" has no version {version} (`syncward sync show {id}` lists them)")
-            })?;
-            let definition: SyncDefinition = serde_json::from_value(kept.definition.0)
-                .with_context(|| format!("version {version} of {id} no longer validates"))?;
-            definition.check_secrets(
-                &format!("{id} version {version}"),
-                &settings.secrets.store(),
-            )?;
-            let (published, _) =
-                syncs::rollback_sync(&pool, &definition, version, Actor::Cli).await?;
+            let (published, current) = door
+                .rollback(&id, version, &settings.secrets.store())
+                .await
+                .map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(
                     &serde_json::json!({"sync": id, "version": published, "from_version": version}),
                 );
             }
-            if published == sync.version {
+            if version == current {
                 outln!(
                     "{id}: version {version} is the current definition; republished as version {published}."
                 );
@@ -207,9 +197,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
         SyncCommand::Pause { id, json } => {
-            let paused = ops::pause(&pool, &Scope::Cli, &id)
-                .await
-                .map_err(|e| refusal(&id, e))?;
+            let paused = door.pause(&id).await.map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(
                     &serde_json::json!({"sync": id, "status": "paused", "changed": paused}),
@@ -223,9 +211,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
         SyncCommand::Resume { id, json } => {
-            let resumed = ops::resume(&pool, &Scope::Cli, &id)
-                .await
-                .map_err(|e| refusal(&id, e))?;
+            let resumed = door.resume(&id).await.map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(
                     &serde_json::json!({"sync": id, "status": "active", "changed": resumed}),
@@ -245,17 +231,19 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             wait,
             json,
         } => {
-            let ops::Runnable { sync, forced } = ops::runnable(&pool, &Scope::Cli, &id, force)
+            let runnable = door
+                .runnable(&id, force)
                 .await
                 .map_err(|e| refusal(&id, e))?;
             if foreground {
+                let Runnable { sync, forced } = runnable;
                 run_once::foreground(settings, &pool, sync, forced, wait, json.json).await
             } else {
-                run_once::enqueue(settings, &pool, &id, forced, json.json).await
+                run_once::enqueue(&pool, &door, &runnable, json.json).await
             }
         }
         SyncCommand::Preview { id, limit, json } => {
-            let sync = require_sync(&pool, &id).await?;
+            let sync = door.sync(&id).await.map_err(|e| refusal(&id, e))?;
             let definition = sync
                 .definition()
                 .context("the stored definition no longer validates")?;
@@ -327,7 +315,8 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             json,
         } => {
             let filter = PutBackFilter { run_id: run, code };
-            let done = ops::retry_rejected(&pool, &Scope::Cli, &id, &filter)
+            let done = door
+                .retry_rejected(&id, &filter)
                 .await
                 .map_err(|e| refusal(&id, e))?;
             if json.json {
@@ -360,8 +349,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
         SyncCommand::ResetCursor { id, json } => {
-            require_sync(&pool, &id).await?;
-            cursors::reset_cursor(&pool, &id, Actor::Cli).await?;
+            door.reset_cursor(&id).await.map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(&serde_json::json!({"sync": id, "cursor": null}));
             }
@@ -474,10 +462,8 @@ async fn check_attributes(
     }
 }
 
-async fn show(pool: &PgPool, id: &str, json: bool) -> anyhow::Result<()> {
-    let view = ops::sync_view(pool, &Scope::Cli, id, None)
-        .await
-        .map_err(|e| refusal(id, e))?;
+async fn show(door: &Scoped, id: &str, json: bool) -> anyhow::Result<()> {
+    let view = door.sync_view(id, None).await.map_err(|e| refusal(id, e))?;
     if json {
         return print_json(&view);
     }
@@ -498,18 +484,12 @@ fn refusal(id: &str, e: OpsError) -> anyhow::Error {
         OpsError::Paused { reason } => anyhow::anyhow!(
             "sync {id} is paused ({reason}); resume it with `syncward sync resume {id}`, or run it once anyway with --force"
         ),
-        e @ (OpsError::ReadOnly | OpsError::Store(_)) => e.into(),
+        OpsError::NoVersion(version) => anyhow::anyhow!(
+            "sync \"{id}\" has no version {version} (`syncward sync show {id}` lists them)"
+        ),
+        OpsError::Unpublishable(why) => anyhow::anyhow!("sync {id}: {why}"),
+        e @ (OpsError::ReadOnly | OpsError::CannotPublish | OpsError::Store(_)) => e.into(),
     }
-}
-
-fn refuse_archived(sync: &syncs::SyncRow) -> anyhow::Result<()> {
-    if sync.status == "archived" {
-        anyhow::bail!(
-            "sync {} is archived; apply its file again (`syncward sync apply FILE`) to restore it",
-            sync.id
-        );
-    }
-    Ok(())
 }
 
 /// A stored definition as the TOML file it came from (same keys and values).

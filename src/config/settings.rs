@@ -539,6 +539,12 @@ impl Default for SecretsSettings {
 }
 
 impl Settings {
+    /// `retry.max_attempts` as a run row keeps it (validated to at most 100,
+    /// so it always fits).
+    pub fn run_attempts(&self) -> i32 {
+        i32::try_from(self.retry.max_attempts).unwrap_or(i32::MAX)
+    }
+
     /// Makes `outbound.allow` the policy of this process's connectors
     /// (validated at load, so it always builds).
     pub fn install_outbound_policy(&self) {

@@ -1,13 +1,12 @@
 //! The JSON API (DESIGN §3).
 
-use axum::extract::{Extension, Query, State};
+use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::HttpState;
 use super::path_ids::{RunIdPath, SyncIdPath};
-use crate::ops::{self, OpsError, Scope};
+use crate::ops::{OpsError, Scoped};
 use crate::store::rejected::PutBackFilter;
 
 pub(super) fn not_found(what: &str) -> Response {
@@ -38,44 +37,29 @@ fn internal(e: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
-pub async fn list_syncs(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
-) -> Response {
-    match ops::sync_list(&state.store, &scope).await {
+pub async fn list_syncs(door: Scoped) -> Response {
+    match door.sync_list().await {
         Ok(list) => axum::Json(list).into_response(),
         Err(e) => internal(e),
     }
 }
 
-pub async fn show_sync(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
-    SyncIdPath(id): SyncIdPath,
-) -> Response {
-    match ops::sync_view(&state.store, &scope, id.as_str(), None).await {
+pub async fn show_sync(door: Scoped, SyncIdPath(id): SyncIdPath) -> Response {
+    match door.sync_view(id.as_str(), None).await {
         Ok(view) => axum::Json(view).into_response(),
         Err(e) => refused(id.as_str(), e),
     }
 }
 
-pub async fn sync_runs(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
-    SyncIdPath(id): SyncIdPath,
-) -> Response {
-    match ops::sync_runs(&state.store, &scope, id.as_str(), 100).await {
+pub async fn sync_runs(door: Scoped, SyncIdPath(id): SyncIdPath) -> Response {
+    match door.sync_runs(id.as_str(), 100).await {
         Ok(list) => axum::Json(list).into_response(),
         Err(e) => refused(id.as_str(), e),
     }
 }
 
-pub async fn show_run(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
-    RunIdPath(id): RunIdPath,
-) -> Response {
-    match ops::run_view(&state.store, &scope, id).await {
+pub async fn show_run(door: Scoped, RunIdPath(id): RunIdPath) -> Response {
+    match door.run_view(id).await {
         Ok(view) => axum::Json(view).into_response(),
         Err(OpsError::NotFound) => not_found("run"),
         Err(e) => internal(e),
@@ -102,16 +86,14 @@ fn refused(id: &str, e: OpsError) -> Response {
         )
             .into_response(),
         OpsError::Store(e) => internal(e),
+        // Not asked through the API.
+        e @ (OpsError::NoVersion(_) | OpsError::Unpublishable(_) | OpsError::CannotPublish) => internal(e),
     }
 }
 
-pub async fn pause(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
-    SyncIdPath(id): SyncIdPath,
-) -> Response {
+pub async fn pause(door: Scoped, SyncIdPath(id): SyncIdPath) -> Response {
     let id = id.as_str();
-    match ops::pause(&state.store, &scope, id).await {
+    match door.pause(id).await {
         Ok(changed) => {
             axum::Json(json!({"sync": id, "status": "paused", "changed": changed})).into_response()
         }
@@ -119,13 +101,9 @@ pub async fn pause(
     }
 }
 
-pub async fn resume(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
-    SyncIdPath(id): SyncIdPath,
-) -> Response {
+pub async fn resume(door: Scoped, SyncIdPath(id): SyncIdPath) -> Response {
     let id = id.as_str();
-    match ops::resume(&state.store, &scope, id).await {
+    match door.resume(id).await {
         Ok(changed) => {
             axum::Json(json!({"sync": id, "status": "active", "changed": changed})).into_response()
         }
@@ -141,13 +119,12 @@ pub struct RunQuery {
 }
 
 pub async fn run_now(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
+    door: Scoped,
     SyncIdPath(id): SyncIdPath,
     Query(query): Query<RunQuery>,
 ) -> Response {
     let id = id.as_str();
-    match ops::run_now(&state.store, &scope, id, query.force, state.max_attempts).await {
+    match door.run_now(id, query.force).await {
         Ok((run_id, new)) => (
             StatusCode::ACCEPTED,
             axum::Json(json!({"sync": id, "run_id": run_id, "new": new})),
@@ -168,8 +145,7 @@ pub struct RetryRejectedQuery {
 /// `POST /api/syncs/{id}/retry-rejected[?run=RUN_ID][&code=CODE]`: puts
 /// quarantined and rejected records back for the next run.
 pub async fn retry_rejected(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
+    door: Scoped,
     SyncIdPath(id): SyncIdPath,
     Query(query): Query<RetryRejectedQuery>,
 ) -> Response {
@@ -178,7 +154,7 @@ pub async fn retry_rejected(
         run_id: query.run,
         code: query.code,
     };
-    match ops::retry_rejected(&state.store, &scope, id, &filter).await {
+    match door.retry_rejected(id, &filter).await {
         Ok(done) => axum::Json(json!({
             "sync": id,
             "put_back": done.records(),

@@ -27,8 +27,28 @@ use subtle::ConstantTimeEq;
 use sqlx::PgPool;
 
 use super::hosts::AllowedHosts;
-use crate::ops::Scope;
+use crate::ops::{Door, Scope, Scoped};
 use crate::store::{runs, syncs, tokens};
+
+/// A handler's only way to the store: the door entered with the scope this
+/// module decided. A request that reached a handler without one (a route
+/// left outside the access layer) is refused, never served unscoped.
+impl axum::extract::FromRequestParts<Door> for Scoped {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        door: &Door,
+    ) -> Result<Self, Self::Rejection> {
+        match parts.extensions.get::<Scope>() {
+            Some(scope) => Ok(door.enter(scope.clone())),
+            None => {
+                tracing::error!(path = %parts.uri.path(), "A handler was reached without a scope; refused");
+                Err(StatusCode::FORBIDDEN.into_response())
+            }
+        }
+    }
+}
 
 /// The admin token (as its SHA-256, so that comparing takes the same time
 /// whatever the length of what is presented), the store holding workspace

@@ -1,7 +1,8 @@
 //! Admin HTTP (axum, `http.listen`): health, readiness, Prometheus metrics, the
-//! JSON API and the HTML pages. Reads the store; the only writes are the
-//! operator actions (pause, resume, run now, retry rejected), which go through
-//! the same store functions as the CLI.
+//! JSON API and the HTML pages. The API and the pages reach syncs and runs
+//! only through `ops::Door`, entered with the caller's scope; the only writes
+//! are the operator actions (pause, resume, run now, retry rejected), the
+//! same `ops` actions as the CLI's.
 //!
 //! The edges, outermost first: the connection loop (`server`: connection
 //! limit, header-read timeout), the security headers on every answer, the
@@ -110,6 +111,10 @@ pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) 
         state.store.clone(),
         hosts.clone(),
     ));
+    // The API and the pages get the door as their only state: a handler
+    // that does not take a `Scoped` (its scope, from `auth`) reaches no
+    // sync or run, and one that asks for the store does not compile.
+    let door = crate::ops::Door::new(state.store.clone(), state.max_attempts);
     let api = Router::new()
         .route("/api/syncs", get(api::list_syncs))
         .route("/api/syncs/{id}", get(api::show_sync))
@@ -122,7 +127,8 @@ pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) 
         .route_layer(axum::middleware::from_fn_with_state(
             access.clone(),
             auth::api_access,
-        ));
+        ))
+        .with_state(door.clone());
     let pages = Router::new()
         .route("/", get(pages::overview))
         .route("/syncs/{id}", get(pages::sync_page))
@@ -131,7 +137,8 @@ pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) 
         .route_layer(axum::middleware::from_fn_with_state(
             access,
             auth::page_access,
-        ));
+        ))
+        .with_state(door);
     let header = |name, value: &'static str| {
         SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
     };

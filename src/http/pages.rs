@@ -4,14 +4,13 @@
 //! running run's page reloads itself (a meta refresh), and the chart of recent
 //! runs is inline SVG.
 
-use axum::extract::{Extension, Query, State};
+use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::HttpState;
 use super::path_ids::{RunIdPath, SyncActionPath, SyncIdPath};
-use crate::ops::{self, OpsError, Scope};
+use crate::ops::{OpsError, Scoped};
 use crate::store::rejected::PutBackFilter;
 use crate::views::{Body, Cell, Page, RunBar, chart_words};
 
@@ -141,11 +140,8 @@ fn internal(e: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
-pub async fn overview(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
-) -> Response {
-    match ops::overview(&state.store, &scope).await {
+pub async fn overview(door: Scoped) -> Response {
+    match door.overview().await {
         Ok(view) => Html(layout(&view.page(), None).into_string()).into_response(),
         Err(e) => internal(e),
     }
@@ -158,12 +154,11 @@ pub struct VersionQuery {
 }
 
 pub async fn sync_page(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
+    door: Scoped,
     SyncIdPath(id): SyncIdPath,
     Query(query): Query<VersionQuery>,
 ) -> Response {
-    match ops::sync_view(&state.store, &scope, id.as_str(), query.version).await {
+    match door.sync_view(id.as_str(), query.version).await {
         Ok(view) if view.sync.status == "archived" => {
             Html(layout(&view.page(), None).into_string()).into_response()
         }
@@ -192,12 +187,8 @@ pub async fn sync_page(
     }
 }
 
-pub async fn run_page(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
-    RunIdPath(id): RunIdPath,
-) -> Response {
-    match ops::run_view(&state.store, &scope, id).await {
+pub async fn run_page(door: Scoped, RunIdPath(id): RunIdPath) -> Response {
+    match door.run_view(id).await {
         Ok(view) => Html(layout(&view.page(), None).into_string()).into_response(),
         Err(OpsError::NotFound) => not_found("run"),
         Err(e) => internal(e),
@@ -207,21 +198,15 @@ pub async fn run_page(
 /// `POST /syncs/{id}/pause|resume|run|retry-rejected`: the sync page's
 /// buttons, then back to it. The token and the form's origin were checked
 /// before this runs (`auth`).
-pub async fn action(
-    State(state): State<HttpState>,
-    Extension(scope): Extension<Scope>,
-    SyncActionPath { id, verb }: SyncActionPath,
-) -> Response {
+pub async fn action(door: Scoped, SyncActionPath { id, verb }: SyncActionPath) -> Response {
     let id = id.as_str();
-    let store = &state.store;
     let done = match verb.as_str() {
-        "pause" => ops::pause(store, &scope, id).await.map(drop),
-        "resume" => ops::resume(store, &scope, id).await.map(drop),
+        "pause" => door.pause(id).await.map(drop),
+        "resume" => door.resume(id).await.map(drop),
         // The page offers no force: a paused sync is resumed first.
-        "run" => ops::run_now(store, &scope, id, false, state.max_attempts)
-            .await
-            .map(drop),
-        "retry-rejected" => ops::retry_rejected(store, &scope, id, &PutBackFilter::default())
+        "run" => door.run_now(id, false).await.map(drop),
+        "retry-rejected" => door
+            .retry_rejected(id, &PutBackFilter::default())
             .await
             .map(drop),
         _ => return not_found("action"),
@@ -235,6 +220,9 @@ pub async fn action(
             "the sync is paused; resume it before running it",
         )
             .into_response(),
+        Err(
+            e @ (OpsError::NoVersion(_) | OpsError::Unpublishable(_) | OpsError::CannotPublish),
+        ) => internal(e),
         Err(e @ (OpsError::Archived | OpsError::ReadOnly)) => {
             let status = if matches!(e, OpsError::ReadOnly) {
                 StatusCode::FORBIDDEN

@@ -1,18 +1,28 @@
 //! One door for every read and write of a sync or run — the lists, a sync's
-//! page and runs, a run's page; pause, resume, run now, put rejected records
-//! back — whoever asks: the API, the pages or the CLI. Each takes the
-//! caller's `Scope` (there is no way in without one), refuses by default (a
-//! sync or run outside the scope is not found, a read-only scope writes
-//! nothing), applies the rules of an archived or paused sync here once, and
-//! records who acted in the audit log.
+//! page, versions and runs, a run's page; pause, resume, run now, put
+//! rejected records back, reset the cursor, resync, roll back, archive —
+//! whoever asks: the API, the pages or the CLI. `Door` holds the store and
+//! lends it to nothing: the only way in is `Door::enter(scope)`, so code
+//! without a `Scope` reaches no sync or run (the HTTP handlers get a `Door`
+//! as their state and nothing else). Each action refuses by default (a sync
+//! or run outside the scope is not found, a read-only scope writes nothing),
+//! applies the rules of an archived or paused sync here once, and records
+//! who acted in the audit log.
 
 mod scope;
 
+/// What the door's actions answer with.
+pub use crate::store::syncs::{Applied, PublishOutcome, SyncRow, SyncVersion};
 pub use scope::Scope;
 
+use sqlx::PgPool;
+
+use crate::config::SyncDefinition;
+use crate::config::secrets::SecretStore;
+use crate::store::cursors;
 use crate::store::rejected::{self, PutBack, PutBackFilter};
 use crate::store::runs::{self, FORCED_TRIGGER};
-use crate::store::syncs::{self, PAUSED_MANUAL, SyncRow};
+use crate::store::syncs::{self, PAUSED_MANUAL};
 use crate::views::{OverviewView, RunView, SyncView};
 
 /// Why an action was not done. Every surface words these its own way (a
@@ -23,9 +33,16 @@ pub enum OpsError {
     /// scope cannot learn which ids exist).
     #[error("no such sync")]
     NotFound,
+    /// The sync has no such kept version.
+    #[error("no version {0}")]
+    NoVersion(i32),
     /// A read-only scope asked to change something.
     #[error("this token is read-only: it cannot pause, resume, run or retry")]
     ReadOnly,
+    /// Only the CLI and the admin token publish sync files (a workspace
+    /// scope's `--prune` would reach other workspaces' syncs).
+    #[error("this scope cannot publish sync files")]
+    CannotPublish,
     /// The sync is archived: it runs nothing and takes no action until its
     /// file is applied again.
     #[error("the sync is archived; apply its file again to restore it")]
@@ -33,100 +50,46 @@ pub enum OpsError {
     /// The sync is paused and the run was not forced.
     #[error("the sync is paused ({reason})")]
     Paused { reason: String },
+    /// A kept version can no longer be published as it is (it no longer
+    /// validates, or names a secret its workspace lacks).
+    #[error("{0}")]
+    Unpublishable(String),
     #[error(transparent)]
     Store(#[from] sqlx::Error),
 }
 
-/// The syncs the scope sees.
-pub async fn sync_list(
-    store: &sqlx::PgPool,
-    scope: &Scope,
-) -> Result<Vec<syncs::SyncSummary>, OpsError> {
-    let mut list = syncs::list_syncs(store).await?;
-    list.retain(|s| scope.sees(&s.workspace_id));
-    Ok(list)
+/// The store, behind the door. Cheap to clone (the pool is shared).
+#[derive(Clone, Debug)]
+pub struct Door {
+    store: PgPool,
+    /// The attempts a run queued here gets (`run.max_attempts`).
+    max_attempts: i32,
 }
 
-/// The overview page's content, of the syncs the scope sees.
-pub async fn overview(store: &sqlx::PgPool, scope: &Scope) -> Result<OverviewView, OpsError> {
-    let mut view = OverviewView::load(store).await?;
-    view.syncs.retain(|s| scope.sees(&s.workspace_id));
-    Ok(view)
-}
-
-/// A sync's page (at `version`, or as it is), if the scope sees the sync.
-pub async fn sync_view(
-    store: &sqlx::PgPool,
-    scope: &Scope,
-    id: &str,
-    version: Option<i32>,
-) -> Result<SyncView, OpsError> {
-    visible_sync(store, scope, id).await?;
-    let view = match version {
-        Some(version) => SyncView::load_version(store, id, version).await?,
-        None => SyncView::load(store, id).await?,
-    };
-    view.ok_or(OpsError::NotFound)
-}
-
-/// A sync's latest runs, if the scope sees the sync.
-pub async fn sync_runs(
-    store: &sqlx::PgPool,
-    scope: &Scope,
-    id: &str,
-    limit: i64,
-) -> Result<Vec<runs::RunRow>, OpsError> {
-    visible_sync(store, scope, id).await?;
-    Ok(runs::list_runs(store, Some(id), limit).await?)
-}
-
-/// A run's page, if the scope sees its sync's workspace as it is now.
-pub async fn run_view(store: &sqlx::PgPool, scope: &Scope, id: i64) -> Result<RunView, OpsError> {
-    match runs::workspace_of_run(store, id).await? {
-        Some(workspace) if scope.sees(&workspace) => {}
-        _ => return Err(OpsError::NotFound),
+impl Door {
+    pub fn new(store: PgPool, max_attempts: i32) -> Self {
+        Self {
+            store,
+            max_attempts,
+        }
     }
-    RunView::load(store, id).await?.ok_or(OpsError::NotFound)
-}
 
-/// The sync `id`, if the scope sees it.
-pub async fn visible_sync(
-    store: &sqlx::PgPool,
-    scope: &Scope,
-    id: &str,
-) -> Result<SyncRow, OpsError> {
-    match syncs::get_sync(store, id).await? {
-        Some(sync) if scope.sees(&sync.workspace_id) => Ok(sync),
-        _ => Err(OpsError::NotFound),
+    /// The actions open to `scope`.
+    pub fn enter(&self, scope: Scope) -> Scoped {
+        Scoped {
+            store: self.store.clone(),
+            max_attempts: self.max_attempts,
+            scope,
+        }
     }
 }
 
-/// The sync `id`, if the scope may act on it: seen, writable, not archived.
-async fn actionable_sync(
-    store: &sqlx::PgPool,
-    scope: &Scope,
-    id: &str,
-) -> Result<SyncRow, OpsError> {
-    let sync = visible_sync(store, scope, id).await?;
-    if scope.read_only() {
-        return Err(OpsError::ReadOnly);
-    }
-    if sync.status == "archived" {
-        return Err(OpsError::Archived);
-    }
-    Ok(sync)
-}
-
-/// Pauses the sync; false when it was paused already.
-pub async fn pause(store: &sqlx::PgPool, scope: &Scope, id: &str) -> Result<bool, OpsError> {
-    actionable_sync(store, scope, id).await?;
-    Ok(syncs::pause_sync(store, id, PAUSED_MANUAL, scope.actor()).await?)
-}
-
-/// Resumes the sync (re-arming its breaker); false when it was not paused.
-pub async fn resume(store: &sqlx::PgPool, scope: &Scope, id: &str) -> Result<bool, OpsError> {
-    actionable_sync(store, scope, id).await?;
-    Ok(syncs::resume_sync(store, id, scope.actor()).await?)
+/// The door entered by one scope: every action it may try.
+#[derive(Debug)]
+pub struct Scoped {
+    store: PgPool,
+    max_attempts: i32,
+    scope: Scope,
 }
 
 /// A sync cleared to run now: `forced` when it is paused and the caller
@@ -137,53 +100,241 @@ pub struct Runnable {
     pub forced: bool,
 }
 
-/// Whether the sync may run now: a paused one only when `force` is given.
-pub async fn runnable(
-    store: &sqlx::PgPool,
-    scope: &Scope,
-    id: &str,
-    force: bool,
-) -> Result<Runnable, OpsError> {
-    let sync = actionable_sync(store, scope, id).await?;
-    let paused = sync.status == "paused";
-    if paused && !force {
-        let reason = sync
-            .paused_reason
-            .clone()
-            .unwrap_or_else(|| "paused by a person".into());
-        return Err(OpsError::Paused { reason });
+impl Scoped {
+    pub fn scope(&self) -> &Scope {
+        &self.scope
     }
-    Ok(Runnable {
-        sync,
-        forced: paused,
-    })
+
+    /// The syncs the scope sees.
+    pub async fn sync_list(&self) -> Result<Vec<syncs::SyncSummary>, OpsError> {
+        let mut list = syncs::list_syncs(&self.store).await?;
+        list.retain(|s| self.scope.sees(&s.workspace_id));
+        Ok(list)
+    }
+
+    /// The overview page's content, of the syncs the scope sees.
+    pub async fn overview(&self) -> Result<OverviewView, OpsError> {
+        let mut view = OverviewView::load(&self.store).await?;
+        view.syncs.retain(|s| self.scope.sees(&s.workspace_id));
+        Ok(view)
+    }
+
+    /// The sync `id`, if the scope sees it.
+    pub async fn sync(&self, id: &str) -> Result<SyncRow, OpsError> {
+        match syncs::get_sync(&self.store, id).await? {
+            Some(sync) if self.scope.sees(&sync.workspace_id) => Ok(sync),
+            _ => Err(OpsError::NotFound),
+        }
+    }
+
+    /// A sync's page (at `version`, or as it is), if the scope sees the sync.
+    pub async fn sync_view(&self, id: &str, version: Option<i32>) -> Result<SyncView, OpsError> {
+        self.sync(id).await?;
+        let view = match version {
+            Some(version) => SyncView::load_version(&self.store, id, version).await?,
+            None => SyncView::load(&self.store, id).await?,
+        };
+        view.ok_or(OpsError::NotFound)
+    }
+
+    /// A kept version of a sync's definition, if the scope sees the sync.
+    pub async fn sync_version(&self, id: &str, version: i32) -> Result<SyncVersion, OpsError> {
+        self.sync(id).await?;
+        syncs::get_version(&self.store, id, version)
+            .await?
+            .ok_or(OpsError::NoVersion(version))
+    }
+
+    /// A sync's latest runs, if the scope sees the sync.
+    pub async fn sync_runs(&self, id: &str, limit: i64) -> Result<Vec<runs::RunRow>, OpsError> {
+        self.sync(id).await?;
+        Ok(runs::list_runs(&self.store, Some(id), limit).await?)
+    }
+
+    /// The latest runs of `sync`, or of every sync the scope sees.
+    pub async fn run_list(
+        &self,
+        sync: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<runs::RunRow>, OpsError> {
+        match (sync, &self.scope) {
+            (Some(id), _) => self.sync_runs(id, limit).await,
+            (None, Scope::Cli | Scope::Admin) => {
+                Ok(runs::list_runs(&self.store, None, limit).await?)
+            }
+            (None, Scope::Workspace { .. }) => {
+                let ids: Vec<String> = self.sync_list().await?.into_iter().map(|s| s.id).collect();
+                Ok(runs::list_runs_of(&self.store, &ids, limit).await?)
+            }
+        }
+    }
+
+    /// The runs in progress now, of the syncs the scope sees.
+    pub async fn running_runs(&self) -> Result<Vec<runs::RunRow>, OpsError> {
+        let mut running = runs::running_runs(&self.store, None).await?;
+        if let Scope::Workspace { .. } = &self.scope {
+            let seen: std::collections::HashSet<String> =
+                self.sync_list().await?.into_iter().map(|s| s.id).collect();
+            running.retain(|r| seen.contains(&r.sync_id));
+        }
+        Ok(running)
+    }
+
+    /// A run's page, if the scope sees its sync's workspace as it is now.
+    pub async fn run_view(&self, id: i64) -> Result<RunView, OpsError> {
+        match runs::workspace_of_run(&self.store, id).await? {
+            Some(workspace) if self.scope.sees(&workspace) => {}
+            _ => return Err(OpsError::NotFound),
+        }
+        RunView::load(&self.store, id)
+            .await?
+            .ok_or(OpsError::NotFound)
+    }
+
+    /// The sync `id`, if the scope may change it: seen, and not read-only.
+    async fn writable_sync(&self, id: &str) -> Result<SyncRow, OpsError> {
+        let sync = self.sync(id).await?;
+        if self.scope.read_only() {
+            return Err(OpsError::ReadOnly);
+        }
+        Ok(sync)
+    }
+
+    /// The sync `id`, if the scope may act on it: seen, writable, not archived.
+    async fn actionable_sync(&self, id: &str) -> Result<SyncRow, OpsError> {
+        let sync = self.writable_sync(id).await?;
+        if sync.status == "archived" {
+            return Err(OpsError::Archived);
+        }
+        Ok(sync)
+    }
+
+    /// Pauses the sync; false when it was paused already.
+    pub async fn pause(&self, id: &str) -> Result<bool, OpsError> {
+        self.actionable_sync(id).await?;
+        Ok(syncs::pause_sync(&self.store, id, PAUSED_MANUAL, self.scope.actor()).await?)
+    }
+
+    /// Resumes the sync (re-arming its breaker); false when it was not paused.
+    pub async fn resume(&self, id: &str) -> Result<bool, OpsError> {
+        self.actionable_sync(id).await?;
+        Ok(syncs::resume_sync(&self.store, id, self.scope.actor()).await?)
+    }
+
+    /// Whether the sync may run now: a paused one only when `force` is given.
+    pub async fn runnable(&self, id: &str, force: bool) -> Result<Runnable, OpsError> {
+        let sync = self.actionable_sync(id).await?;
+        let paused = sync.status == "paused";
+        if paused && !force {
+            let reason = sync
+                .paused_reason
+                .clone()
+                .unwrap_or_else(|| "paused by a person".into());
+            return Err(OpsError::Paused { reason });
+        }
+        Ok(Runnable {
+            sync,
+            forced: paused,
+        })
+    }
+
+    /// Queues a run of the sync now (see `runnable`): the run's id, and
+    /// whether it is new (false: one was queued already).
+    pub async fn run_now(&self, id: &str, force: bool) -> Result<(i64, bool), OpsError> {
+        let runnable = self.runnable(id, force).await?;
+        self.enqueue(&runnable).await
+    }
+
+    /// Queues a run of a sync `runnable` cleared.
+    pub async fn enqueue(&self, runnable: &Runnable) -> Result<(i64, bool), OpsError> {
+        let trigger = if runnable.forced {
+            FORCED_TRIGGER
+        } else {
+            "manual"
+        };
+        Ok(runs::enqueue_run(&self.store, &runnable.sync.id, trigger, self.max_attempts).await?)
+    }
+
+    /// Puts the sync's quarantined and rejected records back for its next run.
+    pub async fn retry_rejected(
+        &self,
+        id: &str,
+        filter: &PutBackFilter,
+    ) -> Result<PutBack, OpsError> {
+        self.actionable_sync(id).await?;
+        Ok(rejected::put_back(&self.store, id, filter, self.scope.actor()).await?)
+    }
+
+    /// Rewinds the sync's cursor to the start of the source (delivered
+    /// records are replayed from the ledger, not sent again).
+    pub async fn reset_cursor(&self, id: &str) -> Result<(), OpsError> {
+        self.writable_sync(id).await?;
+        cursors::reset_cursor(&self.store, id, self.scope.actor()).await?;
+        Ok(())
+    }
+
+    /// A full resync: a new ledger epoch and the cursor rewound, so the next
+    /// run sends every record once more. The new epoch.
+    pub async fn resync(&self, id: &str) -> Result<i32, OpsError> {
+        self.actionable_sync(id).await?;
+        Ok(syncs::resync_sync(&self.store, id, self.scope.actor()).await?)
+    }
+
+    /// Archives the sync (it never runs again and keeps its history); false
+    /// when it was archived already.
+    pub async fn archive(&self, id: &str) -> Result<bool, OpsError> {
+        self.writable_sync(id).await?;
+        Ok(syncs::archive_sync(&self.store, id, self.scope.actor()).await?)
+    }
+
+    /// Publishes the definitions (with `prune`, archives every sync whose
+    /// file is not among them), in one transaction.
+    pub async fn apply(
+        &self,
+        definitions: &[SyncDefinition],
+        prune: bool,
+    ) -> Result<Applied, OpsError> {
+        if !matches!(self.scope, Scope::Cli | Scope::Admin) {
+            return Err(OpsError::CannotPublish);
+        }
+        syncs::apply_syncs(&self.store, definitions, prune, self.scope.actor())
+            .await
+            .map_err(unpublishable)
+    }
+
+    /// Publishes kept `version` of the sync again, once it still validates
+    /// and its workspace holds every secret it names: the new version
+    /// number and the one that was current before.
+    pub async fn rollback(
+        &self,
+        id: &str,
+        version: i32,
+        secrets: &SecretStore,
+    ) -> Result<(i32, i32), OpsError> {
+        let sync = self.writable_sync(id).await?;
+        let kept = self.sync_version(id, version).await?;
+        let definition: SyncDefinition = serde_json::from_value(kept.definition.0)
+            .map_err(|e| OpsError::Unpublishable(format!("it no longer validates: {e}")))?;
+        // A kept version may have been moved to another workspace since;
+        // the scope must see the one it would publish into too.
+        if !self.scope.sees(definition.workspace.as_str()) {
+            return Err(OpsError::NotFound);
+        }
+        definition
+            .check_secrets(&format!("{id} version {version}"), secrets)
+            .map_err(|e| OpsError::Unpublishable(e.to_string()))?;
+        let (published, _) =
+            syncs::rollback_sync(&self.store, &definition, version, self.scope.actor())
+                .await
+                .map_err(unpublishable)?;
+        Ok((published, sync.version))
+    }
 }
 
-/// Queues a run of the sync now (see `runnable`): the run's id, and whether
-/// it is new (false: one was queued already).
-pub async fn run_now(
-    store: &sqlx::PgPool,
-    scope: &Scope,
-    id: &str,
-    force: bool,
-    max_attempts: i32,
-) -> Result<(i64, bool), OpsError> {
-    let runnable = runnable(store, scope, id, force).await?;
-    let trigger = if runnable.forced {
-        FORCED_TRIGGER
-    } else {
-        "manual"
-    };
-    Ok(runs::enqueue_run(store, id, trigger, max_attempts).await?)
-}
-
-/// Puts the sync's quarantined and rejected records back for its next run.
-pub async fn retry_rejected(
-    store: &sqlx::PgPool,
-    scope: &Scope,
-    id: &str,
-    filter: &PutBackFilter,
-) -> Result<PutBack, OpsError> {
-    actionable_sync(store, scope, id).await?;
-    Ok(rejected::put_back(store, id, filter, scope.actor()).await?)
+/// A publishing failure: the store's, or what the definition could not be.
+fn unpublishable(e: anyhow::Error) -> OpsError {
+    match e.downcast::<sqlx::Error>() {
+        Ok(e) => OpsError::Store(e),
+        Err(e) => OpsError::Unpublishable(format!("{e:#}")),
+    }
 }

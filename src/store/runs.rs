@@ -86,6 +86,21 @@ pub async fn list_runs(
     .await
 }
 
+/// Newest runs first, of the syncs named.
+pub async fn list_runs_of(
+    pool: &PgPool,
+    sync_ids: &[String],
+    limit: i64,
+) -> sqlx::Result<Vec<RunRow>> {
+    sqlx::query_as::<_, RunRow>(
+        "SELECT * FROM runs WHERE sync_id = ANY($1) ORDER BY id DESC LIMIT $2",
+    )
+    .bind(sync_ids)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
 pub async fn get_run(pool: &PgPool, id: i64) -> sqlx::Result<Option<RunRow>> {
     sqlx::query_as::<_, RunRow>("SELECT * FROM runs WHERE id = $1")
         .bind(id)
