@@ -106,6 +106,30 @@ impl OutboundPolicy {
         Ok(())
     }
 
+    /// Resolves `host` once, checks every address it gave, and returns the
+    /// one to connect to: a client that connects to it (not to the name,
+    /// which could resolve elsewhere a moment later) reaches what was
+    /// checked. `Err(None)`: the name does not resolve now (an outage,
+    /// retried); `Err(Some(why))`: the policy refuses it.
+    pub async fn resolve_checked(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<SocketAddr, Option<String>> {
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            let addr = SocketAddr::new(ip, port);
+            return self.check(host, addr).map(|()| addr).map_err(Some);
+        }
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|_| None)?
+            .collect();
+        for addr in &addrs {
+            self.check(host, *addr).map_err(Some)?;
+        }
+        addrs.first().copied().ok_or(None)
+    }
+
     /// Checks a URL whose host is an address literal, which the client's
     /// resolver never sees (a name is checked when it is resolved, at
     /// connect time). A connector checks its URL when it opens.

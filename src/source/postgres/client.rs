@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::PgConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::{Connection, Executor, PgPool, Postgres, SqlSafeStr, Statement};
 
 use super::columns::{ColumnPlan, PostgresRows};
@@ -49,11 +49,13 @@ const CURSOR_TYPES: &[&str] = &[
 ];
 
 pub struct PostgresSource {
-    /// The database's host and port, until the outbound policy passed them
-    /// (once per run).
-    target: Option<(String, u16)>,
+    /// The source URL's connect options and the URL (the pools' key).
+    options: PgConnectOptions,
+    url: String,
     config: PostgresSourceConfig,
-    pool: PgPool,
+    /// Chosen at the run's first connection, once the outbound policy
+    /// passed the address it connects to.
+    pool: Option<PgPool>,
     connection: Option<PoolConnection<Postgres>>,
     pools: PostgresSourcePools,
     /// Where the column plan is cached for the runs of this process.
@@ -114,8 +116,9 @@ impl PostgresSource {
             .map_err(|e| SourceError::InvalidConfig(format!("not a Postgres URL: {e}")))?;
         Ok(Self {
             config: config.clone(),
-            target: Some((options.get_host().to_string(), options.get_port())),
-            pool: pools.pool(url, &options, config.statement_timeout),
+            options,
+            url: url.to_owned(),
+            pool: None,
             connection: None,
             pools: pools.clone(),
             // Everything a plan depends on: the columns of the query at this
@@ -128,22 +131,20 @@ impl PostgresSource {
     }
 
     async fn connection(&mut self) -> Result<&mut PoolConnection<Postgres>, SourceError> {
-        // Once per run, before the first connection: the database must be
-        // one the outbound policy lets syncs reach (checked on what its name
-        // resolves to now).
-        if let Some((host, port)) = self.target.take() {
-            let policy = crate::outbound::policy::current();
-            let checked = if host.starts_with('/') {
-                // A Unix socket reaches this machine's own server.
-                policy.check(&host, std::net::SocketAddr::from(([127, 0, 0, 1], port)))
-            } else {
-                policy.check_host(&host, port).await
-            };
-            checked.map_err(|why| SourceError::InvalidConfig(format!("source.url_env: {why}")))?;
+        if self.pool.is_none() {
+            let options = checked_options(&self.options).await?;
+            self.pool = Some(
+                self.pools
+                    .pool(&self.url, &options, self.config.statement_timeout),
+            );
         }
         if self.connection.is_none() {
             // The pool's own acquire timeout bounds a connect that hangs.
-            let conn = self.pool.acquire().await.map_err(classify_connect_error)?;
+            let pool = self
+                .pool
+                .as_ref()
+                .ok_or_else(|| SourceError::Unreachable("no pool".into()))?;
+            let conn = pool.acquire().await.map_err(classify_connect_error)?;
             self.connection = Some(conn);
         }
         // Set just above when it was missing.
@@ -151,6 +152,49 @@ impl PostgresSource {
             .as_mut()
             .ok_or_else(|| SourceError::Unreachable("no connection".into()))
     }
+}
+
+/// Once per run, before the first connection: the options to connect with,
+/// once the outbound policy passed the database's address. A name is
+/// resolved here and the connection pinned to the address checked, so a
+/// name that resolves elsewhere a moment later (DNS rebinding) cannot take
+/// the run to the daemon's own store. Only `sslmode=verify-full` keeps the
+/// name: TLS then proves the server is the one named, and providers that
+/// route by the TLS server name (SNI) need it.
+async fn checked_options(options: &PgConnectOptions) -> Result<PgConnectOptions, SourceError> {
+    let policy = crate::outbound::policy::current();
+    let refused = |why: String| SourceError::InvalidConfig(format!("source.url_env: {why}"));
+    let port = options.get_port();
+    if let Some(socket) = options.get_socket() {
+        // A Unix socket reaches this machine's own server.
+        let own = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        policy
+            .check(&socket.display().to_string(), own)
+            .map_err(refused)?;
+        return Ok(options.clone());
+    }
+    let host = options.get_host();
+    let addr = policy
+        .resolve_checked(host, port)
+        .await
+        .map_err(|why| match why {
+            Some(why) => refused(why),
+            None => SourceError::Unreachable(format!(
+                "the source database's host {host} does not resolve now"
+            )),
+        })?;
+    Ok(pinned(options, addr.ip()))
+}
+
+/// `options` connecting to `ip` instead of the name it was checked under,
+/// unless TLS verifies the name (see `checked_options`).
+fn pinned(options: &PgConnectOptions, ip: std::net::IpAddr) -> PgConnectOptions {
+    if matches!(options.get_ssl_mode(), PgSslMode::VerifyFull)
+        || options.get_host().parse::<std::net::IpAddr>().is_ok()
+    {
+        return options.clone();
+    }
+    options.clone().host(&ip.to_string())
 }
 
 /// The page query over the operator's query: rows after (or, for a tie group,
@@ -588,5 +632,48 @@ fn classify_query_error(e: sqlx::Error) -> SourceError {
             SourceError::Unreachable(format!("the source connection failed: {e}"))
         }
         other => SourceError::Query(format!("reading the source rows failed: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(url: &str) -> PgConnectOptions {
+        url.parse().expect("a test URL")
+    }
+
+    #[test]
+    fn a_checked_name_is_connected_to_by_the_address_checked() {
+        let ip: std::net::IpAddr = "203.0.113.7".parse().unwrap();
+        for mode in ["disable", "prefer", "require", "verify-ca"] {
+            let url = format!("postgres://u@db.example.com:6543/app?sslmode={mode}");
+            let pinned = pinned(&options(&url), ip);
+            assert_eq!(pinned.get_host(), "203.0.113.7", "sslmode={mode}");
+            assert_eq!(pinned.get_port(), 6543);
+            assert_eq!(pinned.get_database(), Some("app"));
+        }
+    }
+
+    #[test]
+    fn verify_full_keeps_the_name_tls_proves() {
+        let ip: std::net::IpAddr = "203.0.113.7".parse().unwrap();
+        let url = "postgres://u@db.example.com/app?sslmode=verify-full";
+        assert_eq!(pinned(&options(url), ip).get_host(), "db.example.com");
+    }
+
+    #[tokio::test]
+    async fn a_name_that_resolves_inside_is_refused_before_any_connection() {
+        // No policy installed in this process: the strict default.
+        let refused = checked_options(&options("postgres://u@localhost:5432/syncward")).await;
+        match refused {
+            Err(SourceError::InvalidConfig(why)) => {
+                assert!(
+                    why.contains("source.url_env") && why.contains("loopback"),
+                    "{why}"
+                )
+            }
+            other => panic!("not refused: {other:?}"),
+        }
     }
 }

@@ -54,8 +54,9 @@ pub struct PostgresSourcePools {
 }
 
 impl PostgresSourcePools {
-    /// The pool for `url` with this statement timeout, created (without
-    /// connecting) on first use.
+    /// The pool for `url` connecting to `options`' host (the address the
+    /// outbound policy checked) with this statement timeout, created
+    /// (without connecting) on first use.
     pub fn pool(
         &self,
         url: &str,
@@ -67,7 +68,7 @@ impl PostgresSourcePools {
         // the map itself is still whole.
         let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
         pools
-            .entry(format!("{url}\n{timeout_ms}"))
+            .entry(format!("{url}\n{}\n{timeout_ms}", options.get_host()))
             .or_insert_with(|| {
                 // Read-only for every transaction: a query that writes (by
                 // mistake) fails. UTC: timestamp cursors round-trip through
