@@ -49,8 +49,9 @@ const CURSOR_TYPES: &[&str] = &[
 ];
 
 pub struct PostgresSource {
-    /// The source URL's connect options and the URL (the pools' key).
-    options: PgConnectOptions,
+    /// The source URL's connect options (boxed: they are large, and read
+    /// once per run) and the URL (the pools' key).
+    options: Box<PgConnectOptions>,
     url: String,
     config: PostgresSourceConfig,
     /// Chosen at the run's first connection, once the outbound policy
@@ -116,7 +117,7 @@ impl PostgresSource {
             .map_err(|e| SourceError::InvalidConfig(format!("not a Postgres URL: {e}")))?;
         Ok(Self {
             config: config.clone(),
-            options,
+            options: Box::new(options),
             url: url.to_owned(),
             pool: None,
             connection: None,
