@@ -1,6 +1,7 @@
 //! `Reload`: what SIGHUP does. `main` asks for a reload; the daemon re-reads
 //! its config from where it read it at start and puts in force what can change
-//! while it runs (the log filter and the alert channels). Every other changed
+//! while it runs (the log filter, the alert channels and the outbound
+//! allow-list). Every other changed
 //! key is named in a warning: it takes a restart. A config that does not load
 //! changes nothing.
 
@@ -63,6 +64,10 @@ impl Reload {
             error!(config = %path, error = %e, "Config reload refused; the running settings stay");
             return false;
         }
+        // Validated with the settings, so it always builds.
+        if let Err(e) = crate::outbound::policy::replace_allow(&fresh.outbound.allow) {
+            error!(config = %path, error = %e, "outbound.allow not reloaded; the running list stays");
+        }
         let channels = alerter.reload(&fresh.alerts);
         let restart = needing_restart(running, &fresh);
         for key in &restart {
@@ -83,7 +88,7 @@ impl Reload {
 /// Whether a reload puts a changed key in force. Everything else (database,
 /// redis, workers, http, log.format, …) is read once at start.
 pub fn reloadable(key: &str) -> bool {
-    key == "log.level" || key == "alerts" || key.starts_with("alerts.")
+    key == "log.level" || key == "alerts" || key.starts_with("alerts.") || key == "outbound.allow"
 }
 
 /// The keys whose value differs between `running` and `fresh` and that only a

@@ -216,6 +216,15 @@ pub fn install(policy: OutboundPolicy) {
     *slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
 }
 
+/// Puts a new `outbound.allow` in force (SIGHUP), keeping the daemon's own
+/// address. Connections made from then on are checked against it; one the
+/// connectors' client keeps alive from before lasts until it idles out.
+pub fn replace_allow(allow: &[String]) -> Result<(), String> {
+    let own = current().own;
+    install(OutboundPolicy::new(allow, own)?);
+    Ok(())
+}
+
 /// What a connector checks when it opens: its URL `field` (`source.url`,
 /// …) under the policy in force; the error names the field.
 pub fn check_connector_url(url: &url::Url, field: &str) -> Result<(), String> {

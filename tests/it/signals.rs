@@ -467,3 +467,52 @@ async fn the_daemon_tells_systemd_it_is_ready_and_how_busy_it_is() -> anyhow::Re
     }
     Ok(())
 }
+
+/// `outbound.allow` changes on SIGHUP: a sync refused while its hosts were
+/// not listed runs once the reloaded file lists them, and no restart is
+/// asked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_puts_a_new_outbound_allow_list_in_force() -> anyhow::Result<()> {
+    let mut s = Scenario::new(SyncOptions::default()).await?;
+    let strict = "[workers]\npoll_interval = \"100ms\"\n\n[outbound]\nallow = []\n";
+    let config = write_config(s.dir.path(), strict)?;
+    let daemon_cli = s
+        .cli
+        .clone()
+        .with_config(&config)
+        .with_env("SYNCWARD__RETRY__MAX_ATTEMPTS", "1")
+        .without_env("SYNCWARD__OUTBOUND__ALLOW");
+    let mut daemon = DaemonProcess::spawn(&daemon_cli).await?;
+    wait_for_log(&daemon, "syncward is running", 1).await?;
+
+    // The source database and the Brevo fake are both on loopback.
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    daemon
+        .eventually(LIMIT, "the refused run failing", || async {
+            Ok(run_status(&s).await? == "failed")
+        })
+        .await?;
+    let failed = s.last_run().await?;
+    assert_eq!(failed["failure_code"], "config_invalid", "{failed}");
+    assert!(s.fake.requests().is_empty(), "{:?}", s.fake.requests());
+
+    let listed = strict.replace("allow = []", "allow = [\"127.0.0.1\", \"::1\"]");
+    write_config(s.dir.path(), &listed)?;
+    daemon.signal("HUP")?;
+    wait_for_log(&daemon, "Config reloaded", 1).await?;
+    assert_eq!(
+        logged(&daemon, "needs a restart"),
+        0,
+        "{}",
+        daemon.log_tail()
+    );
+
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    daemon
+        .eventually(LIMIT, "the run succeeding", || async {
+            Ok(run_status(&s).await? == "succeeded")
+        })
+        .await?;
+    assert!(!s.fake.contacts().is_empty());
+    sigterm_drains_cleanly(&mut daemon).await
+}

@@ -15,6 +15,9 @@ pub struct Syncward {
     pub env: Vec<(String, String)>,
     pub config: Option<PathBuf>,
     secrets: Arc<Secrets>,
+    /// Variables taken out of the command's environment (so the config
+    /// file decides them).
+    unset: Vec<String>,
 }
 
 /// The workspaces' secrets files of one runner (`secrets.dir`), written
@@ -96,6 +99,7 @@ impl Syncward {
             env: Vec::new(),
             config: None,
             secrets: Secrets::new(),
+            unset: Vec::new(),
         }
     }
 
@@ -109,11 +113,20 @@ impl Syncward {
             env,
             config: None,
             secrets: Secrets::new(),
+            unset: Vec::new(),
         }
     }
 
     pub fn with_env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The same runner with `key` left out of the environment, even one
+    /// this helper sets itself (`SYNCWARD__OUTBOUND__ALLOW`).
+    pub fn without_env(mut self, key: &str) -> Self {
+        self.env.retain(|(k, _)| k != key);
+        self.unset.push(key.into());
         self
     }
 
@@ -147,6 +160,7 @@ impl Syncward {
             env: self.env.clone(),
             config: self.config.clone(),
             secrets,
+            unset: self.unset.clone(),
         }
     }
 
@@ -215,6 +229,9 @@ impl Syncward {
         // test of the policy itself sets its own list).
         cmd.env("SYNCWARD__OUTBOUND__ALLOW", LOOPBACK);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        for key in &self.unset {
+            cmd.env_remove(key);
+        }
         cmd
     }
 
