@@ -473,7 +473,7 @@ async fn the_daemon_tells_systemd_it_is_ready_and_how_busy_it_is() -> anyhow::Re
 /// asked for.
 #[tokio::test(flavor = "multi_thread")]
 async fn sighup_puts_a_new_outbound_allow_list_in_force() -> anyhow::Result<()> {
-    let mut s = Scenario::new(SyncOptions::default()).await?;
+    let s = Scenario::new(SyncOptions::default()).await?;
     let strict = "[workers]\npoll_interval = \"100ms\"\n\n[outbound]\nallow = []\n";
     let config = write_config(s.dir.path(), strict)?;
     let daemon_cli = s
