@@ -51,13 +51,15 @@ pub fn map_record(mapping: &MappingConfig, record: &Value) -> Result<Contact, Ma
             attributes.insert(name.clone(), value.clone());
         }
     }
-    // Consent is proven by a listed value only: another value, null or a
-    // missing field withholds it (a record is never put on a list by default).
+    // Consent and opt-out are proven by a listed value only: another value,
+    // null or a missing field is unknown (a record is never put on a list,
+    // nor blocklisted, by default).
     let consent = match &mapping.consent {
         None => Consent::NotAsked,
         Some(rule) => match lookup(record, &rule.field).and_then(Value::as_str) {
-            Some(state) if rule.subscribed.iter().any(|s| s == state) => Consent::Given,
-            _ => Consent::Withheld,
+            Some(state) if rule.subscribed.iter().any(|s| s == state) => Consent::Subscribed,
+            Some(state) if rule.unsubscribed.iter().any(|s| s == state) => Consent::Unsubscribed,
+            _ => Consent::Unknown,
         },
     };
     Ok(Contact {
@@ -130,7 +132,7 @@ mod tests {
     }
 
     #[test]
-    fn consent_is_given_only_by_a_listed_value_and_withheld_otherwise() {
+    fn consent_has_three_states_and_only_listed_values_subscribe_or_opt_out() {
         let mut m = mapping("defaultEmailAddress.emailAddress", &[]);
         assert_eq!(
             map_record(
@@ -144,23 +146,26 @@ mod tests {
         m.consent = Some(crate::config::ConsentRule {
             field: "defaultEmailAddress.marketingState".into(),
             subscribed: vec!["SUBSCRIBED".into()],
+            unsubscribed: vec!["UNSUBSCRIBED".into()],
         });
-        // Shopify's CustomerEmailMarketingState values, plus null and absent.
+        // Shopify's CustomerEmailAddressMarketingState values, plus null and
+        // absent.
         for (state, consent) in [
-            (json!("SUBSCRIBED"), Consent::Given),
-            (json!("UNSUBSCRIBED"), Consent::Withheld),
-            (json!("NOT_SUBSCRIBED"), Consent::Withheld),
-            (json!("PENDING"), Consent::Withheld),
-            (json!("INVALID"), Consent::Withheld),
-            (json!("REDACTED"), Consent::Withheld),
-            (json!("subscribed"), Consent::Withheld),
-            (Value::Null, Consent::Withheld),
+            (json!("SUBSCRIBED"), Consent::Subscribed),
+            (json!("UNSUBSCRIBED"), Consent::Unsubscribed),
+            (json!("NOT_SUBSCRIBED"), Consent::Unknown),
+            (json!("PENDING"), Consent::Unknown),
+            (json!("INVALID"), Consent::Unknown),
+            (json!("REDACTED"), Consent::Unknown),
+            (json!("subscribed"), Consent::Unknown),
+            (json!("unsubscribed"), Consent::Unknown),
+            (Value::Null, Consent::Unknown),
         ] {
             let r = json!({"defaultEmailAddress": {"emailAddress": "a@example.com", "marketingState": state}});
             assert_eq!(map_record(&m, &r).unwrap().consent, consent, "{state}");
         }
         let absent = json!({"defaultEmailAddress": {"emailAddress": "a@example.com"}});
-        assert_eq!(map_record(&m, &absent).unwrap().consent, Consent::Withheld);
+        assert_eq!(map_record(&m, &absent).unwrap().consent, Consent::Unknown);
     }
 
     #[test]

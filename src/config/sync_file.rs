@@ -58,18 +58,21 @@ pub struct MappingConfig {
     /// Destination attribute name → source field.
     #[serde(default)]
     pub attributes: BTreeMap<String, String>,
-    /// Marketing consent: which source field says whether the person agreed
-    /// to marketing e-mail, and which of its values mean yes. Default none:
-    /// every record is treated alike (added to the destination's lists).
-    /// With a rule, a record whose field holds another value (or is null or
-    /// absent) is never added to a list, and where the destination can it is
-    /// blacklisted for e-mail (Brevo: `emailBlacklisted`). For Shopify:
-    /// `consent = { field = "defaultEmailAddress.marketingState", subscribed = ["SUBSCRIBED"] }`.
+    /// Marketing consent: which source field holds the person's consent
+    /// state, which of its values mean subscribed and which mean an explicit
+    /// opt-out. Default none: every record is treated alike (added to the
+    /// destination's lists). With a rule there are three states: a
+    /// `subscribed` value joins the lists; an `unsubscribed` value is kept
+    /// off them and, where the destination can, blocklisted for e-mail
+    /// (Brevo: `emailBlacklisted`); anything else (not subscribed, pending,
+    /// null, absent) goes on no list with its blocklist status left alone.
+    /// For Shopify: `consent = { field = "defaultEmailAddress.marketingState",
+    /// subscribed = ["SUBSCRIBED"] }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consent: Option<ConsentRule>,
 }
 
-/// `[mapping] consent = { field, subscribed }`.
+/// `[mapping] consent = { field, subscribed, unsubscribed }`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsentRule {
@@ -79,6 +82,14 @@ pub struct ConsentRule {
     /// The field's values (strings, compared exactly) that mean the person
     /// agreed, e.g. `["SUBSCRIBED"]`. At least one.
     pub subscribed: Vec<String>,
+    /// The field's values that mean the person opted out (blocklisted).
+    /// Default `["UNSUBSCRIBED"]` (Shopify's); `[]` blocklists no one.
+    #[serde(default = "default_unsubscribed")]
+    pub unsubscribed: Vec<String>,
+}
+
+fn default_unsubscribed() -> Vec<String> {
+    vec!["UNSUBSCRIBED".into()]
 }
 
 impl SyncDefinition {
@@ -174,6 +185,21 @@ impl SyncDefinition {
                 "must name the source field that holds the e-mail address".into(),
             ));
         }
+        // A store's customers carry their own consent state: putting every
+        // one of them on marketing lists would subscribe people who never
+        // agreed.
+        if let (SourceConfig::Shopify(_), DestinationConfig::Brevo(brevo)) =
+            (&self.source, &self.destination)
+            && !brevo.list_ids.is_empty()
+            && self.mapping.consent.is_none()
+        {
+            return Err((
+                "mapping.consent".into(),
+                "a Shopify source feeding Brevo lists needs a consent rule: add \
+                 consent = { field = \"defaultEmailAddress.marketingState\", subscribed = [\"SUBSCRIBED\"] }"
+                    .into(),
+            ));
+        }
         if let Some(rule) = &self.mapping.consent {
             if rule.field.trim().is_empty() {
                 return Err((
@@ -186,6 +212,22 @@ impl SyncDefinition {
                     "mapping.consent.subscribed".into(),
                     "must list the values that mean consent, e.g. [\"SUBSCRIBED\"], none empty"
                         .into(),
+                ));
+            }
+            if rule.unsubscribed.iter().any(|v| v.trim().is_empty()) {
+                return Err((
+                    "mapping.consent.unsubscribed".into(),
+                    "must not hold an empty value".into(),
+                ));
+            }
+            if let Some(both) = rule
+                .unsubscribed
+                .iter()
+                .find(|v| rule.subscribed.contains(v))
+            {
+                return Err((
+                    "mapping.consent.unsubscribed".into(),
+                    format!("\"{both}\" is also in mapping.consent.subscribed"),
                 ));
             }
         }
@@ -438,6 +480,23 @@ attributes = { FIRSTNAME = "first_name" }
     }
 
     #[test]
+    fn a_shopify_source_feeding_brevo_lists_needs_a_consent_rule() {
+        let shopify = GOOD.replace(
+            "kind = \"postgres\"\nurl_env = \"ACME_WAREHOUSE_URL\"\nquery = \"SELECT id, email, first_name FROM contacts\"\ncursor_column = \"id\"\npage_size = 500",
+            "kind = \"shopify\"\nshop = \"acme\"\napi_version = \"2025-07\"\naccess_token_env = \"SHOPIFY_TOKEN\"",
+        );
+        assert!(shopify.contains("shopify"));
+        let err = SyncDefinition::parse("shop.toml", &shopify).unwrap_err();
+        assert_eq!(err.key, "mapping.consent", "{err}");
+        assert!(err.to_string().contains("marketingState"), "{err}");
+        let with_rule = shopify.replace(
+            "attributes = { FIRSTNAME = \"first_name\" }",
+            "attributes = { FIRSTNAME = \"first_name\" }\nconsent = { field = \"defaultEmailAddress.marketingState\", subscribed = [\"SUBSCRIBED\"] }",
+        );
+        SyncDefinition::parse("shop.toml", &with_rule).unwrap();
+    }
+
+    #[test]
     fn a_consent_rule_parses_and_an_empty_one_is_refused_naming_the_key() {
         let with = |rule: &str| {
             GOOD.replace(
@@ -454,7 +513,8 @@ attributes = { FIRSTNAME = "first_name" }
             d.mapping.consent,
             Some(ConsentRule {
                 field: "marketing.state".into(),
-                subscribed: vec!["SUBSCRIBED".into()]
+                subscribed: vec!["SUBSCRIBED".into()],
+                unsubscribed: vec!["UNSUBSCRIBED".into()],
             })
         );
         for (rule, key) in [
@@ -469,6 +529,14 @@ attributes = { FIRSTNAME = "first_name" }
             (
                 r#"{ field = "state", subscribed = [" "] }"#,
                 "mapping.consent.subscribed",
+            ),
+            (
+                r#"{ field = "state", subscribed = ["YES"], unsubscribed = ["YES"] }"#,
+                "mapping.consent.unsubscribed",
+            ),
+            (
+                r#"{ field = "state", subscribed = ["YES"], unsubscribed = [""] }"#,
+                "mapping.consent.unsubscribed",
             ),
         ] {
             let err = SyncDefinition::parse("s.toml", &with(rule)).unwrap_err();

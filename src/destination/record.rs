@@ -13,18 +13,24 @@ pub struct Contact {
     pub consent: Consent,
 }
 
-/// Whether the person agreed to marketing e-mail, by the mapping's `consent`
-/// rule. Destinations that add contacts to marketing lists must honour it.
+/// The person's marketing consent, by the mapping's `consent` rule: three
+/// states (DESIGN §1.10), and none without a rule. Destinations that add
+/// contacts to marketing lists must honour it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Consent {
     /// The mapping has no `consent` rule: the sync's lists apply to everyone.
     #[default]
     NotAsked,
-    /// The consent field holds one of the rule's `subscribed` values.
-    Given,
-    /// Anything else (another value, null, absent): never added to a list.
-    Withheld,
+    /// The consent field holds one of the rule's `subscribed` values: on the
+    /// sync's lists.
+    Subscribed,
+    /// One of the rule's `unsubscribed` values, an explicit opt-out: on no
+    /// list, and blocklisted for e-mail where the destination can.
+    Unsubscribed,
+    /// Anything else (not subscribed, pending, another value, null, absent):
+    /// on no list, its blocklist status left as it is.
+    Unknown,
 }
 
 impl Consent {
@@ -34,7 +40,12 @@ impl Consent {
 
     /// Whether the contact may be put on marketing lists.
     pub fn allows_lists(&self) -> bool {
-        *self != Consent::Withheld
+        matches!(self, Consent::NotAsked | Consent::Subscribed)
+    }
+
+    /// Whether the person opted out (blocklisted where the destination can).
+    pub fn opted_out(&self) -> bool {
+        *self == Consent::Unsubscribed
     }
 }
 

@@ -25,8 +25,8 @@ pub struct PreviewRecord {
     pub key: String,
     pub email: Option<String>,
     pub attributes: Map<String, Value>,
-    /// Marketing consent by the mapping's `consent` rule (`given` or
-    /// `withheld`); left out when the mapping has none.
+    /// Marketing consent by the mapping's `consent` rule (`subscribed`,
+    /// `unsubscribed` or `unknown`); left out when the mapping has none.
     #[serde(skip_serializing_if = "Consent::is_not_asked")]
     pub consent: Consent,
     /// `new`, `pending (N attempts)`, `completed` — or why it would be rejected.

@@ -146,6 +146,11 @@ timeout = "300ms""#,
             SourceKind::Shopify => "defaultEmailAddress.emailAddress",
             _ => "email",
         };
+        // A store's customers carry their consent state; Brevo lists need it.
+        let consent = match source {
+            SourceKind::Shopify => CONSENT_SHOPIFY,
+            _ => "",
+        };
         let cli = Syncward::new(&db, Some(&redis))
             .with_secret("TEST_SOURCE_URL", &db.url)
             // The http source sends its secret as the whole header value.
@@ -164,7 +169,7 @@ timeout = "300ms""#,
         std::fs::write(
             &path,
             format!(
-                "id = \"{SYNC}\"\nworkspace = \"acme\"\nschedule = \"0 */15 * * * *\"\n\n[source]\n{source_table}\n\n[destination]\n{destination_table}\n\n[mapping]\nemail = \"{email}\"\n"
+                "id = \"{SYNC}\"\nworkspace = \"acme\"\nschedule = \"0 */15 * * * *\"\n\n[source]\n{source_table}\n\n[destination]\n{destination_table}\n\n[mapping]\nemail = \"{email}\"\n{consent}\n"
             ),
         )?;
         cli.run(&["sync", "apply", &path.display().to_string()])
@@ -602,17 +607,24 @@ async fn a_destination_hang_hits_the_timeout(kind: DestinationKind) -> anyhow::R
     Ok(())
 }
 
-/// Consent (issue 19.1): with `[mapping] consent`, a record whose field holds
-/// no subscribed value is never put on a marketing list. Brevo: no `listIds`
-/// and `emailBlacklisted: true` (`createContact`, brevo-v3-openapi.2025-08.yml
-/// lines 22836-22840; an import's `listIds` and `emailBlacklist` cover every
-/// row, `requestContactImport` lines 23224-23290, so bulk mode writes those
-/// contacts one by one). Webhook (no lists): each record carries `"consent":
-/// "given"` or `"withheld"` for the receiver to honour.
-async fn a_record_without_consent_is_kept_off_lists(kind: DestinationKind) -> anyhow::Result<()> {
-    let rig = Rig::new(SourceKind::Postgres, kind, 10).await?;
+/// The consent rule of every Shopify rig (the fake's customers are all
+/// subscribed unless a test edits them).
+const CONSENT_SHOPIFY: &str =
+    r#"consent = { field = "defaultEmailAddress.marketingState", subscribed = ["SUBSCRIBED"] }"#;
+
+/// Consent has three states (issue 31.1, DESIGN §1.10): a `subscribed`
+/// value joins the lists; an `unsubscribed` one (an explicit opt-out) is
+/// blocklisted and on no list; any other value is on no list and left
+/// alone. Brevo: `listIds` and `emailBlacklisted: true` (`createContact`,
+/// brevo-v3-openapi.2025-08.yml lines 22836-22840; an import's `listIds` and
+/// `emailBlacklist` cover every row, `requestContactImport` lines
+/// 23224-23290, so bulk mode without a holding list writes the other two
+/// groups one by one); `emailBlacklisted: false` is never sent. Webhook (no
+/// lists): each record carries `"consent"` for the receiver to honour.
+async fn consent_has_three_states(kind: DestinationKind) -> anyhow::Result<()> {
+    let rig = Rig::new(SourceKind::Postgres, kind, 12).await?;
     sqlx::query(
-        "UPDATE contacts SET marketing = CASE WHEN id % 2 = 1 THEN 'SUBSCRIBED' ELSE 'UNSUBSCRIBED' END",
+        "UPDATE contacts SET marketing = CASE id % 3 WHEN 0 THEN 'SUBSCRIBED' WHEN 1 THEN 'UNSUBSCRIBED' ELSE 'NOT_SUBSCRIBED' END",
     )
     .execute(&rig.db.pool)
     .await?;
@@ -621,40 +633,43 @@ async fn a_record_without_consent_is_kept_off_lists(kind: DestinationKind) -> an
     assert_eq!(rig.run().await?.code, 0);
     let run = rig.last_run().await?;
     assert_eq!(run["records_rejected"], 0, "{run}");
-    assert_eq!(run["records_written"], 10, "{run}");
-    let consents = |email: &str| {
+    assert_eq!(run["records_written"], 12, "{run}");
+    let state = |email: &str| {
         let id: u32 = email
             .trim_start_matches("user")
             .trim_end_matches("@example.com")
             .parse()
             .unwrap_or_default();
-        id % 2 == 1
+        ["subscribed", "unsubscribed", "unknown"][(id % 3) as usize]
     };
     match &rig.webhook {
         Some(_) => {
             let posted = rig.posted();
-            assert_eq!(posted.len(), 10);
+            assert_eq!(posted.len(), 12);
             for record in posted {
                 let email = record["email"].as_str().unwrap_or_default();
-                let expected = if consents(email) { "given" } else { "withheld" };
-                assert_eq!(record["consent"], expected, "{record}");
+                assert_eq!(record["consent"], state(email), "{record}");
             }
         }
         None => {
             let contacts = rig.brevo.contacts();
-            assert_eq!(contacts.len(), 10);
+            assert_eq!(contacts.len(), 12);
             for (email, contact) in contacts {
-                if consents(&email) {
-                    assert_eq!(contact.list_ids, vec![12], "{email}");
-                    assert!(!contact.email_blacklisted, "{email}");
-                } else {
-                    assert!(
-                        contact.list_ids.is_empty(),
-                        "{email}: {:?}",
-                        contact.list_ids
-                    );
-                    assert!(contact.email_blacklisted, "{email}");
-                }
+                let (lists, blocklisted) = match state(&email) {
+                    "subscribed" => (vec![12], false),
+                    "unsubscribed" => (vec![], true),
+                    _ => (vec![], false),
+                };
+                assert_eq!(contact.list_ids, lists, "{email}");
+                assert_eq!(contact.email_blacklisted, blocklisted, "{email}");
+            }
+            for request in rig.brevo.requests() {
+                assert_ne!(
+                    request.body.get("emailBlacklisted"),
+                    Some(&serde_json::json!(false)),
+                    "{}",
+                    request.body
+                );
             }
         }
     }
@@ -725,7 +740,7 @@ macro_rules! destination_conformance {
             #[tokio::test(flavor = "multi_thread")]
             async fn a_hang_hits_the_timeout() -> anyhow::Result<()> { super::a_destination_hang_hits_the_timeout($kind).await }
             #[tokio::test(flavor = "multi_thread")]
-            async fn a_record_without_consent_is_kept_off_lists() -> anyhow::Result<()> { super::a_record_without_consent_is_kept_off_lists($kind).await }
+            async fn consent_has_three_states() -> anyhow::Result<()> { super::consent_has_three_states($kind).await }
             #[tokio::test(flavor = "multi_thread")]
             async fn a_null_attribute_is_sent_as_the_destination_allows() -> anyhow::Result<()> { super::a_null_attribute_is_sent_as_the_destination_allows($kind).await }
         }

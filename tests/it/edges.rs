@@ -43,7 +43,14 @@ schedule = "{QUIET_SCHEDULE}"
 [mapping]
 email = "email"
 attributes = {{ FIRSTNAME = "first_name" }}
-"#
+{consent}
+"#,
+        // A Shopify source feeding Brevo lists needs a consent rule.
+        consent = if source.contains("kind = \"shopify\"") {
+            r#"consent = { field = "defaultEmailAddress.marketingState", subscribed = ["SUBSCRIBED"] }"#
+        } else {
+            ""
+        }
     );
     let path = dir.path().join(format!("{id}.toml"));
     std::fs::write(&path, text)?;

@@ -124,7 +124,13 @@ list_ids = [12]
 
 [mapping]
 email = "{email}"
+{consent}
 "#,
+                consent = match &source {
+                    Source::Shopify(_) =>
+                        r#"consent = { field = "defaultEmailAddress.marketingState", subscribed = ["SUBSCRIBED"] }"#,
+                    Source::Api(_) => "",
+                },
                 schedule = crate::helpers::scenario::QUIET_SCHEDULE,
                 source = source.table(overlap),
                 brevo = brevo.base_url,

@@ -107,9 +107,9 @@ attributes = {{ FIRSTNAME = "firstName", LASTNAME = "lastName" }}
     }
 }
 
-/// Shopify's `CustomerEmailMarketingState` values (Admin GraphQL reference,
-/// `CustomerEmailAddress.marketingState`): only SUBSCRIBED is consent;
-/// PENDING is a double opt-in not yet confirmed.
+/// Shopify's `CustomerEmailAddressMarketingState` values (Admin GraphQL
+/// reference): SUBSCRIBED is consent, UNSUBSCRIBED an explicit opt-out;
+/// the others (PENDING: a double opt-in not yet confirmed) are unknown.
 const STATES: [&str; 5] = [
     "SUBSCRIBED",
     "UNSUBSCRIBED",
@@ -129,13 +129,33 @@ fn state_of(email: &str) -> &'static str {
     STATES[(i - 1) % STATES.len()]
 }
 
-async fn consent_is_honoured(mode: &str) -> anyhow::Result<()> {
+/// The consent state a Shopify state maps to under `CONSENT`.
+fn consent_of(state: &str) -> &'static str {
+    match state {
+        "SUBSCRIBED" => "subscribed",
+        "UNSUBSCRIBED" => "unsubscribed",
+        _ => "unknown",
+    }
+}
+
+/// The holding list of the bulk runs that have one.
+const HOLDING: i64 = 99;
+
+async fn consent_is_honoured(mode: &str, holding: bool) -> anyhow::Result<()> {
     let s = Shop::start(20).await?;
     s.shopify.edit_customers(|i, c| {
         c["defaultEmailAddress"]["marketingState"] = json!(STATES[i % STATES.len()]);
     });
-    s.apply(mode, "2025-07", CONSENT).await?;
-    // The preview says which records carry consent.
+    let path = s.sync_file(mode, "2025-07", CONSENT)?;
+    if holding {
+        let text = std::fs::read_to_string(&path)?.replace(
+            "list_ids = [12]",
+            &format!("list_ids = [12]\nholding_list_id = {HOLDING}"),
+        );
+        std::fs::write(&path, text)?;
+    }
+    s.cli.run(&["sync", "apply", &path]).await?.ok()?;
+    // The preview says each record's consent state.
     let preview = s
         .cli
         .run(&["sync", "preview", "shop-customers", "--json"])
@@ -158,12 +178,7 @@ async fn consent_is_honoured(mode: &str) -> anyhow::Result<()> {
         .unwrap_or_default();
     assert!(!consents.is_empty(), "{preview}");
     for (email, consent) in &consents {
-        let expected = if state_of(email) == "SUBSCRIBED" {
-            "given"
-        } else {
-            "withheld"
-        };
-        assert_eq!(consent, expected, "{email}: {preview}");
+        assert_eq!(consent, consent_of(state_of(email)), "{email}: {preview}");
     }
     let (code, shown) = s.run().await?;
     assert_eq!(code, 0, "{shown}");
@@ -172,37 +187,60 @@ async fn consent_is_honoured(mode: &str) -> anyhow::Result<()> {
     assert_eq!(contacts.len(), 20, "every customer is written");
     for (email, contact) in &contacts {
         let state = state_of(email);
-        if state == "SUBSCRIBED" {
-            assert_eq!(contact.list_ids, vec![12], "{email} {state}");
-            assert!(!contact.email_blacklisted, "{email} {state}");
-        } else {
-            assert!(contact.list_ids.is_empty(), "{email} {state} is on a list");
-            assert!(
-                contact.email_blacklisted,
-                "{email} {state} is not blacklisted"
-            );
-        }
+        let off_list = if holding { vec![HOLDING] } else { vec![] };
+        let (lists, blocklisted) = match consent_of(state) {
+            "subscribed" => (vec![12], false),
+            "unsubscribed" => (off_list, true),
+            _ => (off_list, false),
+        };
+        assert_eq!(contact.list_ids, lists, "{email} {state}");
+        assert_eq!(contact.email_blacklisted, blocklisted, "{email} {state}");
     }
-    // No request that names a list carries a customer without consent, and
-    // no consenting one is ever sent a blacklist flag (true or false).
+    // No request puts anyone but the subscribed on list 12, none blocklists
+    // anyone but the opted-out, and `emailBlacklisted: false` is never sent.
     for request in s.brevo.requests() {
         let rows: Vec<&Value> = match request.body.get("jsonBody").and_then(Value::as_array) {
             Some(rows) => rows.iter().collect(),
             None => vec![&request.body],
         };
+        let to_list_12 = request
+            .body
+            .get("listIds")
+            .is_some_and(|l| l.as_array().is_some_and(|l| l.contains(&json!(12))));
+        let blocklists = request.body.get("emailBlacklisted") == Some(&json!(true))
+            || request.body.get("emailBlacklist") == Some(&json!(true));
+        assert_ne!(request.body.get("emailBlacklisted"), Some(&json!(false)));
         for row in rows {
             let email = row["email"].as_str().unwrap_or_default();
-            if state_of(email) != "SUBSCRIBED" {
-                assert!(
-                    request.body.get("listIds").is_none(),
-                    "{email} sent with lists: {}",
-                    request.body
-                );
-            } else {
-                assert!(request.body.get("emailBlacklisted").is_none());
-                assert_ne!(request.body.get("emailBlacklist"), Some(&json!(true)));
-            }
+            let consent = consent_of(state_of(email));
+            assert_eq!(
+                to_list_12,
+                consent == "subscribed",
+                "{email}: {}",
+                request.body
+            );
+            assert_eq!(
+                blocklists,
+                consent == "unsubscribed",
+                "{email}: {}",
+                request.body
+            );
         }
+    }
+    // Bulk stays bulk with a holding list: one import per consent group of
+    // each page, no single write.
+    if mode == "bulk" && holding {
+        assert!(s.brevo.requests_to("/v3/contacts").is_empty());
+        assert_eq!(s.brevo.requests_to("/v3/contacts/import").len(), 3);
+    }
+    // Imports are quiet: Brevo sends the account owner no e-mail per page.
+    for import in s.brevo.requests_to("/v3/contacts/import") {
+        assert_eq!(
+            import.body["disableNotification"],
+            json!(true),
+            "{}",
+            import.body
+        );
     }
     Ok(())
 }
@@ -211,24 +249,54 @@ async fn consent_is_honoured(mode: &str) -> anyhow::Result<()> {
 /// `paths./contacts.post`); an import's `listIds` is mandatory and its
 /// `emailBlacklist` applies to the whole import (`requestContactImport`).
 #[tokio::test(flavor = "multi_thread")]
-async fn customers_without_marketing_consent_are_blacklisted_and_on_no_list_in_bulk_mode()
--> anyhow::Result<()> {
-    consent_is_honoured("bulk").await
+async fn consent_has_three_states_in_bulk_mode_with_a_holding_list() -> anyhow::Result<()> {
+    consent_is_honoured("bulk", true).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn customers_without_marketing_consent_are_blacklisted_and_on_no_list_in_single_mode()
+async fn consent_has_three_states_in_bulk_mode_without_a_holding_list() -> anyhow::Result<()> {
+    consent_is_honoured("bulk", false).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn consent_has_three_states_in_single_mode() -> anyhow::Result<()> {
+    consent_is_honoured("single", false).await
+}
+
+/// Without a consent rule, a store's customers would all join the lists:
+/// `sync apply` refuses the file, naming the key to add.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shopify_sync_to_brevo_lists_without_a_consent_rule_is_refused_at_apply()
 -> anyhow::Result<()> {
-    consent_is_honoured("single").await
+    let s = Shop::start(1).await?;
+    let path = s.sync_file("bulk", "2025-07", "")?;
+    let out = s.cli.run(&["sync", "apply", &path]).await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("mapping.consent"), "{out:?}");
+    assert!(s.brevo.requests().is_empty());
+    Ok(())
 }
 
 #[test]
-fn the_shipped_shopify_example_carries_consent() -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("config/syncs/shopify-customers.toml"),
+fn the_shipped_shopify_example_carries_consent_in_three_states() -> anyhow::Result<()> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("config/syncs/shopify-customers.toml");
+    let example = syncward::config::SyncDefinition::parse(
+        "shopify-customers.toml",
+        &std::fs::read_to_string(&path)?,
     )?;
-    assert!(text.contains(CONSENT), "{text}");
+    let rule = example
+        .mapping
+        .consent
+        .ok_or_else(|| anyhow::anyhow!("no consent rule"))?;
+    assert_eq!(rule.field, "defaultEmailAddress.marketingState");
+    assert_eq!(rule.subscribed, vec!["SUBSCRIBED".to_string()]);
+    assert_eq!(rule.unsubscribed, vec!["UNSUBSCRIBED".to_string()]);
+    let syncward::destination::DestinationConfig::Brevo(brevo) = example.destination else {
+        anyhow::bail!("the example writes to Brevo");
+    };
+    assert!(brevo.holding_list_id.is_some(), "bulk stays bulk");
+    assert!(!brevo.import_notifications);
     Ok(())
 }
 
@@ -239,7 +307,7 @@ fn the_shipped_shopify_example_carries_consent() -> anyhow::Result<()> {
 async fn an_api_version_before_default_email_address_is_refused_at_apply_with_the_reason()
 -> anyhow::Result<()> {
     let s = Shop::start(1).await?;
-    let path = s.sync_file("bulk", "2025-01", "")?;
+    let path = s.sync_file("bulk", "2025-01", CONSENT)?;
     let out = s.cli.run(&["sync", "apply", &path]).await?;
     assert_eq!(out.code, 2, "{out:?}");
     assert!(out.stderr.contains("source.api_version"), "{out:?}");
@@ -260,7 +328,7 @@ async fn a_served_version_other_than_the_pinned_one_is_warned_on_the_run() -> an
         "2025-07",
         Some("https://shopify.dev/api/usage/versioning#deprecation-practices"),
     );
-    s.apply("bulk", "2025-04", "").await?;
+    s.apply("bulk", "2025-04", CONSENT).await?;
     let (code, shown) = s.run().await?;
     assert_eq!(code, 0, "{shown}");
     assert_eq!(s.brevo.contacts().len(), 600);
@@ -434,12 +502,7 @@ email = "defaultEmailAddress.emailAddress"
     for post in posts {
         let body: Value = serde_json::from_slice(&post.body)?;
         let email = body["email"].as_str().unwrap_or_default();
-        let expected = if state_of(email) == "SUBSCRIBED" {
-            "given"
-        } else {
-            "withheld"
-        };
-        assert_eq!(body["consent"], expected, "{body}");
+        assert_eq!(body["consent"], consent_of(state_of(email)), "{body}");
     }
     Ok(())
 }

@@ -56,6 +56,7 @@ list_ids = [12]
 [mapping]
 email = "defaultEmailAddress.emailAddress"
 attributes = {{ FIRSTNAME = "firstName", LASTNAME = "lastName", SHOPIFY_ID = "id" }}
+consent = {{ field = "defaultEmailAddress.marketingState", subscribed = ["SUBSCRIBED"] }}
 "#,
             shopify.base_url, brevo.base_url
         ),

@@ -14,7 +14,7 @@ use super::config::{BrevoDestinationConfig, BrevoMode};
 use crate::connector_config::WorkspaceSecrets;
 use crate::destination::delivery::Destination;
 use crate::destination::record::{
-    DestinationError, FollowUp, IMPORT_UNKNOWN, ImportOutcome, Outbound, RecordOutcome,
+    Consent, DestinationError, FollowUp, IMPORT_UNKNOWN, ImportOutcome, Outbound, RecordOutcome,
 };
 use crate::destination::retry::{Pacer, Verdict, redirect_refused, send_with_retry};
 use crate::outbound::{
@@ -250,15 +250,16 @@ impl BrevoDestination {
             "attributes": self.attributes_of(record),
             "updateEnabled": true,
         });
-        // Consent (DESIGN: README "Brevo"): a contact without it is never put
-        // on a list and is blacklisted for e-mail. A consenting one is not
-        // sent `emailBlacklisted: false`: that would undo an unsubscribe
-        // made in Brevo itself.
-        if record.contact.consent.allows_lists() {
-            if !self.config.list_ids.is_empty() {
-                body["listIds"] = json!(self.config.list_ids);
-            }
-        } else {
+        // Consent (DESIGN §1.10): a subscribed contact (or any, without a
+        // rule) joins the lists; an opted-out one is blocklisted and on no
+        // list; any other is on no list and its blocklist status is left
+        // alone. `emailBlacklisted: false` is never sent: it would undo an
+        // unsubscribe made in Brevo itself.
+        let consent = record.contact.consent;
+        if consent.allows_lists() && !self.config.list_ids.is_empty() {
+            body["listIds"] = json!(self.config.list_ids);
+        }
+        if consent.opted_out() {
             body["emailBlacklisted"] = json!(true);
         }
         let url = self.url("/contacts");
@@ -275,7 +276,15 @@ impl BrevoDestination {
         .await
     }
 
-    async fn import(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
+    /// `POST /contacts/import` of `records` into `lists`, every row
+    /// blocklisted when `blocklist` (the import's `emailBlacklist` applies to
+    /// all its rows).
+    async fn import(
+        &self,
+        records: &[Outbound],
+        lists: &[u64],
+        blocklist: bool,
+    ) -> Result<Vec<RecordOutcome>, DestinationError> {
         // Each contact is written as JSON once: its length decides the split,
         // its bytes go into the body as they are.
         let rows: Vec<Vec<u8>> = records
@@ -283,7 +292,19 @@ impl BrevoDestination {
             .map(|r| import_row(r, &self.unknown))
             .collect();
         let sizes: Vec<usize> = rows.iter().map(Vec::len).collect();
-        let list_ids = serde_json::to_string(&self.config.list_ids).unwrap_or_else(|_| "[]".into());
+        // A list of integers always serializes.
+        let list_ids = serde_json::to_string(lists).unwrap_or_else(|_| "[]".into());
+        // The flags after the rows: quiet unless the operator wants Brevo's
+        // e-mail per import; the opt-out group blocklisted.
+        let flags = format!(
+            r#","updateExistingContacts":true,"emptyContactsAttributes":false,"disableNotification":{}{}}}"#,
+            !self.config.import_notifications,
+            if blocklist {
+                r#","emailBlacklist":true"#
+            } else {
+                ""
+            },
+        );
         let mut outcomes = Vec::with_capacity(records.len());
         for chunk in split_by_body_size(&sizes, IMPORT_BODY_LIMIT) {
             let rows = &rows[chunk.clone()];
@@ -298,9 +319,7 @@ impl BrevoDestination {
             }
             body.extend_from_slice(br#"],"listIds":"#);
             body.extend_from_slice(list_ids.as_bytes());
-            body.extend_from_slice(
-                br#","updateExistingContacts":true,"emptyContactsAttributes":false}"#,
-            );
+            body.extend_from_slice(flags.as_bytes());
             let url = self.url("/contacts/import");
             let build = || self.post_bytes(&url, body.clone());
             let answer = send_with_retry(
@@ -535,35 +554,55 @@ fn split_by_body_size(sizes: &[usize], limit: usize) -> Vec<std::ops::Range<usiz
 impl BrevoDestination {
     /// Bulk mode with consent. An import's `listIds` (mandatory unless
     /// `newList`) and `emailBlacklist` apply to every row it carries
-    /// (`requestContactImport`, spec 2025-08), so a contact without consent
-    /// cannot ride in one without being put on the lists. Those contacts go
-    /// one by one through `POST /contacts` with `emailBlacklisted: true` and
-    /// no `listIds`, `concurrency` at a time; the others are imported as
-    /// before. One outcome per record, in the page's order: the run loop sees
-    /// one page either way.
+    /// (`requestContactImport`, spec 2025-08), so a page is imported in up
+    /// to three groups: contacts that join the sync's lists; opted-out ones
+    /// into `holding_list_id` with `emailBlacklist: true`; the rest into
+    /// `holding_list_id` as they are. Without a holding list, the last two
+    /// groups go one by one through `POST /contacts` (no `listIds`, the
+    /// opted-out with `emailBlacklisted: true`), `concurrency` at a time.
+    /// One outcome per record, in the page's order: the run loop sees one
+    /// page either way.
     async fn import_with_consent(
         &self,
         records: &[Outbound],
     ) -> Result<Vec<RecordOutcome>, DestinationError> {
-        let (withheld, listed): (Vec<usize>, Vec<usize>) =
-            (0..records.len()).partition(|&i| !records[i].contact.consent.allows_lists());
-        if withheld.is_empty() {
-            return self.import(records).await;
+        let consent = |i: usize| records[i].contact.consent;
+        if (0..records.len()).all(|i| consent(i).allows_lists()) {
+            return self.import(records, &self.config.list_ids, false).await;
         }
+        let group = |keep: &dyn Fn(Consent) -> bool| -> Vec<usize> {
+            (0..records.len()).filter(|&i| keep(consent(i))).collect()
+        };
+        let listed = group(&|c| c.allows_lists());
+        let opted_out = group(&|c| c.opted_out());
+        let unknown = group(&|c| !c.allows_lists() && !c.opted_out());
         let mut outcomes: Vec<Option<RecordOutcome>> = vec![None; records.len()];
-        if !listed.is_empty() {
-            let subset: Vec<Outbound> = listed.iter().map(|&i| records[i].clone()).collect();
-            for (&i, outcome) in listed.iter().zip(self.import(&subset).await?) {
+        let mut imports = vec![(listed, self.config.list_ids.clone(), false)];
+        let mut singles = Vec::new();
+        match self.config.holding_list_id {
+            Some(holding) => {
+                imports.push((opted_out, vec![holding], true));
+                imports.push((unknown, vec![holding], false));
+            }
+            None => singles.extend(opted_out.into_iter().chain(unknown)),
+        }
+        for (indices, lists, blocklist) in imports {
+            if indices.is_empty() {
+                continue;
+            }
+            let subset: Vec<Outbound> = indices.iter().map(|&i| records[i].clone()).collect();
+            let answers = self.import(&subset, &lists, blocklist).await?;
+            for (&i, outcome) in indices.iter().zip(answers) {
                 outcomes[i] = Some(outcome);
             }
         }
-        for group in withheld.chunks(self.config.concurrency.max(1) as usize) {
+        for group in singles.chunks(self.config.concurrency.max(1) as usize) {
             let answers = join_all(group.iter().map(|&i| self.create_contact(&records[i]))).await;
             for (&i, answer) in group.iter().zip(answers) {
                 outcomes[i] = Some(answer.unwrap_or_else(RecordOutcome::Failed));
             }
         }
-        // Every index was filled above (the import answers each record it
+        // Every index was filled above (each import answers every record it
         // carried); a gap would be a bug, reported as an unanswered call.
         Ok(outcomes
             .into_iter()

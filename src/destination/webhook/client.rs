@@ -154,8 +154,8 @@ impl WebhookDestination {
 }
 
 /// One record as posted: `{"email", "attributes"}`, plus `"consent"`
-/// (`"given"` or `"withheld"`) when the mapping has a consent rule, so the
-/// receiver can honour it.
+/// (`"subscribed"`, `"unsubscribed"` or `"unknown"`) when the mapping has a
+/// consent rule, so the receiver can honour it.
 fn payload(contact: &Contact) -> Value {
     let mut value = json!({"email": contact.email, "attributes": contact.attributes});
     if !contact.consent.is_not_asked() {

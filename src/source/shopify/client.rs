@@ -27,7 +27,7 @@ use crate::source::retry::{Answer, SOURCE_RETRY, fetch_with_retries};
 
 const QUERY: &str = "query SyncwardCustomers($first: Int!, $after: String, $query: String) {
   customers(first: $first, after: $after, sortKey: UPDATED_AT, query: $query) {
-    edges { cursor node { id firstName lastName updatedAt defaultEmailAddress { emailAddress marketingState } } }
+    edges { cursor node { id firstName lastName updatedAt defaultEmailAddress { emailAddress marketingState marketingOptInLevel marketingUpdatedAt } } }
     pageInfo { hasNextPage endCursor }
   }
 }";

@@ -212,6 +212,8 @@ fn customer(i: usize) -> Value {
         "defaultEmailAddress": {
             "emailAddress": format!("customer{i}@example.com"),
             "marketingState": "SUBSCRIBED",
+            "marketingOptInLevel": "SINGLE_OPT_IN",
+            "marketingUpdatedAt": at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         },
     })
 }
