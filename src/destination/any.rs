@@ -5,7 +5,7 @@ use super::brevo::BrevoDestination;
 use super::delivery::Destination;
 use serde_json::Value;
 
-use super::record::{DestinationError, FollowUp, ImportOutcome, Outbound, RecordOutcome};
+use super::record::{DestinationError, FollowUp, FollowUpPage, Outbound, RecordOutcome};
 use super::webhook::WebhookDestination;
 use crate::connector_config::WorkspaceSecrets;
 use crate::outbound::RetryPolicy;
@@ -89,13 +89,10 @@ impl Destination for AnyDestination {
         }
     }
 
-    async fn check_follow_up(
-        &self,
-        follow_up: FollowUp,
-    ) -> Result<Option<ImportOutcome>, DestinationError> {
+    async fn follow_up_page(&self, page: u32) -> Result<FollowUpPage, DestinationError> {
         match self {
-            AnyDestination::Brevo(d) => d.check_follow_up(follow_up).await,
-            AnyDestination::Webhook(d) => d.check_follow_up(follow_up).await,
+            AnyDestination::Brevo(d) => d.follow_up_page(page).await,
+            AnyDestination::Webhook(d) => d.follow_up_page(page).await,
         }
     }
 }

@@ -4,7 +4,7 @@ use std::future::Future;
 
 use serde_json::Value;
 
-use super::record::{DestinationError, FollowUp, ImportOutcome, Outbound, RecordOutcome};
+use super::record::{DestinationError, FollowUp, FollowUpPage, Outbound, RecordOutcome};
 
 pub trait Destination: Send + Sync {
     /// Called once when a run opens, before any page, with the attribute
@@ -52,15 +52,15 @@ pub trait Destination: Send + Sync {
         None
     }
 
-    /// Asks once how a follow-up ended: `None` while it runs.
-    fn check_follow_up(
+    /// Page `page` (0: the newest) of the destination's list of follow-ups:
+    /// one request, however many imports it settles.
+    fn follow_up_page(
         &self,
-        follow_up: FollowUp,
-    ) -> impl Future<Output = Result<Option<ImportOutcome>, DestinationError>> + Send {
+        page: u32,
+    ) -> impl Future<Output = Result<FollowUpPage, DestinationError>> + Send {
         async move {
             Err(DestinationError::InvalidConfig(format!(
-                "this destination answers at once; it has no import {} to check",
-                follow_up.0
+                "this destination answers at once; it has no imports to list (page {page})"
             )))
         }
     }

@@ -85,6 +85,15 @@ pub struct ImportOutcome {
     pub error: Option<String>,
 }
 
+/// One page of the destination's list of its follow-ups, newest first
+/// (Brevo: `GET /processes`): each listed id with how it ended (`None`:
+/// still running), and whether older ones follow.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FollowUpPage {
+    pub listed: Vec<(i64, Option<ImportOutcome>)>,
+    pub more: bool,
+}
+
 /// The status of an import whose end syncward cannot learn: the destination
 /// no longer knows it, or it stayed unfinished past the checks allowed.
 pub const IMPORT_UNKNOWN: &str = "unknown";

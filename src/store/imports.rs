@@ -114,30 +114,34 @@ pub async fn finish_import_process(
         .bind(Json(&detail))
         .execute(&mut *tx)
         .await?;
-    if status == "completed"
-        && let Some(invalid) = invalid.filter(|n| *n > 0)
-    {
-        // Brevo's report counts them but does not name them: one row for the
-        // count, and the run's rejected count grows by it.
-        let message = format!(
-            "Brevo import process {} completed, but {invalid} of the {} contacts it carried had an \
-             invalid e-mail address and were not imported (Brevo's report does not say which)",
-            process.process_id, process.records
-        );
-        sqlx::query(
-            "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
-             VALUES ($1, $2, NULL, NULL, 'import_invalid_emails', $3)",
-        )
-        .bind(process.run_id)
-        .bind(&process.sync_id)
-        .bind(message)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE runs SET records_rejected = records_rejected + $2 WHERE id = $1")
+    if status == "completed" {
+        // Brevo's report counts the rows it skipped but does not name them:
+        // one row per count with its code, and the run's rejected count
+        // grows by each.
+        for (what, n) in skipped_rows(counts) {
+            let message = format!(
+                "Brevo import process {} completed, but {n} of the {} contacts it carried were \
+                 not imported ({}; Brevo's report does not say which)",
+                process.process_id,
+                process.records,
+                skipped_reason(&what),
+            );
+            sqlx::query(
+                "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
+                 VALUES ($1, $2, NULL, NULL, $3, $4)",
+            )
             .bind(process.run_id)
-            .bind(i64::from(invalid))
+            .bind(&process.sync_id)
+            .bind(format!("import_{what}"))
+            .bind(message)
             .execute(&mut *tx)
             .await?;
+            sqlx::query("UPDATE runs SET records_rejected = records_rejected + $2 WHERE id = $1")
+                .bind(process.run_id)
+                .bind(n)
+                .execute(&mut *tx)
+                .await?;
+        }
     }
     if status != "completed" {
         let message = if status == crate::destination::IMPORT_UNKNOWN {
@@ -191,6 +195,32 @@ pub async fn finish_import_process(
     }
     tx.commit().await?;
     Ok(true)
+}
+
+/// The rows a completed import skipped, by Brevo's count name
+/// (`info.import`, `getProcess` spec 2026-02): `invalid_emails` and every
+/// `duplicate_*` (an identifier that appeared twice), the non-zero ones.
+pub fn skipped_rows(counts: Option<&serde_json::Value>) -> Vec<(String, i64)> {
+    let Some(counts) = counts.and_then(serde_json::Value::as_object) else {
+        return Vec::new();
+    };
+    counts
+        .iter()
+        .filter(|(name, _)| *name == "invalid_emails" || name.starts_with("duplicate_"))
+        .filter_map(|(name, n)| Some((name.clone(), n.as_i64().filter(|n| *n > 0)?)))
+        .collect()
+}
+
+/// What a skipped-rows count means, in words.
+fn skipped_reason(count: &str) -> String {
+    match count {
+        "invalid_emails" => "an invalid e-mail address".into(),
+        "duplicate_email_id" => "the same e-mail address twice in one import".into(),
+        other => match other.strip_prefix("duplicate_") {
+            Some(what) => format!("a duplicate {}", what.replace('_', " ")),
+            None => other.replace('_', " "),
+        },
+    }
 }
 
 /// `info.import.invalid_emails` of an import's counts, when Brevo gave it.

@@ -24,10 +24,10 @@ fn checker(s: &Scenario) -> crate::helpers::Syncward {
         .with_env("SYNCWARD__SWEEPER__IMPORT_CHECKS_PER_HOUR", "1000")
 }
 
-/// `GET /processes/{processId}` answering 404 `{"code": "invalid_parameter",
-/// "message": "processId is invalid"}` (brevo-v3-openapi.2025-08.yml lines
-/// 9741-9748) is final for that process: checked once, its page recorded as
-/// `import_unknown` on the run, one alert per process, no further polling.
+/// An import the account's process list (`GET /processes`, newest first,
+/// `getProcesses` spec 2026-02) no longer holds is final: found missing by
+/// one listing, its page recorded as `import_unknown` on the run, one alert
+/// per process, no further polling.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_process_brevo_does_not_know_is_given_up_once_with_an_alert() -> anyhow::Result<()> {
     let s = Scenario::new(SyncOptions::default()).await?;
@@ -51,10 +51,10 @@ async fn a_process_brevo_does_not_know_is_given_up_once_with_an_alert() -> anyho
         .fake
         .requests()
         .into_iter()
-        .filter(|r| r.path.starts_with("/v3/processes/"))
+        .filter(|r| r.path.starts_with("/v3/processes"))
         .collect();
-    assert_eq!(checks.len(), 3, "one check each");
-    assert!(checks.iter().all(|r| r.status == 404));
+    assert_eq!(checks.len(), 1, "one listing settles all three");
+    assert!(checks.iter().all(|r| r.status == 200));
     let shown = s
         .cli
         .run(&["runs", "show", &run_id.to_string(), "--json"])
@@ -71,7 +71,7 @@ async fn a_process_brevo_does_not_know_is_given_up_once_with_an_alert() -> anyho
             && r["message"]
                 .as_str()
                 .unwrap_or_default()
-                .contains("processId is invalid")),
+                .contains("no longer lists this import")),
         "{rejected:?}"
     );
     assert_eq!(shown["run"]["records_rejected"], 30);
@@ -116,7 +116,7 @@ async fn an_import_that_never_ends_is_given_up_after_the_check_cap() -> anyhow::
         .fake
         .requests()
         .iter()
-        .filter(|r| r.path.starts_with("/v3/processes/"))
+        .filter(|r| r.path.starts_with("/v3/processes"))
         .count();
     assert_eq!(checks, 60);
     let message: String = sqlx::query_scalar("SELECT message FROM rejected_records")

@@ -54,28 +54,53 @@ async fn a_failed_import_shows_on_its_run_as_a_rejected_page_within_the_check_bu
         3
     );
 
-    // A budget of two checks this hour: two imports are settled, one waits.
+    // A budget of one request this hour: one `GET /processes` lists all
+    // three imports and settles them.
     away_from_the_hours_end().await;
-    let mut daemon = DaemonProcess::spawn(&checker(&s, "2")).await?;
+    let mut daemon = DaemonProcess::spawn(&checker(&s, "1")).await?;
     daemon
-        .eventually(Duration::from_secs(20), "two imports checked", || async {
+        .eventually(Duration::from_secs(20), "the imports checked", || async {
             Ok(count(
                 &s,
                 "SELECT count(*) FROM import_processes WHERE status = 'failed'",
             )
             .await?
-                == 2)
+                == 3)
         })
         .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        s.fake
-            .requests()
-            .iter()
-            .filter(|r| r.path.starts_with("/v3/processes/"))
-            .count(),
-        2
+    let checks: Vec<String> = s
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/v3/processes"))
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(checks, vec!["/v3/processes?limit=50&offset=0&sort=desc"]);
+    // The checks are counted for Prometheus: three ended.
+    let scraped =
+        crate::metrics::scrape(&format!("http://{}", daemon.http_address().await?)).await?;
+    assert!(
+        scraped.contains("syncward_import_checks_total{outcome=\"ended\"} 3"),
+        "{scraped}"
     );
+    // The hour's budget is spent: a new import waits, unasked.
+    sqlx::query("INSERT INTO contacts SELECT i, 'late' || i || '@example.com', 'L' FROM generate_series(1001, 1005) i")
+        .execute(&s.db.pool)
+        .await?;
+    assert_eq!(s.run_foreground().await?.code, 0);
+    daemon
+        .eventually(
+            Duration::from_secs(20),
+            "a check refused by the budget",
+            || async {
+                let scraped =
+                    crate::metrics::scrape(&format!("http://{}", daemon.http_address().await?))
+                        .await?;
+                Ok(!scraped.contains("syncward_import_checks_total{outcome=\"budget_spent\"} 0"))
+            },
+        )
+        .await?;
     assert_eq!(
         count(
             &s,
@@ -84,16 +109,13 @@ async fn a_failed_import_shows_on_its_run_as_a_rejected_page_within_the_check_bu
         .await?,
         1
     );
-    // The checks are counted for Prometheus: two ended, the third not asked.
-    let scraped =
-        crate::metrics::scrape(&format!("http://{}", daemon.http_address().await?)).await?;
-    assert!(
-        scraped.contains("syncward_import_checks_total{outcome=\"ended\"} 2"),
-        "{scraped}"
-    );
-    assert!(
-        !scraped.contains("syncward_import_checks_total{outcome=\"budget_spent\"} 0"),
-        "{scraped}"
+    assert_eq!(
+        s.fake
+            .requests()
+            .iter()
+            .filter(|r| r.path.starts_with("/v3/processes"))
+            .count(),
+        1
     );
 
     let shown = s
@@ -104,14 +126,14 @@ async fn a_failed_import_shows_on_its_run_as_a_rejected_page_within_the_check_bu
         .json()?;
     assert_eq!(shown["run"]["status"], "succeeded");
     assert_eq!(
-        shown["run"]["records_rejected"], 20,
-        "two pages of ten did not arrive"
+        shown["run"]["records_rejected"], 30,
+        "three pages of ten did not arrive"
     );
     let rejected = shown["rejected_records"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(rejected.len(), 2);
+    assert_eq!(rejected.len(), 3);
     assert!(
         rejected.iter().all(|r| r["code"] == "import_failed"),
         "{rejected:?}"
@@ -124,14 +146,16 @@ async fn a_failed_import_shows_on_its_run_as_a_rejected_page_within_the_check_bu
         "{rejected:?}"
     );
     assert_eq!(shown["imports"].as_array().map(Vec::len), Some(3));
-    // Nothing arrived, so the keys are out of the ledger: a replay sends them again.
+    // Nothing arrived, so the keys are out of the ledger: a replay sends
+    // them again. Only the five late records' keys are left (their import
+    // is still unchecked).
     assert_eq!(
         count(
             &s,
             &format!("SELECT count(*) FROM delivery_states WHERE sync_id = '{SYNC_ID}'")
         )
         .await?,
-        10
+        5
     );
     let text = s
         .cli
@@ -210,6 +234,58 @@ async fn a_completed_import_records_its_failure_counts_on_the_run() -> anyhow::R
         text.contains("invalid e-mails (Brevo imports)") && text.contains("import_invalid_emails"),
         "{text}"
     );
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+/// Rows a completed import skipped for a duplicate identifier
+/// (`info.import.duplicate_email_id`, `getProcess` spec 2026-02) are
+/// rejected records with their code, not written ones.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_imports_duplicate_rows_are_recorded_as_rejected_with_their_code() -> anyhow::Result<()>
+{
+    let s = Scenario::new(SyncOptions::default()).await?;
+    // Two more rows with user3's address, on the first page.
+    sqlx::query("INSERT INTO contacts VALUES (0, 'user3@example.com', 'Again'), (-1, 'USER3@example.com', 'Twice')")
+        .execute(&s.db.pool)
+        .await?;
+    assert_eq!(s.run_foreground().await?.code, 0);
+    let run_id = s.last_run().await?["id"].as_i64().unwrap_or_default();
+    let mut daemon = DaemonProcess::spawn(&checker(&s, "90")).await?;
+    daemon
+        .eventually(Duration::from_secs(20), "every import checked", || async {
+            Ok(count(
+                &s,
+                "SELECT count(*) FROM import_processes WHERE status <> 'pending'",
+            )
+            .await?
+                >= 3)
+        })
+        .await?;
+    let shown = s
+        .cli
+        .run(&["runs", "show", &run_id.to_string(), "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    let rejected = shown["rejected_records"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!(
+        rejected[0]["code"], "import_duplicate_email_id",
+        "{rejected:?}"
+    );
+    assert!(
+        rejected[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2 of the"),
+        "{rejected:?}"
+    );
+    assert_eq!(shown["run"]["records_rejected"], 2, "{shown}");
     daemon.signal("TERM")?;
     daemon.wait(Duration::from_secs(30)).await?;
     Ok(())

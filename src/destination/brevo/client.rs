@@ -14,7 +14,7 @@ use super::config::{BrevoDestinationConfig, BrevoMode};
 use crate::connector_config::WorkspaceSecrets;
 use crate::destination::delivery::Destination;
 use crate::destination::record::{
-    Consent, DestinationError, FollowUp, IMPORT_UNKNOWN, ImportOutcome, Outbound, RecordOutcome,
+    Consent, DestinationError, FollowUp, FollowUpPage, ImportOutcome, Outbound, RecordOutcome,
 };
 use crate::destination::retry::{Pacer, Verdict, redirect_refused, send_with_retry};
 use crate::outbound::{
@@ -164,20 +164,17 @@ impl BrevoDestination {
             .unwrap_or_default())
     }
 
-    /// `GET /processes/{id}`, once (each call spends Brevo's 100/h budget):
-    /// `None` while it runs (any status but `completed`, `failed`,
-    /// `cancelled`), else the status with `info.import` and `error`.
-    pub async fn import_outcome(
-        &self,
-        process_id: i64,
-    ) -> Result<Option<ImportOutcome>, DestinationError> {
-        let what = format!("asking about import {process_id}");
-        let (status, body) = self
-            .get_once(&format!("/processes/{process_id}"), &what)
-            .await?;
-        if let Some(outcome) = process_not_found(status, &body) {
-            return Ok(Some(outcome));
-        }
+    /// `GET /processes?limit=50&offset=…&sort=desc`, once (each call spends
+    /// Brevo's 100/h budget, and settles up to 50 imports): page `page` of
+    /// the account's processes, newest first (spec 2026-02 `getProcesses`:
+    /// `limit` at most 50, `sort` by creation, descending by default).
+    pub async fn process_page(&self, page: u32) -> Result<FollowUpPage, DestinationError> {
+        let what = format!("listing the account's import processes (page {page})");
+        let path = format!(
+            "/processes?limit={PROCESS_PAGE}&offset={}&sort=desc",
+            u64::from(page) * PROCESS_PAGE
+        );
+        let (status, body) = self.get_once(&path, &what).await?;
         if !status.is_success() {
             return match classify_error(status, &body, 1) {
                 Verdict::Fail(e) => Err(e),
@@ -186,7 +183,8 @@ impl BrevoDestination {
                 ))),
             };
         }
-        Ok(judge_process(&body))
+        judge_process_page(&body)
+            .ok_or_else(|| DestinationError::Unavailable(format!("{what}: an unreadable answer")))
     }
 
     /// One GET of the API with the key, no retries (the non-contact
@@ -411,30 +409,40 @@ fn judge_import(status: StatusCode, bytes: &[u8], records: usize) -> Verdict<Vec
     }
 }
 
-/// `GET /processes/{id}` answering Brevo's own 404 (`{"code":
-/// "invalid_parameter", "message": "processId is invalid"}`, spec 2025-08
-/// `paths./processes/{processId}.get.responses.404`): final for this process,
-/// whose outcome is then unknown. A 404 without Brevo's error body (a wrong
-/// `destination.base_url`) stays a settings error.
-fn process_not_found(status: StatusCode, body: &[u8]) -> Option<ImportOutcome> {
-    if status != StatusCode::NOT_FOUND {
-        return None;
-    }
-    let error: BrevoError = serde_json::from_slice(body).ok()?;
-    let code = error.code?;
-    let message = error.message.unwrap_or_default();
-    Some(ImportOutcome {
-        status: IMPORT_UNKNOWN.to_string(),
-        counts: None,
-        error: Some(format!(
-            "Brevo answered HTTP 404 {code}: {message}; it no longer knows this import"
-        )),
+/// Processes a `GET /processes` page lists, at most (the endpoint's limit).
+const PROCESS_PAGE: u64 = 50;
+
+/// A `GET /processes` page: `{"count", "processes": [{id, name, status,
+/// info?, error?}]}`. Each listed process is judged as `judge_process`
+/// judges one; older ones follow while the page is full and `count` says
+/// there are more.
+fn judge_process_page(body: &[u8]) -> Option<FollowUpPage> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let processes = v.get("processes").and_then(Value::as_array);
+    let listed: Vec<(i64, Option<ImportOutcome>)> = processes
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p.get("id")?.as_i64()?, judge_process_value(p))))
+        .collect();
+    let full = listed.len() as u64 >= PROCESS_PAGE;
+    let count_says_more = v
+        .get("count")
+        .and_then(Value::as_u64)
+        .is_none_or(|count| count > PROCESS_PAGE);
+    Some(FollowUpPage {
+        more: full && count_says_more,
+        listed,
     })
 }
 
 /// A process body: terminal or still running (unknown statuses included).
+#[cfg(test)]
 fn judge_process(body: &[u8]) -> Option<ImportOutcome> {
-    let v: Value = serde_json::from_slice(body).ok()?;
+    judge_process_value(&serde_json::from_slice(body).ok()?)
+}
+
+/// A process, terminal or still running (unknown statuses included).
+fn judge_process_value(v: &Value) -> Option<ImportOutcome> {
     let status = v.get("status")?.as_str()?;
     if !matches!(status, "completed" | "failed" | "cancelled") {
         return None;
@@ -674,16 +682,13 @@ impl Destination for BrevoDestination {
             .map(FollowUp)
     }
 
-    /// Brevo allows ~100 process checks an hour per key.
+    /// Brevo allows ~100 process requests an hour per key.
     fn follow_up_budget(&self) -> Option<String> {
         Some(format!("brevo-process-checks:{}", self.key_digest()))
     }
 
-    async fn check_follow_up(
-        &self,
-        follow_up: FollowUp,
-    ) -> Result<Option<ImportOutcome>, DestinationError> {
-        self.import_outcome(follow_up.0).await
+    async fn follow_up_page(&self, page: u32) -> Result<FollowUpPage, DestinationError> {
+        self.process_page(page).await
     }
 }
 
@@ -781,15 +786,30 @@ mod tests {
     }
 
     #[test]
-    fn only_brevos_own_404_ends_a_process_check() {
-        let brevo = br#"{"code":"invalid_parameter","message":"processId is invalid"}"#;
-        let unknown = process_not_found(StatusCode::NOT_FOUND, brevo).unwrap();
-        assert_eq!(unknown.status, IMPORT_UNKNOWN);
-        assert!(unknown.error.unwrap().contains("processId is invalid"));
+    fn a_process_page_lists_each_process_and_says_whether_older_ones_follow() {
+        // The example of `getProcesses` (brevo-v3-openapi.2026-02.yaml).
+        let body = br#"{"count": 198, "processes": [
+            {"id": 217, "name": "IMPORTUSER", "status": "completed",
+             "info": {"import": {"invalid_emails": null, "duplicate_email_id": 2}}},
+            {"id": 213, "name": "SEARCH_EXPORT_USERS", "status": "completed"},
+            {"id": 212, "name": "IMPORTUSER", "status": "queued"}]}"#;
+        let page = judge_process_page(body).unwrap();
+        assert!(!page.more, "a page of three is the last");
+        assert_eq!(page.listed.len(), 3);
+        assert_eq!(page.listed[0].0, 217);
+        let done = page.listed[0].1.clone().unwrap();
+        assert_eq!(done.status, "completed");
+        assert_eq!(done.counts.unwrap()["duplicate_email_id"], 2);
+        assert_eq!(page.listed[2], (212, None));
+        let full: Vec<Value> = (0..50)
+            .map(|i| json!({"id": 1000 - i, "name": "IMPORTUSER", "status": "processing"}))
+            .collect();
+        let full = json!({"count": 120, "processes": full}).to_string();
+        assert!(judge_process_page(full.as_bytes()).unwrap().more);
+        assert_eq!(judge_process_page(b"<html>"), None);
         assert_eq!(
-            process_not_found(StatusCode::NOT_FOUND, b"<html>Not Found</html>"),
-            None
+            judge_process_page(br#"{"count": 0}"#),
+            Some(FollowUpPage::default())
         );
-        assert_eq!(process_not_found(StatusCode::BAD_REQUEST, brevo), None);
     }
 }

@@ -173,6 +173,7 @@ impl BrevoFake {
         let app = Router::new()
             .route("/v3/contacts", post(create_contact))
             .route("/v3/contacts/import", post(import_contacts))
+            .route("/v3/processes", get(list_processes))
             .route("/v3/processes/{id}", get(get_process))
             .route("/v3/contacts/attributes", get(get_attributes))
             .route(
@@ -860,12 +861,19 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
         inner.write_requests += 1;
         let request = inner.write_requests;
         let reject = inner.reject.clone();
-        let (mut imported, mut updated, mut invalid) = (0, 0, 0);
+        let (mut imported, mut updated, mut invalid, mut duplicate) = (0, 0, 0, 0);
         let mut emails = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for row in rows {
             let email = row["email"].as_str().unwrap_or_default();
             if !email.contains('@') || reject.as_ref().is_some_and(|rule| rule(email)) {
                 invalid += 1;
+                continue;
+            }
+            // An address twice in one import: the first row is imported,
+            // the later ones counted under `duplicate_email_id`.
+            if !seen.insert(email.to_lowercase()) {
+                duplicate += 1;
                 continue;
             }
             emails.push(email.to_lowercase());
@@ -890,8 +898,12 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
             json!({
                 "id": id, "name": "IMPORTUSER", "status": status,
                 "error": (status == "failed").then_some("The file could not be processed (fake)"),
+                // `info.import` as `getProcess` lists it (spec 2026-02), plus
+                // the fake's own imported/updated counts.
                 "info": {"import": {"imported": imported, "updated": updated, "invalid_emails": invalid,
-                                     "duplicate_email_id": 0, "duplicate_ext_id": 0, "duplicate_sms": 0}}
+                                     "duplicate_contact_id": 0, "duplicate_ext_id": 0,
+                                     "duplicate_email_id": duplicate, "duplicate_phone_id": 0,
+                                     "duplicate_whatsapp_id": 0, "duplicate_landline_number_id": 0}}
             }),
         );
         (id, request, emails)
@@ -902,6 +914,59 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
         axum::Json(json!({"processId": process_id})),
     )
         .into_response()
+}
+
+/// `GET /processes?limit&offset&sort` (`getProcesses`, spec 2026-02):
+/// `limit` 0 to 50 (default 10), `offset` (default 0), `sort` `asc` or
+/// `desc` (default: newest first); `{"count", "processes"}`.
+async fn list_processes(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Response {
+    let query = query.unwrap_or_default();
+    let param = |name: &str| {
+        query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    };
+    let limit = param("limit").map_or(Ok(10), |v| v.parse::<usize>());
+    let offset = param("offset").map_or(Ok(0), |v| v.parse::<usize>());
+    let sort = param("sort").unwrap_or_else(|| "desc".into());
+    let response = match authorize(&shared, &headers) {
+        Err(r) => r,
+        Ok(()) => match (limit, offset) {
+            (Ok(limit), Ok(offset)) if limit <= 50 && (sort == "asc" || sort == "desc") => {
+                let inner = lock(&shared);
+                let mut all: Vec<Value> = inner.processes.values().cloned().collect();
+                if sort == "desc" {
+                    all.reverse();
+                }
+                let page: Vec<Value> = all.iter().skip(offset).take(limit).cloned().collect();
+                (
+                    StatusCode::OK,
+                    axum::Json(json!({"count": all.len(), "processes": page})),
+                )
+                    .into_response()
+            }
+            _ => error(
+                StatusCode::BAD_REQUEST,
+                "invalid_parameter",
+                "limit must be 0 to 50, offset a number, sort asc or desc",
+            ),
+        },
+    };
+    record(
+        &shared,
+        "GET",
+        &format!("/v3/processes?{query}"),
+        &headers,
+        &Value::Null,
+        response.status().as_u16(),
+    );
+    response
 }
 
 async fn get_process(
