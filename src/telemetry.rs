@@ -117,6 +117,11 @@ fn describe() {
         "Rows purged past retention.*, by table (runs, alerts, audit_log)."
     );
     describe_counter!(
+        "syncward_attribute_values_dropped_total",
+        Unit::Count,
+        "Mapped values left out because they do not fit their destination attribute's type (Brevo would ignore them), by sync, workspace and attribute."
+    );
+    describe_counter!(
         "syncward_import_checks_total",
         Unit::Count,
         "Checks of asynchronous imports (Brevo processes), by outcome (ended, running, failed, budget_spent); Brevo allows ~100 an hour per key."
@@ -211,6 +216,17 @@ pub fn record_success(sync: &str, workspace: &str, at: chrono::DateTime<chrono::
         "workspace" => workspace.to_owned()
     )
     .set(at.timestamp_millis() as f64 / 1000.0);
+}
+
+/// Mapped values of `attribute` a run left out for not fitting its type.
+pub fn record_values_dropped(sync: &str, workspace: &str, attribute: &str, count: u64) {
+    metrics::counter!(
+        "syncward_attribute_values_dropped_total",
+        "sync" => sync.to_owned(),
+        "workspace" => workspace.to_owned(),
+        "attribute" => attribute.to_owned()
+    )
+    .increment(count);
 }
 
 /// At a run's first page: how long a source transaction that holds the

@@ -4,7 +4,7 @@ use anyhow::Context;
 
 use crate::cli::SyncCommand;
 use crate::config::{Settings, SyncDefinition, load_definitions, sync_files_in};
-use crate::destination::brevo::missing_attributes;
+use crate::destination::brevo::{account_check, missing_attributes};
 use crate::store;
 use crate::store::rejected::PutBackFilter;
 
@@ -251,25 +251,49 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             let preview =
                 crate::worker::preview(&pool, &definition, &secrets, sync.ledger_epoch, limit)
                     .await?;
-            let warning = match missing_attributes(
+            let check = account_check(
                 &definition.destination,
                 mapped_attributes(&definition),
                 &secrets,
             )
-            .await
-            {
-                Some(Ok(missing)) if !missing.is_empty() => Some(format!(
-                    "warning: the Brevo account has no attribute {}: imports drop {} without a word \
-                     (single upserts are refused); create {} in Brevo or change the mapping",
-                    missing.join(", "),
-                    if missing.len() == 1 { "it" } else { "them" },
-                    if missing.len() == 1 { "it" } else { "them" },
-                )),
-                Some(Err(e)) => Some(format!(
+            .await;
+            let mut warnings = Vec::new();
+            match &check {
+                Some(Ok(found)) if !found.missing.is_empty() => {
+                    let missing = &found.missing;
+                    warnings.push(format!(
+                        "warning: the Brevo account has no attribute {}: imports drop {} without a word \
+                         (single upserts are refused); create {} in Brevo or change the mapping",
+                        missing.join(", "),
+                        if missing.len() == 1 { "it" } else { "them" },
+                        if missing.len() == 1 { "it" } else { "them" },
+                    ));
+                }
+                Some(Err(e)) => warnings.push(format!(
                     "warning: the mapped attributes could not be checked against Brevo: {e}"
                 )),
-                _ => None,
-            };
+                _ => {}
+            }
+            // Values of this sample that Brevo would ignore for their
+            // attribute's type (the run leaves them out and says so).
+            if let Some(Ok(found)) = &check {
+                for r in &preview.records {
+                    for (name, value) in &r.attributes {
+                        if let Some(Err(why)) = found
+                            .types
+                            .get(name)
+                            .filter(|_| !value.is_null())
+                            .map(|t| t.fit(value))
+                        {
+                            warnings.push(format!(
+                                "warning: record #{} attribute {name}: {why}; Brevo would ignore it, so the run leaves it out",
+                                r.position
+                            ));
+                        }
+                    }
+                }
+            }
+            let warning = (!warnings.is_empty()).then(|| warnings.join("\n"));
             if json.json {
                 if let Some(warning) = &warning {
                     eprintln!("{warning}");

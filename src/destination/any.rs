@@ -89,6 +89,13 @@ impl Destination for AnyDestination {
         }
     }
 
+    fn take_dropped(&self) -> Vec<(String, u64, String)> {
+        match self {
+            AnyDestination::Brevo(d) => d.take_dropped(),
+            AnyDestination::Webhook(d) => d.take_dropped(),
+        }
+    }
+
     async fn follow_up_page(&self, page: u32) -> Result<FollowUpPage, DestinationError> {
         match self {
             AnyDestination::Brevo(d) => d.follow_up_page(page).await,

@@ -52,6 +52,13 @@ pub trait Destination: Send + Sync {
         None
     }
 
+    /// What the destination left out of the records it wrote so far, and
+    /// why (values that do not fit their attribute): `(attribute, how many,
+    /// why)`, taken (a second call names only what came after).
+    fn take_dropped(&self) -> Vec<(String, u64, String)> {
+        Vec::new()
+    }
+
     /// Page `page` (0: the newest) of the destination's list of follow-ups:
     /// one request, however many imports it settles.
     fn follow_up_page(

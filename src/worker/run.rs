@@ -154,6 +154,7 @@ pub async fn execute_run(
             lost: &lost,
         };
         let mut report = run_with_lease(&cx, start, &mut source, progress).await;
+        record_dropped_values(env, run, definition, &destination).await;
         report.lease = Some(lease);
         report
     }
@@ -169,6 +170,36 @@ struct LoopState {
 }
 
 /// Runs the pages while the lease is renewed beside them.
+/// Values the destination left out for not fitting their attribute's type
+/// (Brevo ignores such a value): one notice per attribute on the run's
+/// timeline, a WARN, and the metric, so what Brevo would drop is never
+/// counted as written without a word.
+async fn record_dropped_values(
+    env: &RunEnv,
+    run: &RunRow,
+    definition: &SyncDefinition,
+    destination: &AnyDestination,
+) {
+    for (attribute, count, why) in destination.take_dropped() {
+        let notice = format!(
+            "attribute {attribute}: {count} value(s) not written, {why} (Brevo would ignore them); \
+             fix the mapping or the attribute's type"
+        );
+        warn!(notice = %notice, "Destination notice");
+        crate::telemetry::record_values_dropped(
+            &run.sync_id,
+            definition.workspace.as_str(),
+            &attribute,
+            count,
+        );
+        let event =
+            serde_json::json!({ "message": notice, "attribute": attribute, "values": count });
+        if let Err(e) = runs::add_run_event(&env.store, run.id, "destination_notice", event).await {
+            warn!(error = %e, "Could not record the destination notice");
+        }
+    }
+}
+
 async fn run_with_lease(
     cx: &RunContext<'_>,
     start: Option<Value>,

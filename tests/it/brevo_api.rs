@@ -470,3 +470,101 @@ async fn a_spent_quota_holds_the_next_write_until_the_reset() -> anyhow::Result<
     );
     Ok(())
 }
+
+/// Brevo ignores a value that does not match its attribute's type ("Values
+/// that don't match the attribute type (e.g. text or string in a date
+/// attribute) will be ignored", `createContact.attributes`,
+/// brevo-v3-openapi.2025-08.yml line 22830; the fake ignores them too). The
+/// run reads the types with the names (`getAttributes`: `type`, a category's
+/// `enumeration`), converts what it can without loss (a timestamp to its
+/// day, a category label to its value), leaves out what it cannot, and says
+/// so per attribute on the run's timeline and in the metric: nothing Brevo
+/// drops is counted as written without a word.
+#[tokio::test(flavor = "multi_thread")]
+async fn values_that_do_not_fit_their_attribute_type_are_converted_or_reported()
+-> anyhow::Result<()> {
+    for mode in ["bulk", "single"] {
+        let s = Scenario::new(SyncOptions {
+            mode,
+            ..SyncOptions::default()
+        })
+        .await?;
+        sqlx::raw_sql(
+            "ALTER TABLE contacts ADD COLUMN signup text, ADD COLUMN gender text;
+             UPDATE contacts SET
+               signup = CASE WHEN id % 2 = 0 THEN '2025-03-04T10:00:00Z' ELSE 'soon' END,
+               gender = CASE id % 3 WHEN 0 THEN 'Women' WHEN 1 THEN '1' ELSE 'Robot' END",
+        )
+        .execute(&s.db.pool)
+        .await?;
+        let path = sync_file(&s, r#"DOB = "signup", GENDER = "gender""#)?;
+        let text = std::fs::read_to_string(&path)?
+            .replace(
+                "SELECT id, email, first_name FROM contacts",
+                "SELECT id, email, first_name, signup, gender FROM contacts",
+            )
+            .replace("mode = \"bulk\"", &format!("mode = \"{mode}\""));
+        std::fs::write(&path, text)?;
+        s.cli.run(&["sync", "apply", &path]).await?.ok()?;
+        // The preview names the mismatches of its sample.
+        let preview = s.cli.run(&["sync", "preview", SYNC_ID]).await?.ok()?.stdout;
+        assert!(
+            preview.contains("attribute DOB: text that is not a date")
+                && preview.contains("attribute GENDER: a value that is not one of the category's"),
+            "{preview}"
+        );
+        assert_eq!(s.run_foreground().await?.code, 0, "{mode}");
+        let run = s.last_run().await?;
+        assert_eq!(run["status"], "succeeded", "{mode}: {run}");
+        assert_eq!(run["records_written"], 30, "{mode}: {run}");
+
+        for (email, contact) in s.fake.contacts() {
+            let id: i64 = email
+                .trim_start_matches("user")
+                .trim_end_matches("@example.com")
+                .parse()?;
+            let dob = contact.attributes.get("DOB");
+            let gender = contact.attributes.get("GENDER");
+            if id % 2 == 0 {
+                assert_eq!(
+                    dob,
+                    Some(&serde_json::json!("2025-03-04")),
+                    "{mode} {email}"
+                );
+            } else {
+                assert_eq!(dob, None, "{mode} {email}");
+            }
+            match id % 3 {
+                0 => assert_eq!(gender, Some(&serde_json::json!(2)), "{mode} {email}"),
+                1 => assert_eq!(gender, Some(&serde_json::json!(1)), "{mode} {email}"),
+                _ => assert_eq!(gender, None, "{mode} {email}"),
+            }
+        }
+        // What does not fit is not sent at all.
+        for attributes in written_attributes(&s) {
+            assert_ne!(attributes.get("DOB"), Some(&serde_json::json!("soon")));
+            assert_ne!(attributes.get("GENDER"), Some(&serde_json::json!("Robot")));
+        }
+        let notices = destination_notices(&s).await?;
+        assert!(
+            notices
+                .iter()
+                .any(|n| n.starts_with("attribute DOB: 15 value(s) not written")
+                    && n.contains("not a date")),
+            "{mode}: {notices:?}"
+        );
+        assert!(
+            notices
+                .iter()
+                .any(|n| n.starts_with("attribute GENDER: 10 value(s) not written")),
+            "{mode}: {notices:?}"
+        );
+        let run_id = run["id"].as_i64().unwrap_or_default().to_string();
+        let shown = s.cli.run(&["runs", "show", &run_id]).await?.ok()?.stdout;
+        assert!(
+            shown.contains("attribute DOB: 15 value(s) not written"),
+            "{shown}"
+        );
+    }
+    Ok(())
+}

@@ -10,20 +10,30 @@ use std::time::{Duration, Instant};
 
 use tracing::warn;
 
+use super::attribute_types::AttributeType;
 use super::client::BrevoDestination;
 use crate::connector_config::WorkspaceSecrets;
 use crate::destination::{DESTINATION_RETRY, DestinationConfig, DestinationError};
 
-/// The mapped attributes the account lacks, sorted; `None` when there is
+/// What the account says of a sync's mapped attributes: those it lacks
+/// (sorted), and the type of each it has.
+#[derive(Debug, Default)]
+pub struct AccountCheck {
+    pub missing: Vec<String>,
+    /// Mapped name (as the mapping writes it) → the account's type.
+    pub types: HashMap<String, AttributeType>,
+}
+
+/// The mapped attributes checked against the account; `None` when there is
 /// nothing to check: the destination is not Brevo, the mapping has no
 /// attributes, or the API key is not in the workspace's secrets here (the
 /// check needs the key; the daemon's machine may be the only one that has
 /// it).
-pub async fn missing_attributes<'a>(
+pub async fn account_check<'a>(
     destination: &DestinationConfig,
     mapped: impl IntoIterator<Item = &'a str>,
     secrets: &WorkspaceSecrets,
-) -> Option<Result<Vec<String>, DestinationError>> {
+) -> Option<Result<AccountCheck, DestinationError>> {
     let DestinationConfig::Brevo(config) = destination else {
         return None;
     };
@@ -41,10 +51,21 @@ pub async fn missing_attributes<'a>(
     };
     Some(
         brevo
-            .attribute_names()
+            .account_attributes()
             .await
-            .map(|names| missing(mapped.into_iter(), &names)),
+            .map(|account| check(mapped.into_iter(), &account)),
     )
+}
+
+/// The mapped attributes the account lacks, sorted (see `account_check`).
+pub async fn missing_attributes<'a>(
+    destination: &DestinationConfig,
+    mapped: impl IntoIterator<Item = &'a str>,
+    secrets: &WorkspaceSecrets,
+) -> Option<Result<Vec<String>, DestinationError>> {
+    account_check(destination, mapped, secrets)
+        .await
+        .map(|r| r.map(|c| c.missing))
 }
 
 /// How long a run reuses the account's attribute list another run of this
@@ -53,7 +74,7 @@ pub async fn missing_attributes<'a>(
 const ATTRIBUTES_FRESH_FOR: Duration = Duration::from_secs(300);
 
 /// Attribute lists per account (base URL and key digest), with when fetched.
-type AttributesCache = Mutex<HashMap<(String, String), (Instant, Vec<String>)>>;
+type AttributesCache = Mutex<HashMap<(String, String), (Instant, Vec<(String, AttributeType)>)>>;
 
 fn cache() -> &'static AttributesCache {
     static CACHE: OnceLock<AttributesCache> = OnceLock::new();
@@ -84,7 +105,7 @@ pub(super) async fn check_at_start(
         .map(|(_, names)| names.clone());
     let account = match cached {
         Some(names) => names,
-        None => match brevo.attribute_names().await {
+        None => match brevo.account_attributes().await {
             Ok(names) => {
                 cache()
                     .lock()
@@ -98,28 +119,38 @@ pub(super) async fn check_at_start(
             }
         },
     };
-    let absent = missing(attributes.iter().map(String::as_str), &account);
-    if absent.is_empty() {
-        return Vec::new();
-    }
-    let notice = format!(
-        "attributes {} are not in the Brevo account and were not written",
-        absent.join(", ")
-    );
-    brevo.leave_out(absent);
-    vec![notice]
+    let AccountCheck { missing, types } = check(attributes.iter().map(String::as_str), &account);
+    let notices = if missing.is_empty() {
+        Vec::new()
+    } else {
+        vec![format!(
+            "attributes {} are not in the Brevo account and were not written",
+            missing.join(", ")
+        )]
+    };
+    brevo.fit_to(missing, types);
+    notices
 }
 
-/// Mapped names with no account attribute of that name. Brevo names are
-/// upper case and matched without regard to case, as Brevo does.
-fn missing<'a>(mapped: impl Iterator<Item = &'a str>, account: &[String]) -> Vec<String> {
-    let mut absent: Vec<String> = mapped
-        .filter(|m| !account.iter().any(|a| a.eq_ignore_ascii_case(m)))
-        .map(str::to_string)
-        .collect();
-    absent.sort();
-    absent.dedup();
-    absent
+/// Mapped names with no account attribute of that name, and the type of
+/// each the account has. Brevo names are upper case and matched without
+/// regard to case, as Brevo does.
+fn check<'a>(
+    mapped: impl Iterator<Item = &'a str>,
+    account: &[(String, AttributeType)],
+) -> AccountCheck {
+    let mut result = AccountCheck::default();
+    for name in mapped {
+        match account.iter().find(|(a, _)| a.eq_ignore_ascii_case(name)) {
+            Some((_, kind)) => {
+                result.types.insert(name.to_string(), kind.clone());
+            }
+            None => result.missing.push(name.to_string()),
+        }
+    }
+    result.missing.sort();
+    result.missing.dedup();
+    result
 }
 
 #[cfg(test)]
@@ -127,15 +158,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_the_attributes_the_account_lacks() {
-        let account = vec!["FIRSTNAME".to_string(), "LASTNAME".to_string()];
-        assert_eq!(
-            missing(
-                ["FIRSTNAME", "SHOPIFY_ID", "lastname"].into_iter(),
-                &account
-            ),
-            vec!["SHOPIFY_ID".to_string()]
-        );
-        assert!(missing(std::iter::empty(), &account).is_empty());
+    fn names_the_attributes_the_account_lacks_and_types_the_others() {
+        let account = vec![
+            ("FIRSTNAME".to_string(), AttributeType::Text),
+            ("DOB".to_string(), AttributeType::Date),
+        ];
+        let found = check(["FIRSTNAME", "SHOPIFY_ID", "dob"].into_iter(), &account);
+        assert_eq!(found.missing, vec!["SHOPIFY_ID".to_string()]);
+        assert_eq!(found.types.get("dob"), Some(&AttributeType::Date));
+        assert_eq!(found.types.get("FIRSTNAME"), Some(&AttributeType::Text));
+        assert!(check(std::iter::empty(), &account).missing.is_empty());
     }
 }

@@ -4,12 +4,15 @@
 //! each body stays under 8 MB, and keeps the returned `processId`.
 //! Errors are classified by status first, then by Brevo's `code`.
 
+use std::collections::HashMap;
+
 use futures::future::join_all;
 use reqwest::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::attribute_types::{AttributeType, Dropped};
 use super::config::{BrevoDestinationConfig, BrevoMode};
 use crate::connector_config::WorkspaceSecrets;
 use crate::destination::delivery::Destination;
@@ -42,9 +45,21 @@ pub struct BrevoDestination {
     /// The pace of imports: only with a shared budget (`share_budgets`); a
     /// run alone sends one import per page.
     import_pacer: Option<Pacer>,
-    /// Mapped attributes the account lacks (found by `start`): left out of
-    /// every body, since an import would drop them silently anyway.
-    unknown: Vec<String>,
+    /// What `start` found of the mapped attributes in the account.
+    fitting: Fitting,
+}
+
+/// How a run's attribute values are fitted to the account (found by
+/// `start`): attributes the account lacks are left out of every body, since
+/// an import would drop them silently anyway; a value that does not fit its
+/// attribute's type is converted where nothing is lost, else left out and
+/// counted in `dropped`.
+#[derive(Debug, Default)]
+pub(super) struct Fitting {
+    pub unknown: Vec<String>,
+    /// Mapped attribute name (as the mapping writes it) → its type.
+    pub types: HashMap<String, AttributeType>,
+    pub dropped: Dropped,
 }
 
 impl std::fmt::Debug for BrevoDestination {
@@ -86,7 +101,7 @@ impl BrevoDestination {
             policy,
             create_pacer,
             import_pacer: None,
-            unknown: Vec::new(),
+            fitting: Fitting::default(),
         })
     }
 
@@ -111,7 +126,7 @@ impl BrevoDestination {
     fn attributes_of<'a>(&'a self, record: &'a Outbound) -> NonNull<'a> {
         NonNull {
             attributes: &record.contact.attributes,
-            unknown: &self.unknown,
+            fitting: &self.fitting,
         }
     }
 
@@ -120,9 +135,10 @@ impl BrevoDestination {
         self.config.base_url.as_str()
     }
 
-    /// Records the mapped attributes the account lacks.
-    pub(super) fn leave_out(&mut self, unknown: Vec<String>) {
-        self.unknown = unknown;
+    /// Records what the account holds of the mapped attributes.
+    pub(super) fn fit_to(&mut self, unknown: Vec<String>, types: HashMap<String, AttributeType>) {
+        self.fitting.unknown = unknown;
+        self.fitting.types = types;
     }
 
     fn url(&self, path: &str) -> String {
@@ -138,11 +154,13 @@ impl BrevoDestination {
         hex::encode(&sha2::Sha256::digest(self.api_key.expose_secret().as_bytes())[..8])
     }
 
-    /// `GET /contacts/attributes`: the names of the account's contact
-    /// attributes (`{"attributes": [{"name", "category", "type", …}]}`,
-    /// brevo-v3-openapi.2025-08.yml `getAttributes`). One call, no retries:
-    /// `sync apply` and `sync preview` ask it once.
-    pub async fn attribute_names(&self) -> Result<Vec<String>, DestinationError> {
+    /// `GET /contacts/attributes`: the account's contact attributes with
+    /// their types (`{"attributes": [{"name", "category", "type",
+    /// "enumeration"?, …}]}`, brevo-v3-openapi.2026-02.yaml `getAttributes`).
+    /// One call, no retries: `sync apply` and `sync preview` ask it once.
+    pub async fn account_attributes(
+        &self,
+    ) -> Result<Vec<(String, AttributeType)>, DestinationError> {
         let what = "listing the account's attributes";
         let (status, body) = self.get_once("/contacts/attributes", what).await?;
         if !status.is_success() {
@@ -158,7 +176,12 @@ impl BrevoDestination {
             .as_array()
             .map(|a| {
                 a.iter()
-                    .filter_map(|x| x["name"].as_str().map(str::to_string))
+                    .filter_map(|x| {
+                        Some((
+                            x["name"].as_str()?.to_string(),
+                            AttributeType::of_listing(x),
+                        ))
+                    })
                     .collect()
             })
             .unwrap_or_default())
@@ -287,7 +310,7 @@ impl BrevoDestination {
         // its bytes go into the body as they are.
         let rows: Vec<Vec<u8>> = records
             .iter()
-            .map(|r| import_row(r, &self.unknown))
+            .map(|r| import_row(r, &self.fitting))
             .collect();
         let sizes: Vec<usize> = rows.iter().map(Vec::len).collect();
         // A list of integers always serializes.
@@ -503,11 +526,11 @@ struct ImportRow<'a> {
 /// source's null (a Shopify customer without a first name) is left out: the
 /// contact keeps what Brevo has for it (imports run with
 /// `emptyContactsAttributes: false`).
-/// Attributes the account lacks (`unknown`, found when the run opened) are
-/// left out too: what is sent is what Brevo keeps.
+/// Attributes the account lacks are left out too, and each value is fitted to
+/// its attribute's type (`Fitting`): what is sent is what Brevo keeps.
 struct NonNull<'a> {
     attributes: &'a serde_json::Map<String, Value>,
-    unknown: &'a [String],
+    fitting: &'a Fitting,
 }
 
 impl serde::Serialize for NonNull<'_> {
@@ -517,22 +540,26 @@ impl serde::Serialize for NonNull<'_> {
         let kept = self
             .attributes
             .iter()
-            .filter(|(n, v)| !v.is_null() && !self.unknown.iter().any(|u| u == *n));
+            .filter(|(n, v)| !v.is_null() && !self.fitting.unknown.iter().any(|u| u == *n));
         for (name, value) in kept {
-            map.serialize_entry(name, value)?;
+            match self.fitting.types.get(name.as_str()).map(|t| t.fit(value)) {
+                None => map.serialize_entry(name, value)?,
+                Some(Ok(fitted)) => map.serialize_entry(name, fitted.as_ref())?,
+                Some(Err(why)) => self.fitting.dropped.note(name, why),
+            }
         }
         map.end()
     }
 }
 
 /// One contact as written in an import's `jsonBody`.
-fn import_row(record: &Outbound, unknown: &[String]) -> Vec<u8> {
+fn import_row(record: &Outbound, fitting: &Fitting) -> Vec<u8> {
     // A string and a map of JSON values always serialize.
     serde_json::to_vec(&ImportRow {
         email: &record.contact.email,
         attributes: NonNull {
             attributes: &record.contact.attributes,
-            unknown,
+            fitting,
         },
     })
     .unwrap_or_default()
@@ -682,6 +709,12 @@ impl Destination for BrevoDestination {
             .map(FollowUp)
     }
 
+    /// Values left out for not fitting their attribute's type (Brevo would
+    /// ignore them).
+    fn take_dropped(&self) -> Vec<(String, u64, String)> {
+        self.fitting.dropped.take()
+    }
+
     /// Brevo allows ~100 process requests an hour per key.
     fn follow_up_budget(&self) -> Option<String> {
         Some(format!("brevo-process-checks:{}", self.key_digest()))
@@ -712,7 +745,10 @@ mod tests {
                 },
             })
             .collect();
-        let sizes: Vec<usize> = records.iter().map(|r| import_row(r, &[]).len()).collect();
+        let sizes: Vec<usize> = records
+            .iter()
+            .map(|r| import_row(r, &Fitting::default()).len())
+            .collect();
         let chunks = split_by_body_size(&sizes, 4096 + 10_500);
         assert!(chunks.len() >= 5, "{}", chunks.len());
         assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 50);

@@ -1,9 +1,11 @@
 //! Destination `brevo`: contacts, upserted one by one or imported per page.
 
+mod attribute_types;
 mod attributes;
 mod client;
 mod config;
 
-pub use attributes::missing_attributes;
+pub use attribute_types::AttributeType;
+pub use attributes::{account_check, missing_attributes};
 pub use client::{BrevoDestination, IMPORT_BODY_LIMIT};
 pub use config::{BrevoDestinationConfig, BrevoMode};

@@ -512,7 +512,14 @@ fn upsert(
     request: usize,
 ) -> bool {
     let key = email.to_lowercase();
-    let attrs = attributes.as_object().cloned().unwrap_or_default();
+    let mut attrs = attributes.as_object().cloned().unwrap_or_default();
+    // "Values that don't match the attribute type (e.g. text or string in a
+    // date attribute) will be ignored" (`createContact.attributes`,
+    // brevo-v3-openapi.2025-08.yml line 22830): kept out of the contact.
+    if !inner.lean {
+        let listed = inner.attributes.clone().unwrap_or_else(default_attributes);
+        attrs.retain(|name, value| fits_type(&listed, name, value));
+    }
     if !inner.lean {
         inner.writes.push(ContactWrite {
             email: key.clone(),
@@ -1004,6 +1011,38 @@ async fn get_process(
 /// /contacts/attributes` (brevo-v3-openapi.2025-08.yml lines 2594-2621), plus
 /// the attributes the tests' and shipped examples' syncs map, as an account
 /// set up for them would have.
+/// Whether Brevo keeps `value` in attribute `name` of this account (an
+/// attribute it does not list is left to the unknown-attribute rules).
+fn fits_type(listed: &[Value], name: &str, value: &Value) -> bool {
+    let Some(attribute) = listed.iter().find(|a| {
+        a["name"]
+            .as_str()
+            .is_some_and(|n| n.eq_ignore_ascii_case(name))
+    }) else {
+        return true;
+    };
+    if let Some(enumeration) = attribute["enumeration"].as_array() {
+        return value
+            .as_i64()
+            .is_some_and(|v| enumeration.iter().any(|e| e["value"].as_i64() == Some(v)));
+    }
+    match attribute["type"].as_str() {
+        Some("date") => value.as_str().is_some_and(|s| {
+            s.len() == 10 && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
+        }),
+        Some("float") => value.is_number(),
+        Some("boolean") => value.is_boolean(),
+        Some("text") => value.is_string() || value.is_number() || value.is_boolean(),
+        Some("multiple-choice") => {
+            let options = attribute["multiCategoryOptions"].as_array();
+            value
+                .as_array()
+                .is_some_and(|items| items.iter().all(|i| options.is_some_and(|o| o.contains(i))))
+        }
+        _ => true,
+    }
+}
+
 fn default_attributes() -> Vec<Value> {
     let mut attributes = vec![
         json!({"name": "LASTNAME", "category": "normal", "type": "text"}),
@@ -1015,7 +1054,13 @@ fn default_attributes() -> Vec<Value> {
         json!({"name": "COUNTRY", "category": "normal", "type": "multiple-choice",
                "multiCategoryOptions": ["USA", "India", "France"]}),
     ];
-    for name in ["SHOPIFY_ID", "NAME", "EXT_ID", "EXTERNAL_ID"] {
+    for name in [
+        "SHOPIFY_ID",
+        "NAME",
+        "EXT_ID",
+        "EXTERNAL_ID",
+        "OPT_IN_LEVEL",
+    ] {
         attributes.push(json!({"name": name, "category": "normal", "type": "text"}));
     }
     attributes
