@@ -34,6 +34,11 @@ pub struct SyncPlan {
     pub changes: Vec<FieldChange>,
     /// What the changes mean for delivery.
     pub meaning: Vec<String>,
+    /// What a sample of the source says against the destination (values
+    /// Brevo would ignore for their attribute's type), where this machine
+    /// holds the secrets to look.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl SyncPlan {
@@ -57,6 +62,7 @@ pub async fn plan(
                     action: PlannedAction::Archive,
                     version: Some(s.version),
                     changes: Vec::new(),
+                    warnings: Vec::new(),
                     meaning: vec![
                         "its file is gone: it would be archived (it never runs again, keeps its history and ledger, and comes back when its file is applied)".into(),
                     ],
@@ -78,6 +84,7 @@ pub async fn plan(
                 action: PlannedAction::Create,
                 version: None,
                 changes: field_changes(&serde_json::Value::Null, &new),
+                warnings: Vec::new(),
                 meaning: vec!["a new sync: its first run reads the source from the start".into()],
             });
             continue;
@@ -104,6 +111,7 @@ pub async fn plan(
             version: Some(stored.version),
             changes,
             meaning,
+            warnings: Vec::new(),
         });
     }
     Ok(plans)
@@ -144,6 +152,9 @@ pub fn to_text(plans: &[SyncPlan]) -> String {
         }
         for m in &p.meaning {
             text.push_str(&format!("    means: {m}\n"));
+        }
+        for w in &p.warnings {
+            text.push_str(&format!("    warning: {w}\n"));
         }
     }
     let count = |a: PlannedAction| plans.iter().filter(|p| p.action == a).count();

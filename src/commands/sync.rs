@@ -4,7 +4,7 @@ use anyhow::Context;
 
 use crate::cli::SyncCommand;
 use crate::config::{Settings, SyncDefinition, load_definitions, sync_files_in};
-use crate::destination::brevo::{account_check, missing_attributes};
+use crate::destination::brevo::{AccountCheck, account_check, missing_attributes};
 use crate::store;
 use crate::store::rejected::PutBackFilter;
 
@@ -32,8 +32,14 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         let definitions = load_definitions(&paths, (!*plan).then_some(&secrets))?;
         if *plan {
             let pool = store::connect(&settings.database).await?;
-            let door = Door::new(pool, settings.run_attempts()).enter(Scope::Cli);
-            let plans = super::plan::plan(&door, &definitions, prune.is_some()).await?;
+            let door = Door::new(pool.clone(), settings.run_attempts()).enter(Scope::Cli);
+            let mut plans = super::plan::plan(&door, &definitions, prune.is_some()).await?;
+            for definition in &definitions {
+                let warnings = plan_sample_warnings(&pool, settings, definition).await;
+                if let Some(p) = plans.iter_mut().find(|p| p.sync == definition.id.as_str()) {
+                    p.warnings = warnings;
+                }
+            }
             if json.json {
                 print_json(&plans)?;
             } else {
@@ -274,24 +280,12 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 )),
                 _ => {}
             }
-            // Values of this sample that Brevo would ignore for their
-            // attribute's type (the run leaves them out and says so).
             if let Some(Ok(found)) = &check {
-                for r in &preview.records {
-                    for (name, value) in &r.attributes {
-                        if let Some(Err(why)) = found
-                            .types
-                            .get(name)
-                            .filter(|_| !value.is_null())
-                            .map(|t| t.fit(value))
-                        {
-                            warnings.push(format!(
-                                "warning: record #{} attribute {name}: {why}; Brevo would ignore it, so the run leaves it out",
-                                r.position
-                            ));
-                        }
-                    }
-                }
+                warnings.extend(
+                    type_mismatches(found, &preview)
+                        .into_iter()
+                        .map(|m| format!("warning: {m}")),
+                );
             }
             let warning = (!warnings.is_empty()).then(|| warnings.join("\n"));
             if json.json {
@@ -382,6 +376,65 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             );
             Ok(())
         }
+    }
+}
+
+/// Values of a preview's sample that Brevo would ignore for their
+/// attribute's type (a run leaves them out and says so), one line each.
+fn type_mismatches(found: &AccountCheck, preview: &crate::worker::Preview) -> Vec<String> {
+    let mut lines = Vec::new();
+    for r in &preview.records {
+        for (name, value) in &r.attributes {
+            if let Some(Err(why)) = found
+                .types
+                .get(name)
+                .filter(|_| !value.is_null())
+                .map(|t| t.fit(value))
+            {
+                lines.push(format!(
+                    "record #{} attribute {name}: {why}; Brevo would ignore it, so a run leaves it out",
+                    r.position
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// Records of the next page that `--plan` checks against the attribute
+/// types, at most.
+const PLAN_SAMPLE: usize = 20;
+
+/// `--plan`'s look at a sample: where this machine holds the workspace's
+/// secrets (a plan in CI has none, and checks nothing), the next page's
+/// first records are mapped and their values fitted to the Brevo account's
+/// attribute types; each mismatch is one line. A sample that cannot be read
+/// says so in one line.
+async fn plan_sample_warnings(
+    pool: &sqlx::PgPool,
+    settings: &Settings,
+    definition: &SyncDefinition,
+) -> Vec<String> {
+    let secrets = settings.secrets.store().workspace(&definition.workspace);
+    let Some(check) = account_check(
+        &definition.destination,
+        mapped_attributes(definition),
+        &secrets,
+    )
+    .await
+    else {
+        return Vec::new();
+    };
+    let found = match check {
+        Ok(found) if !found.types.is_empty() => found,
+        Ok(_) => return Vec::new(),
+        Err(e) => return vec![format!("attribute types not checked: {e}")],
+    };
+    match crate::worker::preview(pool, definition, &secrets, 0, PLAN_SAMPLE).await {
+        Ok(preview) => type_mismatches(&found, &preview),
+        Err(e) => vec![format!(
+            "attribute types not checked: the source could not be sampled: {e:#}"
+        )],
     }
 }
 

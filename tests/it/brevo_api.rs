@@ -506,6 +506,18 @@ async fn values_that_do_not_fit_their_attribute_type_are_converted_or_reported()
             .replace("mode = \"bulk\"", &format!("mode = \"{mode}\""));
         std::fs::write(&path, text)?;
         s.cli.run(&["sync", "apply", &path]).await?.ok()?;
+        // The plan, on a machine that holds the secrets, names the
+        // mismatches of a sample too (nothing changes: exit 0).
+        let plan = s.cli.run(&["sync", "apply", "--plan", &path]).await?;
+        assert_eq!(plan.code, 0, "{plan:?}");
+        assert!(
+            plan.stdout.contains("warning: record #")
+                && plan
+                    .stdout
+                    .contains("attribute DOB: text that is not a date"),
+            "{}",
+            plan.stdout
+        );
         // The preview names the mismatches of its sample.
         let preview = s.cli.run(&["sync", "preview", SYNC_ID]).await?.ok()?.stdout;
         assert!(

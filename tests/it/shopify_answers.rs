@@ -263,6 +263,36 @@ async fn consent_has_three_states_in_single_mode() -> anyhow::Result<()> {
     consent_is_honoured("single", false).await
 }
 
+/// The opt-in level and the time consent last changed
+/// (`CustomerEmailAddress.marketingOptInLevel` and `marketingUpdatedAt`)
+/// are read with every customer and can be mapped to attributes.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_opt_in_level_and_consent_time_can_be_mapped_to_attributes() -> anyhow::Result<()> {
+    let s = Shop::start(3).await?;
+    let path = s.sync_file("bulk", "2025-07", CONSENT)?;
+    let text = std::fs::read_to_string(&path)?.replace(
+        r#"attributes = { FIRSTNAME = "firstName", LASTNAME = "lastName" }"#,
+        r#"attributes = { FIRSTNAME = "firstName", OPT_IN_LEVEL = "defaultEmailAddress.marketingOptInLevel", CONSENT_UPDATED_AT = "defaultEmailAddress.marketingUpdatedAt" }"#,
+    );
+    assert!(text.contains("OPT_IN_LEVEL"));
+    std::fs::write(&path, text)?;
+    s.cli
+        .run(&["sync", "apply", "--skip-attribute-check", &path])
+        .await?
+        .ok()?;
+    let (code, shown) = s.run().await?;
+    assert_eq!(code, 0, "{shown}");
+    // The fake answers only the fields the query selected, as GraphQL does.
+    let contacts = s.brevo.contacts();
+    let first = &contacts["customer1@example.com"];
+    assert_eq!(first.attributes["OPT_IN_LEVEL"], "SINGLE_OPT_IN");
+    assert_eq!(
+        first.attributes["CONSENT_UPDATED_AT"],
+        "2025-01-01T00:00:01Z"
+    );
+    Ok(())
+}
+
 /// Without a consent rule, a store's customers would all join the lists:
 /// `sync apply` refuses the file, naming the key to add.
 #[tokio::test(flavor = "multi_thread")]

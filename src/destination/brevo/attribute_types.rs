@@ -67,6 +67,13 @@ impl AttributeType {
         }
     }
 
+    /// Whether a value may need fitting: a text attribute keeps any scalar
+    /// as it is (and the API's schema refuses the rest), so a run checks
+    /// none of its values (no lookup on the bulk path for the usual case).
+    pub fn needs_fitting(&self) -> bool {
+        !matches!(self, AttributeType::Text | AttributeType::Unchecked)
+    }
+
     /// `value` as this attribute keeps it: as it is, converted without loss,
     /// or the reason it cannot be (one short phrase naming the value's kind,
     /// never the value itself, which is a person's data).

@@ -57,8 +57,9 @@ pub struct BrevoDestination {
 #[derive(Debug, Default)]
 pub(super) struct Fitting {
     pub unknown: Vec<String>,
-    /// Mapped attribute name (as the mapping writes it) → its type.
-    pub types: HashMap<String, AttributeType>,
+    /// The mapped attributes whose values need fitting (name as the mapping
+    /// writes it, and its type): usually none or a few, so a scan.
+    pub types: Vec<(String, AttributeType)>,
     pub dropped: Dropped,
 }
 
@@ -138,7 +139,10 @@ impl BrevoDestination {
     /// Records what the account holds of the mapped attributes.
     pub(super) fn fit_to(&mut self, unknown: Vec<String>, types: HashMap<String, AttributeType>) {
         self.fitting.unknown = unknown;
-        self.fitting.types = types;
+        self.fitting.types = types
+            .into_iter()
+            .filter(|(_, t)| t.needs_fitting())
+            .collect();
     }
 
     fn url(&self, path: &str) -> String {
@@ -542,7 +546,8 @@ impl serde::Serialize for NonNull<'_> {
             .iter()
             .filter(|(n, v)| !v.is_null() && !self.fitting.unknown.iter().any(|u| u == *n));
         for (name, value) in kept {
-            match self.fitting.types.get(name.as_str()).map(|t| t.fit(value)) {
+            let kind = self.fitting.types.iter().find(|(n, _)| n == name);
+            match kind.map(|(_, t)| t.fit(value)) {
                 None => map.serialize_entry(name, value)?,
                 Some(Ok(fitted)) => map.serialize_entry(name, fitted.as_ref())?,
                 Some(Err(why)) => self.fitting.dropped.note(name, why),

@@ -218,6 +218,22 @@ fn customer(i: usize) -> Value {
     })
 }
 
+/// A customer as a GraphQL answer holds it: only the consent fields the
+/// query selected.
+fn selected(customer: &Value, query: &str) -> Value {
+    let mut node = customer.clone();
+    if let Some(address) = node
+        .get_mut("defaultEmailAddress")
+        .and_then(Value::as_object_mut)
+    {
+        address.retain(|field, _| {
+            !matches!(field.as_str(), "marketingOptInLevel" | "marketingUpdatedAt")
+                || query.contains(field.as_str())
+        });
+    }
+    node
+}
+
 fn updated_at(customer: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
     let text = customer.get("updatedAt")?.as_str()?;
     Some(chrono::DateTime::parse_from_rfc3339(text).ok()?.to_utc())
@@ -476,7 +492,9 @@ async fn graphql(
         .collect();
     let edges: Vec<Value> = page
         .iter()
-        .map(|i| json!({"cursor": encode_cursor(*i), "node": inner.customers[*i]}))
+        .map(
+            |i| json!({"cursor": encode_cursor(*i), "node": selected(&inner.customers[*i], query)}),
+        )
         .collect();
     let end_cursor = page.last().map(|i| encode_cursor(*i));
     let has_next = from + page.len() < listing.len();
