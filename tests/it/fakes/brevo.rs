@@ -1063,6 +1063,7 @@ fn default_attributes() -> Vec<Value> {
     ] {
         attributes.push(json!({"name": name, "category": "normal", "type": "text"}));
     }
+    attributes.push(json!({"name": "CONSENT_UPDATED_AT", "category": "normal", "type": "date"}));
     attributes
 }
 
