@@ -131,6 +131,9 @@ pub async fn foreground(
     let leases = LeaseManager::new(redis.clone(), &prefix, boot_id, settings.lease.ttl);
     let waiting_since = Instant::now();
     let mut told = false;
+    // A holder on this machine whose pid is gone (a SIGKILLed run) is dead
+    // at once: no waiting out its liveness TTL.
+    crate::lease::reap_dead_on_this_machine(pool, &redis, &prefix, boot_id).await?;
     while let Some(holder) =
         live_holder_words(pool, &redis, &prefix, &leases, &sync.id, None).await?
     {
@@ -162,6 +165,7 @@ pub async fn foreground(
         tokio::time::sleep(Duration::from_millis(500)).await;
         refresh_liveness(&redis, &prefix, boot_id, ttl).await?;
         processes::beat(pool, boot_id).await?;
+        crate::lease::reap_dead_on_this_machine(pool, &redis, &prefix, boot_id).await?;
     }
     let executor = Executor {
         worker_id: format!("cli-{}", std::process::id()),

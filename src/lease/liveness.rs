@@ -48,3 +48,23 @@ pub async fn clear_liveness(
     let _: () = conn.del(liveness_key(prefix, boot_id)).await?;
     Ok(())
 }
+
+/// Processes on this machine proven dead (their pid is gone or reused;
+/// `store::processes::dead_on_this_machine`) stop counting as alive at once:
+/// their liveness key and their process row go, so their leases are free to
+/// take over and their runs to resume, without waiting out a TTL. Returns
+/// their boot ids.
+pub async fn reap_dead_on_this_machine(
+    store: &sqlx::PgPool,
+    pool: &RedisPool,
+    prefix: &str,
+    own: Uuid,
+) -> anyhow::Result<Vec<Uuid>> {
+    let dead = crate::store::processes::dead_on_this_machine(store, own).await?;
+    for boot in &dead {
+        clear_liveness(pool, prefix, *boot).await?;
+        crate::store::processes::deregister(store, *boot).await?;
+        tracing::info!(boot_id = %boot.simple(), "A process on this machine is gone; its leases are free at once");
+    }
+    Ok(dead)
+}

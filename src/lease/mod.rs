@@ -8,7 +8,9 @@ mod redis_lease;
 mod redis_pool;
 mod shared;
 
-pub use liveness::{clear_liveness, is_alive, liveness_key, refresh_liveness};
+pub use liveness::{
+    clear_liveness, is_alive, liveness_key, reap_dead_on_this_machine, refresh_liveness,
+};
 pub use redis_lease::{Lease, LeaseError, LeaseHolder, LeaseManager, connect_redis};
 pub use redis_pool::{RedisConnection, RedisPool, is_demoted_primary};
 pub use shared::SharedConnection;

@@ -48,21 +48,24 @@ pub async fn register(
     liveness_ttl: Duration,
 ) -> sqlx::Result<()> {
     let host = hostname();
+    let pid = std::process::id();
     sqlx::query(
-        "INSERT INTO processes (boot_id, kind, host, pid, version, liveness_ttl_ms)
-         VALUES ($1, $2, $3, $4, $5, $6)
+        "INSERT INTO processes (boot_id, kind, host, pid, version, liveness_ttl_ms, machine_boot, start_ticks)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT (boot_id) DO UPDATE SET heartbeat_at = now()",
     )
     .bind(boot_id)
     .bind(kind.as_str())
     .bind(host)
-    .bind(i32::try_from(std::process::id()).unwrap_or(i32::MAX))
+    .bind(i32::try_from(pid).unwrap_or(i32::MAX))
     .bind(env!("CARGO_PKG_VERSION"))
     .bind(
         i64::try_from(liveness_ttl.as_millis())
             .unwrap_or(i64::MAX)
             .max(1),
     )
+    .bind(machine_boot())
+    .bind(start_ticks(pid))
     .execute(pool)
     .await?;
     Ok(())
@@ -159,6 +162,59 @@ pub async fn is_live(pool: &PgPool, boot_id: Uuid) -> sqlx::Result<bool> {
     .bind(boot_id)
     .fetch_one(pool)
     .await
+}
+
+/// The processes registered on this machine since its last boot, other than
+/// `own`, that are proven dead: their pid is gone, or belongs to a process
+/// started at another time (the pid was reused). Their heartbeat may still
+/// look fresh; nothing else on this machine can be judged this way, so the
+/// rest is left to heartbeats and liveness TTLs.
+pub async fn dead_on_this_machine(pool: &PgPool, own: Uuid) -> sqlx::Result<Vec<Uuid>> {
+    let Some(boot) = machine_boot() else {
+        return Ok(Vec::new());
+    };
+    let here: Vec<(Uuid, i32, Option<i64>)> = sqlx::query_as(
+        "SELECT boot_id, pid, start_ticks FROM processes
+         WHERE host = $1 AND machine_boot = $2 AND boot_id <> $3",
+    )
+    .bind(hostname())
+    .bind(boot)
+    .bind(own)
+    .fetch_all(pool)
+    .await?;
+    Ok(here
+        .into_iter()
+        .filter(|(_, pid, ticks)| {
+            let now = u32::try_from(*pid).ok().and_then(start_ticks);
+            match (now, ticks) {
+                // No such process now: dead.
+                (None, _) => true,
+                // Another process took the pid.
+                (Some(now), Some(then)) => now != *then,
+                // Registered without a start time: not provable.
+                (Some(_), None) => false,
+            }
+        })
+        .map(|(boot_id, _, _)| boot_id)
+        .collect())
+}
+
+/// This machine's boot id (Linux), unique per boot.
+fn machine_boot() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|b| b.trim().to_string())
+        .filter(|b| !b.is_empty())
+}
+
+/// When process `pid` started, in clock ticks since boot (`/proc/PID/stat`
+/// field 22); `None` when there is no such process.
+fn start_ticks(pid: u32) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces:
+    // count fields after its closing one, where field 3 is the first.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// The machine's name, for people reading `status` (empty when unknown).

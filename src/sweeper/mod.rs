@@ -57,6 +57,15 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
     let mut report = SweepReport::default();
     let prefix = &daemon.settings.redis.key_prefix;
     let stuck_after = chrono::Duration::from_std(daemon.settings.sweeper.stuck_after)?;
+    // A process on this machine whose pid is gone is dead now, not when
+    // its TTL runs out: its runs are put back below this same sweep.
+    crate::lease::reap_dead_on_this_machine(
+        &daemon.store,
+        daemon.leases.pool(),
+        prefix,
+        daemon.leases.boot_id(),
+    )
+    .await?;
     for run in runs::running_runs(&daemon.store, None).await? {
         // Dead by both judges: its liveness key is gone from Redis and its
         // heartbeat is stale in Postgres (a Redis restart loses every key of

@@ -62,10 +62,11 @@ async fn leased_at(s: &Scenario, run_id: i64) -> anyhow::Result<SystemTime> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_sigkilled_foreground_run_is_taken_over_by_the_next_run_within_the_liveness_ttl()
--> anyhow::Result<()> {
+async fn a_sigkilled_foreground_run_on_this_machine_is_taken_over_at_once() -> anyhow::Result<()> {
     let mut s = Scenario::new(SLOW).await?;
-    s.cli = recovering(&s.cli);
+    // A liveness TTL far longer than the takeover may take: only the proof
+    // that the pid is gone can free the sync in time.
+    s.cli = recovering(&s.cli).with_env("SYNCWARD__WORKERS__LIVENESS_TTL", "60s");
     let killed_at = std::sync::Arc::new(std::sync::Mutex::new(None));
     let kill = s.killer();
     let at = killed_at.clone();
@@ -84,30 +85,20 @@ async fn a_sigkilled_foreground_run_is_taken_over_by_the_next_run_within_the_liv
         .ok_or_else(|| anyhow::anyhow!("the kill never happened"))?;
     slow_writes(&s);
 
-    // At once: the dead holder still looks alive; the run exits 3 naming it.
-    let busy = s.cli.run(&["sync", "run", SYNC_ID, "--foreground"]).await?;
-    assert_eq!(busy.code, 3, "{busy:?}");
-    assert!(
-        busy.stderr.contains("foreground process (pid") && busy.stderr.contains("--wait"),
-        "{}",
-        busy.stderr
-    );
-
-    // With --wait it goes through as soon as the holder is known dead.
-    let out = s
-        .cli
-        .run(&["sync", "run", SYNC_ID, "--foreground", "--wait", "30s"])
-        .await?;
+    // At once: the holder's process row names this machine and boot, and
+    // its pid is gone, so it is dead now, not when its liveness TTL runs
+    // out; the next run goes ahead without waiting (issue 32).
+    let out = s.cli.run(&["sync", "run", SYNC_ID, "--foreground"]).await?;
     assert_eq!(out.code, 0, "{out:?}");
     let run = s.last_run().await?;
     assert_eq!(run["status"], "succeeded");
     let waited = leased_at(&s, run["id"].as_i64().unwrap_or_default())
         .await?
         .duration_since(killed)?;
-    // The liveness TTL plus 2 s, with room for a loaded machine.
+    // Well inside the 60 s liveness TTL, with room for a loaded machine.
     assert!(
-        waited < Duration::from_secs(TTL_SECS + 2 + 3),
-        "took the lease {waited:?} after the kill"
+        waited < Duration::from_secs(20),
+        "took the lease {waited:?} after the kill (liveness TTL 60 s)"
     );
     assert_delivered_resending_at_most(&s, 60, 2);
     Ok(())
@@ -277,4 +268,65 @@ async fn redis_restarted_empty_mid_run_with_a_second_daemon_overlaps_nothing_and
 async fn redis_flushed_mid_run_with_a_second_daemon_overlaps_nothing_and_resends_nothing()
 -> anyhow::Result<()> {
     redis_lost_mid_run(true).await
+}
+
+/// Who is proven dead on this machine: a process row naming this host and
+/// boot whose pid is gone, or whose pid now belongs to a process started at
+/// another time (the pid was reused). A live one, or one registered on
+/// another host or boot, is left to heartbeats.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_processes_of_this_machine_whose_pid_is_gone_or_reused_are_proven_dead()
+-> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")?
+        .trim()
+        .to_string();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?
+        .trim()
+        .to_string();
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    let ticks: i64 = stat[stat.rfind(')').unwrap_or(0) + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap_or_default()
+        .parse()?;
+    let me = i32::try_from(std::process::id())?;
+    let rows = [
+        ("alive", host.as_str(), boot.as_str(), me, ticks),
+        ("reused", host.as_str(), boot.as_str(), me, ticks + 1),
+        ("gone", host.as_str(), boot.as_str(), i32::MAX - 7, 1),
+        ("elsewhere", "another-host", boot.as_str(), i32::MAX - 7, 1),
+        (
+            "before-reboot",
+            host.as_str(),
+            "another-boot",
+            i32::MAX - 7,
+            1,
+        ),
+    ];
+    let mut ids = std::collections::HashMap::new();
+    for (name, host, boot, pid, ticks) in rows {
+        let id = uuid::Uuid::new_v4();
+        ids.insert(id, name);
+        sqlx::query(
+            "INSERT INTO processes (boot_id, kind, host, pid, version, liveness_ttl_ms, machine_boot, start_ticks)
+             VALUES ($1, 'foreground', $2, $3, 'test', 60000, $4, $5)",
+        )
+        .bind(id)
+        .bind(host)
+        .bind(pid)
+        .bind(boot)
+        .bind(ticks)
+        .execute(&db.pool)
+        .await?;
+    }
+    let mut dead: Vec<&str> =
+        syncward::store::processes::dead_on_this_machine(&db.pool, uuid::Uuid::new_v4())
+            .await?
+            .iter()
+            .map(|id| ids[id])
+            .collect();
+    dead.sort();
+    assert_eq!(dead, vec!["gone", "reused"]);
+    Ok(())
 }
