@@ -24,15 +24,12 @@ use std::time::Instant;
 
 use syncward::config::{Settings, SyncDefinition};
 use syncward::destination::{AnyDestination, DESTINATION_RETRY, Destination, Outbound};
-use syncward::lease::LeaseManager;
 use syncward::mapping::map_record;
 use syncward::source::{AnySource, Source};
 use syncward::store::audit::Actor;
-use syncward::store::runs::{self, Executor as RunExecutor};
+use syncward::store::runs;
 use syncward::store::{cursors, syncs};
-use syncward::worker::{PageKeys, RunEnv, RunOutcome, execute_run};
-use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
+use syncward::worker::{PageKeys, RunOutcome, execute_run};
 
 const KEY: &str = "xkeysib-bench";
 
@@ -63,15 +60,6 @@ async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
     // The fake keeps its contacts but no log of bodies: Brevo's own work is
     // not syncward's, and on this machine it shares the two cores.
     fake.lean();
-    let redis = syncward::lease::RedisPool::open(&syncward::config::RedisAddress::Server(
-        "redis://127.0.0.1:6379".into(),
-    ))?;
-    let leases = LeaseManager::new(
-        redis,
-        &format!("syncward-bench-{}", Uuid::new_v4().simple()),
-        Uuid::new_v4(),
-        std::time::Duration::from_secs(900),
-    );
     // The source is this benchmark's own database (BENCH_SOURCE_URL).
     let text = format!(
         r#"
@@ -125,18 +113,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     let mut settings = Settings::default();
     settings.lease.renew_every = std::time::Duration::from_secs(300);
     settings.secrets.dir = support::secrets_dir();
-    let env = RunEnv::new(
-        pool.clone(),
-        syncward::store::grouped::RunStatements::new(pool.clone()),
-        leases,
-        Default::default(),
-        &settings,
-        CancellationToken::new(),
-    );
-    let executor = RunExecutor {
-        worker_id: "bench".into(),
-        boot_id: Uuid::new_v4(),
-    };
+    let (env, executor) = support::run_env(&pool, &settings)?;
 
     let timed = |definition: &SyncDefinition| {
         let env = env.clone();

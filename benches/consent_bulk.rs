@@ -19,13 +19,10 @@ mod support;
 use std::time::Instant;
 
 use syncward::config::{Settings, SyncDefinition};
-use syncward::lease::LeaseManager;
 use syncward::store::audit::Actor;
-use syncward::store::runs::{self, Executor as RunExecutor};
+use syncward::store::runs;
 use syncward::store::syncs;
-use syncward::worker::{RunEnv, RunOutcome, execute_run};
-use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
+use syncward::worker::{RunOutcome, execute_run};
 
 const KEY: &str = "xkeysib-bench";
 
@@ -60,29 +57,9 @@ async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
         .execute(&pool)
         .await?;
 
-    let redis = syncward::lease::RedisPool::open(&syncward::config::RedisAddress::Server(
-        "redis://127.0.0.1:6379".into(),
-    ))?;
-    let leases = LeaseManager::new(
-        redis,
-        &format!("syncward-bench-{}", Uuid::new_v4().simple()),
-        Uuid::new_v4(),
-        std::time::Duration::from_secs(900),
-    );
     let mut settings = Settings::default();
     settings.secrets.dir = support::secrets_dir();
-    let env = RunEnv::new(
-        pool.clone(),
-        syncward::store::grouped::RunStatements::new(pool.clone()),
-        leases,
-        Default::default(),
-        &settings,
-        CancellationToken::new(),
-    );
-    let executor = RunExecutor {
-        worker_id: "bench".into(),
-        boot_id: Uuid::new_v4(),
-    };
+    let (env, executor) = support::run_env(&pool, &settings)?;
 
     println!(
         "consent_bulk: {rows} contacts, 80 % not subscribed, 10 % opted out, Brevo's 10 requests/s enforced"

@@ -17,13 +17,10 @@ mod support;
 use std::time::Instant;
 
 use syncward::config::{Settings, SyncDefinition};
-use syncward::lease::LeaseManager;
 use syncward::store::audit::Actor;
-use syncward::store::runs::{self, Executor as RunExecutor};
+use syncward::store::runs;
 use syncward::store::syncs;
-use syncward::worker::{RunEnv, RunOutcome, execute_run};
-use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
+use syncward::worker::{RunOutcome, execute_run};
 
 const KEY: &str = "xkeysib-bench";
 
@@ -68,15 +65,6 @@ async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
         .await?;
     let fake = brevo::BrevoFake::start(KEY).await?;
     fake.lean();
-    let redis = syncward::lease::RedisPool::open(&syncward::config::RedisAddress::Server(
-        "redis://127.0.0.1:6379".into(),
-    ))?;
-    let leases = LeaseManager::new(
-        redis,
-        &format!("syncward-bench-{}", Uuid::new_v4().simple()),
-        Uuid::new_v4(),
-        std::time::Duration::from_secs(900),
-    );
     let text = format!(
         r#"
 id = "bench-diff"
@@ -107,18 +95,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     let mut settings = Settings::default();
     settings.lease.renew_every = std::time::Duration::from_secs(300);
     settings.secrets.dir = support::secrets_dir();
-    let env = RunEnv::new(
-        pool.clone(),
-        syncward::store::grouped::RunStatements::new(pool.clone()),
-        leases,
-        Default::default(),
-        &settings,
-        CancellationToken::new(),
-    );
-    let executor = RunExecutor {
-        worker_id: "bench".into(),
-        boot_id: Uuid::new_v4(),
-    };
+    let (env, executor) = support::run_env(&pool, &settings)?;
     let run_once = || {
         let (env, pool, executor, definition) = (
             env.clone(),

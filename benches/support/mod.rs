@@ -106,3 +106,34 @@ pub fn write_secrets(workspaces: &[&str]) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A run environment as the daemon's, on `pool` with `settings`, its leases
+/// under a Redis prefix of its own, and an executor to claim runs as.
+#[allow(dead_code)]
+pub fn run_env(
+    pool: &PgPool,
+    settings: &syncward::config::Settings,
+) -> anyhow::Result<(syncward::worker::RunEnv, syncward::store::runs::Executor)> {
+    let redis = syncward::lease::RedisPool::open(&syncward::config::RedisAddress::Server(
+        "redis://127.0.0.1:6379".into(),
+    ))?;
+    let leases = syncward::lease::LeaseManager::new(
+        redis,
+        &format!("syncward-bench-{}", Uuid::new_v4().simple()),
+        Uuid::new_v4(),
+        std::time::Duration::from_secs(900),
+    );
+    let env = syncward::worker::RunEnv::new(
+        pool.clone(),
+        syncward::store::grouped::RunStatements::new(pool.clone()),
+        leases,
+        Default::default(),
+        settings,
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let executor = syncward::store::runs::Executor {
+        worker_id: "bench".into(),
+        boot_id: Uuid::new_v4(),
+    };
+    Ok((env, executor))
+}
