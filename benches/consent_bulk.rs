@@ -16,13 +16,9 @@
 mod brevo;
 mod support;
 
-use std::time::Instant;
-
 use syncward::config::{Settings, SyncDefinition};
 use syncward::store::audit::Actor;
-use syncward::store::runs;
 use syncward::store::syncs;
-use syncward::worker::{RunOutcome, execute_run};
 
 const KEY: &str = "xkeysib-bench";
 
@@ -96,23 +92,8 @@ consent = {{ field = "state", subscribed = ["SUBSCRIBED"] }}
         );
         let definition = SyncDefinition::parse("consent.toml", &text)?;
         syncs::publish_syncs(&pool, std::slice::from_ref(&definition), Actor::Cli).await?;
-        let id = definition.id.to_string();
-        let run = runs::create_claimed_run(&pool, &id, "bench", 1, &executor).await?;
-        let started = Instant::now();
-        let report = execute_run(&env, &run, &definition, &mut |_| {}).await;
-        let elapsed = started.elapsed();
-        if let Some(lease) = &report.lease {
-            env.leases.release(lease).await?;
-        }
-        anyhow::ensure!(
-            report.outcome == RunOutcome::Succeeded,
-            "run failed: {:?}",
-            report.outcome
-        );
-        anyhow::ensure!(
-            report.counts.written == rows,
-            "not every record was written"
-        );
+        let (elapsed, counts) = support::timed_run(&env, &pool, &executor, &definition).await?;
+        anyhow::ensure!(counts.written == rows, "not every record was written");
         let imports = fake.requests_to("/v3/contacts/import").len();
         let singles = fake.requests_to("/v3/contacts").len();
         println!(

@@ -14,13 +14,9 @@
 mod brevo;
 mod support;
 
-use std::time::Instant;
-
 use syncward::config::{Settings, SyncDefinition};
 use syncward::store::audit::Actor;
-use syncward::store::runs;
 use syncward::store::syncs;
-use syncward::worker::{RunOutcome, execute_run};
 
 const KEY: &str = "xkeysib-bench";
 
@@ -104,24 +100,8 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
             definition.clone(),
         );
         async move {
-            let run = runs::create_claimed_run(&pool, "bench-diff", "bench", 1, &executor).await?;
-            let started = Instant::now();
-            let report = execute_run(&env, &run, &definition, &mut |_| {}).await;
-            let elapsed = started.elapsed();
-            if let Some(lease) = &report.lease {
-                env.leases.release(lease).await?;
-            }
-            anyhow::ensure!(
-                report.outcome == RunOutcome::Succeeded,
-                "run failed: {:?}",
-                report.outcome
-            );
-            // Finished, so the next run of the sync may start.
-            sqlx::query("UPDATE runs SET status = 'succeeded', finished_at = now() WHERE id = $1")
-                .bind(run.id)
-                .execute(&pool)
-                .await?;
-            anyhow::Ok((elapsed, report.counts))
+            let (elapsed, counts) = support::timed_run(&env, &pool, &executor, &definition).await?;
+            anyhow::Ok((elapsed, counts))
         }
     };
     let (first, counts) = run_once().await?;

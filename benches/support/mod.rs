@@ -137,3 +137,34 @@ pub fn run_env(
     };
     Ok((env, executor))
 }
+
+/// Claims a run of `definition`, runs it on the daemon's code path,
+/// releases its lease and marks it finished (so the sync's next run may
+/// start): how long it took and what it moved. Fails unless it succeeded.
+#[allow(dead_code)]
+pub async fn timed_run(
+    env: &syncward::worker::RunEnv,
+    pool: &PgPool,
+    executor: &syncward::store::runs::Executor,
+    definition: &syncward::config::SyncDefinition,
+) -> anyhow::Result<(std::time::Duration, syncward::store::runs::RunCounts)> {
+    let id = definition.id.to_string();
+    let run = syncward::store::runs::create_claimed_run(pool, &id, "bench", 1, executor).await?;
+    let started = std::time::Instant::now();
+    let report = syncward::worker::execute_run(env, &run, definition, &mut |_| {}).await;
+    let elapsed = started.elapsed();
+    if let Some(lease) = &report.lease {
+        env.leases.release(lease).await?;
+    }
+    anyhow::ensure!(
+        report.outcome == syncward::worker::RunOutcome::Succeeded,
+        "run {} failed: {:?}",
+        run.id,
+        report.outcome
+    );
+    sqlx::query("UPDATE runs SET status = 'succeeded', finished_at = now() WHERE id = $1")
+        .bind(run.id)
+        .execute(pool)
+        .await?;
+    Ok((elapsed, report.counts))
+}
