@@ -372,6 +372,12 @@ async fn without_liveness_a_killed_run_is_requeued_only_after_stuck_after_and_on
     first.signal("KILL")?;
     first.wait(Duration::from_secs(10)).await?;
     let killed_at = std::time::Instant::now();
+    // As if it had run on another machine: its death cannot be proven from
+    // here (a holder on this machine whose pid is gone is dead at once), so
+    // only its liveness TTL and the slow rule judge it.
+    sqlx::query("UPDATE processes SET host = 'another-machine'")
+        .execute(&s.db.pool)
+        .await?;
 
     let second_cli = s
         .cli
