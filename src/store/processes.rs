@@ -185,12 +185,14 @@ pub async fn dead_on_this_machine(pool: &PgPool, own: Uuid) -> sqlx::Result<Vec<
     Ok(here
         .into_iter()
         .filter(|(_, pid, ticks)| {
-            let now = u32::try_from(*pid).ok().and_then(start_ticks);
+            let now = u32::try_from(*pid).ok().and_then(process_state);
             match (now, ticks) {
-                // No such process now: dead.
+                // No such process now, or one that has exited and waits for
+                // its parent to reap it (a zombie): dead.
                 (None, _) => true,
+                (Some((state, _)), _) if matches!(state, 'Z' | 'X' | 'x') => true,
                 // Another process took the pid.
-                (Some(now), Some(then)) => now != *then,
+                (Some((_, now)), Some(then)) => now != *then,
                 // Registered without a start time: not provable.
                 (Some(_), None) => false,
             }
@@ -210,11 +212,19 @@ fn machine_boot() -> Option<String> {
 /// When process `pid` started, in clock ticks since boot (`/proc/PID/stat`
 /// field 22); `None` when there is no such process.
 fn start_ticks(pid: u32) -> Option<i64> {
+    process_state(pid).map(|(_, ticks)| ticks)
+}
+
+/// Process `pid`'s state letter (`/proc/PID/stat` field 3: `Z` for an
+/// exited process its parent has not reaped yet) and start ticks (field 22).
+fn process_state(pid: u32) -> Option<(char, i64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces:
     // count fields after its closing one, where field 3 is the first.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ticks = fields.nth(18)?.parse().ok()?;
+    Some((state, ticks))
 }
 
 /// The machine's name, for people reading `status` (empty when unknown).

@@ -291,8 +291,22 @@ async fn only_processes_of_this_machine_whose_pid_is_gone_or_reused_are_proven_d
         .unwrap_or_default()
         .parse()?;
     let me = i32::try_from(std::process::id())?;
+    // A child that has exited and that nobody has waited for: a zombie,
+    // its /proc entry still there (as a SIGKILLed daemon's is until its
+    // parent reaps it).
+    let mut child = std::process::Command::new("true").spawn()?;
+    let zombie = i32::try_from(child.id())?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let zombie_stat = std::fs::read_to_string(format!("/proc/{zombie}/stat"))?;
+    assert!(zombie_stat.contains(") Z "), "{zombie_stat}");
+    let zombie_ticks: i64 = zombie_stat[zombie_stat.rfind(')').unwrap_or(0) + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap_or_default()
+        .parse()?;
     let rows = [
         ("alive", host.as_str(), boot.as_str(), me, ticks),
+        ("zombie", host.as_str(), boot.as_str(), zombie, zombie_ticks),
         ("reused", host.as_str(), boot.as_str(), me, ticks + 1),
         ("gone", host.as_str(), boot.as_str(), i32::MAX - 7, 1),
         ("elsewhere", "another-host", boot.as_str(), i32::MAX - 7, 1),
@@ -327,6 +341,7 @@ async fn only_processes_of_this_machine_whose_pid_is_gone_or_reused_are_proven_d
             .map(|id| ids[id])
             .collect();
     dead.sort();
-    assert_eq!(dead, vec!["gone", "reused"]);
+    assert_eq!(dead, vec!["gone", "reused", "zombie"]);
+    child.wait()?;
     Ok(())
 }
