@@ -10,9 +10,10 @@
 //!
 //! After SIGTERM the holder drains at its next batch boundary and puts the run
 //! back with a NOTIFY, so the standby resumes it at once. After SIGKILL nobody
-//! puts it back: the standby's sweeper notices once the dead daemon's liveness
-//! key has expired and its heartbeat in Postgres is stale, so the figure is
-//! about `workers.liveness_ttl` plus up to one `sweeper.every`. Both default
+//! puts it back: the standby, on this machine, finds at its next sweep that
+//! the holder's pid is gone and frees its lease (up to one `sweeper.every`);
+//! one on another machine would wait for the liveness key to expire and the
+//! heartbeat to go stale (about `workers.liveness_ttl` more). Both default
 //! to the shipped defaults (10 s, 2 s); `BENCH_LIVENESS_TTL` and
 //! `BENCH_SWEEPER_EVERY` override them, and they are printed with the figures.
 //!

@@ -190,7 +190,7 @@ pub async fn dead_on_this_machine(pool: &PgPool, own: Uuid) -> sqlx::Result<Vec<
                 // No such process now, or one that has exited and waits for
                 // its parent to reap it (a zombie): dead.
                 (None, _) => true,
-                (Some((state, _)), _) if matches!(state, 'Z' | 'X' | 'x') => true,
+                (Some(('Z' | 'X' | 'x', _)), _) => true,
                 // Another process took the pid.
                 (Some((_, now)), Some(then)) => now != *then,
                 // Registered without a start time: not provable.
