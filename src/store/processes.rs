@@ -201,12 +201,16 @@ pub async fn dead_on_this_machine(pool: &PgPool, own: Uuid) -> sqlx::Result<Vec<
         .collect())
 }
 
-/// This machine's boot id (Linux), unique per boot.
+/// Where this process's pids mean something: the machine's boot id (Linux,
+/// unique per boot) and this process's pid namespace (containers on one
+/// kernel share the boot id, not the namespace; two of them may even share a
+/// host name). `None` when either cannot be read: then nothing is judged by
+/// pid.
 fn machine_boot() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|b| b.trim().to_string())
-        .filter(|b| !b.is_empty())
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let namespace = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let boot = boot.trim();
+    (!boot.is_empty()).then(|| format!("{boot} {}", namespace.display()))
 }
 
 /// When process `pid` started, in clock ticks since boot (`/proc/PID/stat`

@@ -281,9 +281,11 @@ async fn only_processes_of_this_machine_whose_pid_is_gone_or_reused_are_proven_d
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")?
         .trim()
         .to_string();
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?
-        .trim()
-        .to_string();
+    let boot = format!(
+        "{} {}",
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?.trim(),
+        std::fs::read_link("/proc/self/ns/pid")?.display()
+    );
     let stat = std::fs::read_to_string("/proc/self/stat")?;
     let ticks: i64 = stat[stat.rfind(')').unwrap_or(0) + 1..]
         .split_whitespace()
@@ -304,6 +306,10 @@ async fn only_processes_of_this_machine_whose_pid_is_gone_or_reused_are_proven_d
         .nth(19)
         .unwrap_or_default()
         .parse()?;
+    let other_namespace = format!(
+        "{} pid:[1]",
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?.trim()
+    );
     let rows = [
         ("alive", host.as_str(), boot.as_str(), me, ticks),
         ("zombie", host.as_str(), boot.as_str(), zombie, zombie_ticks),
