@@ -323,6 +323,14 @@ async fn only_processes_of_this_machine_whose_pid_is_gone_or_reused_are_proven_d
             i32::MAX - 7,
             1,
         ),
+        // Same kernel and host name, another container's pid namespace.
+        (
+            "other-namespace",
+            host.as_str(),
+            other_namespace.as_str(),
+            i32::MAX - 7,
+            1,
+        ),
     ];
     let mut ids = std::collections::HashMap::new();
     for (name, host, boot, pid, ticks) in rows {
