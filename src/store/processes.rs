@@ -185,16 +185,22 @@ pub async fn dead_on_this_machine(pool: &PgPool, own: Uuid) -> sqlx::Result<Vec<
     Ok(here
         .into_iter()
         .filter(|(_, pid, ticks)| {
-            let now = u32::try_from(*pid).ok().and_then(process_state);
-            match (now, ticks) {
-                // No such process now, or one that has exited and waits for
-                // its parent to reap it (a zombie): dead.
-                (None, _) => true,
+            let Ok(pid) = u32::try_from(*pid) else {
+                return false;
+            };
+            // The kernel's word first: no such process is dead, whatever
+            // /proc shows this user (it may hide others' processes).
+            if !exists(pid) {
+                return true;
+            }
+            match (process_state(pid), ticks) {
+                // Exited, and waiting for its parent to reap it (a zombie).
                 (Some(('Z' | 'X' | 'x', _)), _) => true,
                 // Another process took the pid.
                 (Some((_, now)), Some(then)) => now != *then,
-                // Registered without a start time: not provable.
-                (Some(_), None) => false,
+                // Hidden from this user, or registered without a start
+                // time: not provable.
+                _ => false,
             }
         })
         .map(|(boot_id, _, _)| boot_id)
@@ -211,6 +217,23 @@ fn machine_boot() -> Option<String> {
     let namespace = std::fs::read_link("/proc/self/ns/pid").ok()?;
     let boot = boot.trim();
     (!boot.is_empty()).then(|| format!("{boot} {}", namespace.display()))
+}
+
+/// Whether process `pid` exists, as the kernel says: `kill(pid, 0)` fails
+/// with ESRCH only when there is none (a permission error means one that
+/// exists but is not ours).
+fn exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        // Not a pid the kernel could have: nothing to prove.
+        return true;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(e) if e == rustix::io::Errno::SRCH
+    )
 }
 
 /// When process `pid` started, in clock ticks since boot (`/proc/PID/stat`
