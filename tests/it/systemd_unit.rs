@@ -249,14 +249,23 @@ async fn spawn_traced(cli: &Syncward, trace: &Path) -> anyhow::Result<DaemonProc
     let tracer = child
         .id()
         .ok_or_else(|| anyhow::anyhow!("strace exited at once"))?;
+    // strace forks short-lived children of its own to probe ptrace features
+    // before it starts the tracee, so the daemon is the child that has
+    // exec'd the daemon's program, not merely the first child seen.
     let children = format!("/proc/{tracer}/task/{tracer}/children");
+    let program = daemon.get_program().as_encoded_bytes().to_vec();
+    let is_daemon = |pid: &u32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|line| line.split(|b| *b == 0).next() == Some(program.as_slice()))
+            .unwrap_or(false)
+    };
     let mut pid = None;
-    for _ in 0..100 {
+    for _ in 0..200 {
         pid = std::fs::read_to_string(&children)
             .unwrap_or_default()
             .split_whitespace()
-            .next()
-            .and_then(|p| p.parse().ok());
+            .filter_map(|p| p.parse().ok())
+            .find(is_daemon);
         if pid.is_some() {
             break;
         }

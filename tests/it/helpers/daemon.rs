@@ -82,7 +82,12 @@ impl DaemonProcess {
             .arg(format!("-{signal}"))
             .arg(self.pid.to_string())
             .status()?;
-        anyhow::ensure!(status.success(), "kill -{signal} {} failed", self.pid);
+        anyhow::ensure!(
+            status.success(),
+            "kill -{signal} {} failed; the daemon's log ends:\n{}",
+            self.pid,
+            self.log_tail()
+        );
         Ok(())
     }
 
