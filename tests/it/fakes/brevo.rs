@@ -503,15 +503,15 @@ fn check_contact_fields(body: &Value, null_ok: bool) -> Result<(), Response> {
     Ok(())
 }
 
+/// Writes the contact whose lowercased address is `key`.
 fn upsert(
     inner: &mut Inner,
-    email: &str,
+    key: String,
     attributes: &Value,
     lists: &[i64],
     via: &'static str,
     request: usize,
 ) -> bool {
-    let key = email.to_lowercase();
     let mut attrs = attributes.as_object().cloned().unwrap_or_default();
     // "Values that don't match the attribute type (e.g. text or string in a
     // date attribute) will be ignored" (`createContact.attributes`,
@@ -523,7 +523,11 @@ fn upsert(
     if !inner.lean {
         inner.writes.push(ContactWrite {
             email: key.clone(),
-            attributes: attributes.clone(),
+            attributes: if attributes.is_null() {
+                json!({})
+            } else {
+                attributes.clone()
+            },
             via,
             request,
             at: std::time::SystemTime::now(),
@@ -658,7 +662,14 @@ async fn create_contact_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes
         }
         inner.write_requests += 1;
         let request = inner.write_requests;
-        let created = upsert(&mut inner, email, &attributes, &lists, "contacts", request);
+        let created = upsert(
+            &mut inner,
+            email.to_lowercase(),
+            &attributes,
+            &lists,
+            "contacts",
+            request,
+        );
         if body.get("emailBlacklisted").and_then(Value::as_bool) == Some(true) {
             blacklist(&mut inner, email);
         }
@@ -879,13 +890,14 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
             }
             // An address twice in one import: the first row is imported,
             // the later ones counted under `duplicate_email_id`.
-            if !seen.insert(email.to_lowercase()) {
+            let key = email.to_lowercase();
+            if !seen.insert(key.clone()) {
                 duplicate += 1;
                 continue;
             }
-            emails.push(email.to_lowercase());
-            let attributes = row.get("attributes").cloned().unwrap_or(json!({}));
-            if upsert(&mut inner, email, &attributes, &lists, "import", request) {
+            emails.push(key.clone());
+            let attributes = row.get("attributes").unwrap_or(&Value::Null);
+            if upsert(&mut inner, key, attributes, &lists, "import", request) {
                 imported += 1
             } else {
                 updated += 1
