@@ -287,7 +287,9 @@ pub async fn foreground(
             .into())
         }
         RunOutcome::Succeeded | RunOutcome::Skipped(_) => Ok(()),
-        RunOutcome::Stopped => anyhow::bail!("run {} stopped before the end of the source", run.id),
+        RunOutcome::Stopped | RunOutcome::Deferred(_) => {
+            anyhow::bail!("run {} stopped before the end of the source", run.id)
+        }
         RunOutcome::Failed { code, .. } => anyhow::bail!("run {} failed: {code}", run.id),
     }
 }

@@ -99,7 +99,8 @@ impl RunProgress {
         if let RunProgress::Json = self {
             let (status, failure) = match outcome {
                 RunOutcome::Succeeded => ("succeeded", None),
-                RunOutcome::Stopped => ("stopped", None),
+                // A foreground run never defers; counted as stopped should it.
+                RunOutcome::Stopped | RunOutcome::Deferred(_) => ("stopped", None),
                 RunOutcome::Skipped(code) => ("skipped", Some((*code, String::new()))),
                 RunOutcome::Failed { code, detail } => ("failed", Some((*code, detail.clone()))),
             };
@@ -127,7 +128,7 @@ impl RunProgress {
         match outcome {
             RunOutcome::Succeeded => outln!("Run {run} succeeded: {summary}."),
             RunOutcome::Skipped(code) => outln!("Run {run} skipped: {}", code.what_happened()),
-            RunOutcome::Stopped => {
+            RunOutcome::Stopped | RunOutcome::Deferred(_) => {
                 outln!("Run {run} stopped before the end of the source: {summary}.")
             }
             RunOutcome::Failed { code, detail } => {

@@ -89,6 +89,13 @@ impl Destination for AnyDestination {
         }
     }
 
+    async fn reserve_slot(&self, within: std::time::Duration) -> Result<(), std::time::Duration> {
+        match self {
+            AnyDestination::Brevo(d) => d.reserve_slot(within).await,
+            AnyDestination::Webhook(d) => d.reserve_slot(within).await,
+        }
+    }
+
     fn take_dropped(&self) -> Vec<(String, u64, String)> {
         match self {
             AnyDestination::Brevo(d) => d.take_dropped(),

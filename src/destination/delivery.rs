@@ -59,6 +59,17 @@ pub trait Destination: Send + Sync {
         Vec::new()
     }
 
+    /// Before a page's calls: takes the first request slot of a budget
+    /// shared with other runs if it comes within `within`; else nothing is
+    /// taken and the answer is how long the wait would be, so the run can
+    /// give its worker back instead of holding it while it waits.
+    fn reserve_slot(
+        &self,
+        _within: std::time::Duration,
+    ) -> impl Future<Output = Result<(), std::time::Duration>> + Send {
+        async { Ok(()) }
+    }
+
     /// Page `page` (0: the newest) of the destination's list of follow-ups:
     /// one request, however many imports it settles.
     fn follow_up_page(

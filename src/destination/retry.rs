@@ -43,6 +43,8 @@ pub struct Pacer {
     /// Until when the quota is spent: a request whose slot came before the
     /// answer that said so waits for it too.
     hold: std::sync::Mutex<tokio::time::Instant>,
+    /// A shared slot taken ahead (`reserve_within`), used by the next request.
+    prepaid: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Pacer {
@@ -59,7 +61,22 @@ impl Pacer {
             next: std::sync::Mutex::new(tokio::time::Instant::now()),
             hold: std::sync::Mutex::new(tokio::time::Instant::now()),
             shared: None,
+            prepaid: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Takes the next slot of the shared budget for the next request if it
+    /// comes within `within`; else nothing is taken and the answer is how
+    /// long the account's queue is. Without a shared budget the run paces
+    /// alone and never waits on others: always ready.
+    pub async fn reserve_within(&self, within: Duration) -> Result<(), Duration> {
+        let Some((budgets, account)) = &self.shared else {
+            return Ok(());
+        };
+        let wait = budgets.reserve(account, self.rate(), Some(within)).await?;
+        let slot = tokio::time::Instant::now() + wait;
+        *self.prepaid.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
+        Ok(())
     }
 
     /// Takes slots from `account`'s budget in `budgets` instead of this
@@ -80,8 +97,20 @@ impl Pacer {
     /// Waits for this request's slot; a hold that began meanwhile is waited
     /// out, then a new slot taken (so the requests held leave paced, too).
     pub async fn wait(&self) {
+        let prepaid = self
+            .prepaid
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(slot) = prepaid
+            && slot > tokio::time::Instant::now()
+        {
+            tokio::time::sleep_until(slot).await;
+        }
+        let mut paid = prepaid.is_some();
         loop {
             match &self.shared {
+                Some(_) if std::mem::take(&mut paid) => {}
                 Some((budgets, account)) => budgets.wait(account, self.rate()).await,
                 None => {
                     let slot = {

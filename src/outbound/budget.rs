@@ -28,6 +28,8 @@ pub trait ScriptHost: Send + Sync {
 /// Reserves the next slot of `KEYS[1]` (the time the account's next request
 /// may leave, in ms on Redis' clock) `ARGV[1]` ms after the last; returns how
 /// long the caller waits for it. The key expires once its slots are past.
+/// With `ARGV[2]` at 0 or more, a slot further away than that many ms is not
+/// reserved: the answer is then `-1 - wait`.
 static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
@@ -35,6 +37,8 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local slot = tonumber(redis.call('GET', KEYS[1]) or now)
 if slot < now then slot = now end
+local within = tonumber(ARGV[2])
+if within >= 0 and slot - now > within then return -1 - (slot - now) end
 local interval = tonumber(ARGV[1])
 redis.call('SET', KEYS[1], slot + interval, 'PX', slot + interval - now + 1000)
 return slot - now
@@ -83,19 +87,39 @@ impl SharedBudgets {
     /// the limit in any second the destination counts, which at the full
     /// rate a delay of one slot would (measured: 1 in 600 imports drew a 429).
     pub async fn wait(&self, account: &str, per_second: u32) {
+        if let Ok(wait) = self.reserve(account, per_second, None).await {
+            // A slot already due is taken at once: a timer, even of zero,
+            // costs a millisecond on the bulk path.
+            if !wait.is_zero() {
+                tokio::time::sleep(wait.min(LONGEST_WAIT)).await;
+            }
+        }
+    }
+
+    /// Reserves the next request slot of `account` (as `wait` does) if it
+    /// comes within `within` (any slot with `None`), and says how far away it
+    /// is: `Ok(wait)`, the slot is the caller's; `Err(wait)`, nothing was
+    /// reserved and the account's queue is that long. A run that would wait
+    /// longer than it should hold a worker for gives the worker back instead.
+    pub async fn reserve(
+        &self,
+        account: &str,
+        per_second: u32,
+        within: Option<Duration>,
+    ) -> Result<Duration, Duration> {
         let per_second = per_second.max(1);
         let interval = Duration::from_secs(1) * HEADROOM_DENOMINATOR
             / (per_second * HEADROOM_NUMERATOR).max(1);
         if let Some((redis, prefix)) = &self.redis {
-            match reserve(redis.as_ref(), &format!("{prefix}{account}"), interval).await {
-                Ok(wait) => {
-                    // A slot already due is taken at once: a timer, even of
-                    // zero, costs a millisecond on the bulk path.
-                    if !wait.is_zero() {
-                        tokio::time::sleep(wait.min(LONGEST_WAIT)).await;
-                    }
-                    return;
-                }
+            match reserve(
+                redis.as_ref(),
+                &format!("{prefix}{account}"),
+                interval,
+                within,
+            )
+            .await
+            {
+                Ok(answer) => return answer,
                 Err(e) => tracing::warn!(
                     account,
                     error = %e,
@@ -111,33 +135,39 @@ impl SharedBudgets {
         } else {
             interval
         };
-        let slot = {
-            // The map holds plain instants: a panic elsewhere cannot leave it
-            // half-written.
-            let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
-            let now = Instant::now();
-            let next = local.entry(account.to_string()).or_insert(now);
-            let slot = (*next).max(now);
-            *next = slot + interval;
-            slot
-        };
-        if slot > Instant::now() {
-            tokio::time::sleep_until(slot).await;
+        // The map holds plain instants: a panic elsewhere cannot leave it
+        // half-written.
+        let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let next = local.entry(account.to_string()).or_insert(now);
+        let slot = (*next).max(now);
+        let wait = slot - now;
+        if within.is_some_and(|within| wait > within) {
+            return Err(wait);
         }
+        *next = slot + interval;
+        Ok(wait)
     }
 }
 
+/// The script's answer: `Ok(wait)` reserved, `Err(wait)` refused (further
+/// than `within`).
 async fn reserve(
     redis: &dyn ScriptHost,
     key: &str,
     interval: Duration,
-) -> anyhow::Result<Duration> {
-    let interval_ms = u64::try_from(interval.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1);
+    within: Option<Duration>,
+) -> anyhow::Result<Result<Duration, Duration>> {
+    let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     let mut invocation = RESERVE.key(key);
-    invocation.arg(interval_ms);
+    invocation.arg(millis(interval).max(1));
+    invocation.arg(within.map_or(-1, millis));
     // A connection and the script's answer, within one bound.
-    let wait_ms = tokio::time::timeout(Duration::from_secs(4), redis.invoke(&invocation)).await??;
-    Ok(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)))
+    let answer = tokio::time::timeout(Duration::from_secs(4), redis.invoke(&invocation)).await??;
+    let ms = |v: i64| Duration::from_millis(u64::try_from(v).unwrap_or(0));
+    Ok(if answer < 0 {
+        Err(ms(-1 - answer))
+    } else {
+        Ok(ms(answer))
+    })
 }

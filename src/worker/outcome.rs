@@ -85,6 +85,7 @@ pub async fn record_outcome(
             RunOutcome::Failed { .. } => "failed",
             RunOutcome::Skipped(_) => "skipped",
             RunOutcome::Stopped => "stopped",
+            RunOutcome::Deferred(_) => "deferred",
         };
         metrics::histogram!("syncward_run_duration_seconds", "outcome" => outcome)
             .record(seconds.max(0.0));
@@ -161,6 +162,10 @@ async fn alert_quarantine(
     Ok(())
 }
 
+/// A deferred run comes back this much before the wait it was told ends
+/// (the slot is taken then, with this much left to wait on the worker).
+const DEFER_EARLY: Duration = Duration::from_secs(1);
+
 async fn record(
     store: &PgPool,
     statements: &RunStatements,
@@ -208,6 +213,36 @@ async fn record(
                 .await
             }
         },
+        // Back in the queue until the account's slot nears, its attempt
+        // returned: waiting for a budget is neither a failure nor a try.
+        RunOutcome::Deferred(wait) if retry.is_some() => {
+            let due_in = wait.saturating_sub(DEFER_EARLY).max(DEFER_EARLY);
+            let reason = format!(
+                "the destination account's request budget was busy for {:.1} s; the worker was given back",
+                wait.as_secs_f64()
+            );
+            let requeued =
+                runs::requeue_run(store, run, due_in, true, &run.trigger, counts, &reason).await?;
+            Ok(if requeued {
+                Recorded::Requeued {
+                    due_in,
+                    trigger: "deferred",
+                }
+            } else {
+                Recorded::Superseded
+            })
+        }
+        RunOutcome::Deferred(_) => {
+            let detail = "stopped at a batch boundary".to_string();
+            finish(
+                statements,
+                run,
+                "failed",
+                counts,
+                Some((FailureCode::Interrupted, detail)),
+            )
+            .await
+        }
         RunOutcome::Failed { code, detail } => match retry
             .filter(|_| code.is_retryable())
             // The run's attempt (1 for the first) is the retry it would need.

@@ -5,6 +5,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use futures::FutureExt;
 use sqlx::PgPool;
@@ -50,16 +51,24 @@ pub async fn catching_panic(
         })
 }
 
+/// How long a daemon run holds its worker waiting for a request slot shared
+/// with other runs (an account's budget) before it gives the worker back and
+/// returns to the queue: runs of other accounts, and runs with nothing to
+/// send, start meanwhile.
+const HOLD_WORKER_FOR_SLOT: Duration = Duration::from_secs(2);
+
 /// The environment of one of `daemon`'s runs.
 fn run_env(daemon: &Daemon, shutdown: &Shutdown) -> RunEnv {
-    RunEnv::new(
+    let mut env = RunEnv::new(
         daemon.store.clone(),
         daemon.statements.clone(),
         daemon.leases.clone(),
         daemon.sources.clone(),
         &daemon.settings,
         shutdown.stop_token(),
-    )
+    );
+    env.hold_worker_for_slot = Some(HOLD_WORKER_FOR_SLOT);
+    env
 }
 
 /// Starts the listener and the workers under `shutdown`'s tracker. Returns how

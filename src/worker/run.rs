@@ -18,6 +18,7 @@
 //! checkpoint (`claims`), replay checkpoints paced (`checkpoint_pacing`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use serde_json::Value;
 use tracing::{Instrument, info, info_span, warn};
@@ -279,6 +280,15 @@ async fn page_loop(
             checkpoint_waiting(cx, state, &pacing).await?;
             return Ok(RunOutcome::Stopped);
         }
+        if let Some(wait) = slot_too_far(cx, &mut pages).await {
+            info!(
+                wait_s = wait.as_secs_f64(),
+                "The destination account's request budget is busy; back in the queue until it nears"
+            );
+            pages.give_back_claim(cx).await?;
+            checkpoint_waiting(cx, state, &pacing).await?;
+            return Ok(RunOutcome::Deferred(wait));
+        }
         let Some(page) = pages.take()? else {
             checkpoint_waiting(cx, state, &pacing).await?;
             // A complete read: mirror mode takes off who left the query.
@@ -350,6 +360,18 @@ async fn page_loop(
         // A failure preparing the next page surfaces once this one is saved.
         prepared_next?;
     }
+}
+
+/// A daemon run about to send a page takes the account's next request slot
+/// if it comes soon enough; else the wait, for the run to give its worker
+/// back. Pages with nothing to send, and foreground runs, never wait here.
+async fn slot_too_far(cx: &RunContext<'_>, pages: &mut ReadAhead<'_>) -> Option<Duration> {
+    let within = cx.env.hold_worker_for_slot?;
+    let page = pages.next_mut()?;
+    if page.fresh.is_empty() && page.suspects.is_empty() {
+        return None;
+    }
+    cx.destination.reserve_slot(within).await.err()
 }
 
 /// Proves the run still owns the sync, then moves the cursor to `at` (with the

@@ -39,6 +39,11 @@ pub struct RunEnv {
     /// Where each workspace's secrets are read, when a run opens its
     /// connectors.
     pub secrets: SecretStore,
+    /// How long a run may hold its worker waiting for a request slot it
+    /// shares with other runs: a longer wait puts it back in the queue until
+    /// the slot nears (`RunOutcome::Deferred`). `None` (a foreground run,
+    /// which has no worker to give back): it waits.
+    pub hold_worker_for_slot: Option<Duration>,
 }
 
 impl RunEnv {
@@ -65,6 +70,7 @@ impl RunEnv {
             sources,
             budgets: SharedBudgets::in_redis(leases_pool, &settings.redis.key_prefix),
             secrets: settings.secrets.store(),
+            hold_worker_for_slot: None,
         }
     }
 }
@@ -82,6 +88,10 @@ pub enum RunOutcome {
     Skipped(FailureCode),
     /// Stopped cleanly at a batch boundary because `stop` was cancelled.
     Stopped,
+    /// Stopped cleanly at a batch boundary because the destination account's
+    /// shared request budget is busy this long: back in the queue until then,
+    /// its worker free meanwhile (`RunEnv::hold_worker_for_slot`).
+    Deferred(Duration),
 }
 
 #[derive(Debug, Clone)]

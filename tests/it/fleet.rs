@@ -1,7 +1,10 @@
 //! A fleet: syncs that share one destination account pace as one, across
 //! processes, through the account's budget in Redis.
 
-use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
+use std::time::Duration;
+
+use crate::helpers::daemon::DaemonProcess;
+use crate::helpers::scenario::{BREVO_KEY, SYNC_ID, Scenario, SyncOptions};
 
 /// Two syncs on one Brevo key, run at the same moment by two processes, share
 /// the account's budget: the fake, enforcing Brevo's limit of 10 requests in
@@ -55,5 +58,133 @@ async fn syncs_sharing_a_destination_account_never_draw_a_429_together() -> anyh
         written.values().all(|n| *n == 2),
         "each contact once per sync: {written:?}"
     );
+    Ok(())
+}
+
+/// A run whose account budget is booked far ahead (other daemons' runs took
+/// the next seconds) gives its worker back instead of holding it while it
+/// waits: on a daemon with one worker, a sync with nothing to send runs and
+/// succeeds meanwhile; the waiting run comes back in the queue, its attempt
+/// returned, and delivers everything once the budget frees.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_waiting_for_its_accounts_budget_gives_its_worker_back() -> anyhow::Result<()> {
+    use sha2::Digest;
+    let s = Scenario::new(SyncOptions {
+        rows: 30,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let destination = format!(
+        "kind = \"brevo\"\napi_key_env = \"TEST_BREVO_KEY\"\nbase_url = \"{}\"\nmode = \"bulk\"\n\
+         list_ids = [12]\nrequests_per_second = 2\ntimeout = \"5s\"",
+        s.fake.base_url
+    );
+    s.publish_with_destination(10, &destination).await?;
+    // A second sync on the same account whose query finds nothing to send.
+    let file = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
+        .replacen(&format!("id = \"{SYNC_ID}\""), "id = \"acme-nothing\"", 1)
+        .replacen("FROM contacts\"", "FROM contacts WHERE id < 0\"", 1);
+    let nothing = s.dir.path().join("nothing.toml");
+    std::fs::write(&nothing, file)?;
+    s.cli
+        .run(&["sync", "apply", nothing.to_str().unwrap_or_default()])
+        .await?
+        .ok()?;
+    // Other daemons booked the account's next 8 seconds (the budget's slot
+    // key, as `SharedBudgets` names it: the key's digest, not the key).
+    let digest = hex::encode(&sha2::Sha256::digest(BREVO_KEY.as_bytes())[..8]);
+    let slot_key = format!("{}:budget:brevo:{digest}", s.redis.prefix);
+    let mut conn = s.redis.pool.get().await?;
+    let (seconds, micros): (i64, i64) = deadpool_redis::redis::cmd("TIME")
+        .query_async(&mut conn)
+        .await?;
+    let booked_until = seconds * 1000 + micros / 1000 + 8_000;
+    let _: () = deadpool_redis::redis::cmd("SET")
+        .arg(&slot_key)
+        .arg(booked_until)
+        .arg("PX")
+        .arg(9_000)
+        .query_async(&mut conn)
+        .await?;
+
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__COUNT", "1")
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
+    let daemon = DaemonProcess::spawn(&cli).await?;
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let events = |sync: &'static str| {
+        let pool = s.db.pool.clone();
+        async move {
+            let rows: Vec<(String, serde_json::Value)> = sqlx::query_as(
+                "SELECT e.kind, e.detail FROM run_events e JOIN runs r ON r.id = e.run_id
+                 WHERE r.sync_id = $1 ORDER BY e.id",
+            )
+            .bind(sync)
+            .fetch_all(&pool)
+            .await?;
+            anyhow::Ok(rows)
+        }
+    };
+    daemon
+        .eventually(
+            Duration::from_secs(30),
+            "the run giving its worker back",
+            || async {
+                Ok(events(SYNC_ID)
+                    .await?
+                    .iter()
+                    .any(|(kind, _)| kind == "requeued"))
+            },
+        )
+        .await?;
+    s.cli.run(&["sync", "run", "acme-nothing"]).await?.ok()?;
+    let status = |sync: &'static str| {
+        let pool = s.db.pool.clone();
+        async move {
+            let status: Option<String> = sqlx::query_scalar(
+                "SELECT status FROM runs WHERE sync_id = $1 ORDER BY id DESC LIMIT 1",
+            )
+            .bind(sync)
+            .fetch_optional(&pool)
+            .await?;
+            anyhow::Ok(status.unwrap_or_default())
+        }
+    };
+    daemon
+        .eventually(
+            Duration::from_secs(30),
+            "the other sync's run succeeding",
+            || async { Ok(status("acme-nothing").await? == "succeeded") },
+        )
+        .await?;
+    assert_eq!(
+        status(SYNC_ID).await?,
+        "queued",
+        "the waiting run was back in the queue, not on the one worker"
+    );
+    assert!(s.fake.writes().is_empty(), "nothing sent before the slot");
+    daemon
+        .eventually(
+            Duration::from_secs(60),
+            "the waiting run succeeding",
+            || async { Ok(status(SYNC_ID).await? == "succeeded") },
+        )
+        .await?;
+    let run = s.last_run().await?;
+    assert_eq!(run["attempt"], 1, "waiting is not a try: {run}");
+    assert_eq!(s.writes_per_email().len(), 30);
+    let requeued: Vec<_> = events(SYNC_ID)
+        .await?
+        .into_iter()
+        .filter(|(kind, _)| kind == "requeued")
+        .collect();
+    let reason = requeued[0].1["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(reason.contains("request budget"), "{reason}");
+    assert_eq!(requeued[0].1["trigger"], "manual", "{requeued:?}");
     Ok(())
 }

@@ -714,6 +714,16 @@ impl Destination for BrevoDestination {
             .map(FollowUp)
     }
 
+    /// The account's next slot, for the page's first request: imports in
+    /// bulk mode, single writes otherwise.
+    async fn reserve_slot(&self, within: std::time::Duration) -> Result<(), std::time::Duration> {
+        match (&self.config.mode, &self.import_pacer) {
+            (BrevoMode::Bulk, Some(imports)) => imports.reserve_within(within).await,
+            (BrevoMode::Bulk, None) => Ok(()),
+            _ => self.create_pacer.reserve_within(within).await,
+        }
+    }
+
     /// Values left out for not fitting their attribute's type (Brevo would
     /// ignore them).
     fn take_dropped(&self) -> Vec<(String, u64, String)> {
