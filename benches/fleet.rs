@@ -105,7 +105,7 @@ workspace = "ws-{workspace}"
 schedule = "{schedule}"
 [source]
 kind = "postgres"
-url_env = "BENCH_SOURCE_URL"
+url_env = "BENCH_CONTACTS_URL"
 query = "{query}"
 cursor_column = "id"
 page_size = {page}
@@ -134,18 +134,51 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
     let shared = setting("BENCH_SHARED", 300)?.min(total);
     let daemons = setting("BENCH_DAEMONS", 4)?;
     let workers = setting("BENCH_WORKERS", 16)?;
-    let workspaces: Vec<String> = (0..50).map(|w| format!("ws-{w}")).collect();
-    support::write_secrets(&workspaces.iter().map(String::as_str).collect::<Vec<_>>())?;
-
-    sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text NOT NULL)")
+    // The syncs' contacts live in a database of their own, as an operator's
+    // source does: in the store's database, each run's commit
+    // horizon would wait for the daemons' own store transactions to end.
+    let source_db = format!("{}_source", std::env::var("BENCH_DATABASE")?);
+    let source_url = std::env::var("BENCH_SOURCE_URL")?.replacen(
+        &std::env::var("BENCH_DATABASE")?,
+        &source_db,
+        1,
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {source_db}")))
         .execute(&pool)
+        .await?;
+    let result = run_fleet(pool.clone(), &source_url, total, shared, daemons, workers).await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE {source_db} WITH (FORCE)"
+    )))
+    .execute(&pool)
+    .await?;
+    result
+}
+
+async fn run_fleet(
+    pool: sqlx::PgPool,
+    source_url: &str,
+    total: usize,
+    shared: usize,
+    daemons: usize,
+    workers: usize,
+) -> anyhow::Result<()> {
+    let workspaces: Vec<String> = (0..50).map(|w| format!("ws-{w}")).collect();
+    support::write_secrets_with(
+        &workspaces.iter().map(String::as_str).collect::<Vec<_>>(),
+        &[("BENCH_CONTACTS_URL", source_url)],
+    )?;
+    let source = sqlx::PgPool::connect(source_url).await?;
+    sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text NOT NULL)")
+        .execute(&source)
         .await?;
     sqlx::query(
         "INSERT INTO contacts SELECT i, 'contact' || i || '@example.com' FROM generate_series(1, $1) i",
     )
     .bind(CONTACTS)
-    .execute(&pool)
+    .execute(&source)
     .await?;
+    source.close().await;
     let mut fakes = Vec::new();
     for key in KEYS {
         let (runtime, fake) = daemon_process::brevo_fake_apart(key)?;
@@ -333,6 +366,24 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
         started_after.last().copied().unwrap_or(f64::NAN)
     );
     println!("  runs: {outcomes:?}, all done {elapsed:.1} s after the due second");
+    // Runs that gave their worker back to wait for their account's budget,
+    // and the worker time runs held: claimed to finished or given back.
+    let (given_back, held, held_shared): (i64, f64, f64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE e.kind = 'requeued'),
+                coalesce(sum(extract(epoch FROM e.at - c.at)), 0)::float8,
+                coalesce(sum(extract(epoch FROM e.at - c.at))
+                           FILTER (WHERE split_part(r.sync_id, '-', 2)::int < $1), 0)::float8
+         FROM run_events e JOIN runs r ON r.id = e.run_id
+         CROSS JOIN LATERAL (SELECT at FROM run_events c WHERE c.run_id = e.run_id
+                               AND c.kind = 'claimed' AND c.id < e.id ORDER BY c.id DESC LIMIT 1) c
+         WHERE e.kind IN ('requeued', 'succeeded', 'failed')",
+    )
+    .bind(i32::try_from(shared).unwrap_or(i32::MAX))
+    .fetch_one(&pool)
+    .await?;
+    println!(
+        "  given back to wait for an account: {given_back}; worker time held by runs: {held:.1} s ({held_shared:.1} s by the shared accounts' runs)"
+    );
     let mut lost = 0usize;
     for (i, (_, fake)) in fakes.iter().enumerate() {
         let syncs_here = (0..shared).filter(|s| s % KEYS.len() == i).count();

@@ -97,8 +97,16 @@ pub fn secrets_dir() -> std::path::PathBuf {
 /// each of `workspaces`.
 #[allow(dead_code)]
 pub fn write_secrets(workspaces: &[&str]) -> anyhow::Result<()> {
+    write_secrets_with(workspaces, &[])
+}
+
+/// `write_secrets`, with `extra` secrets beside the `BENCH_*` variables.
+pub fn write_secrets_with(workspaces: &[&str], extra: &[(&str, &str)]) -> anyhow::Result<()> {
     let mut lines = String::new();
     for (key, value) in std::env::vars().filter(|(k, _)| k.starts_with("BENCH_")) {
+        lines.push_str(&format!("{key}='{value}'\n"));
+    }
+    for (key, value) in extra {
         lines.push_str(&format!("{key}='{value}'\n"));
     }
     for workspace in workspaces {

@@ -96,6 +96,13 @@ impl Destination for AnyDestination {
         }
     }
 
+    fn hold_slot(&self, wait: std::time::Duration) {
+        match self {
+            AnyDestination::Brevo(d) => d.hold_slot(wait),
+            AnyDestination::Webhook(d) => d.hold_slot(wait),
+        }
+    }
+
     fn take_dropped(&self) -> Vec<(String, u64, String)> {
         match self {
             AnyDestination::Brevo(d) => d.take_dropped(),

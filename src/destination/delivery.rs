@@ -60,15 +60,20 @@ pub trait Destination: Send + Sync {
     }
 
     /// Before a page's calls: takes the first request slot of a budget
-    /// shared with other runs if it comes within `within`; else nothing is
-    /// taken and the answer is how long the wait would be, so the run can
-    /// give its worker back instead of holding it while it waits.
+    /// shared with other runs (unless one is held). `Err(wait)` when it is
+    /// further than `within`: the slot, `wait` ahead, is the run's all the
+    /// same, so the run can give its worker back and come back for it
+    /// (`hold_slot`) instead of holding the worker while it waits.
     fn reserve_slot(
         &self,
         _within: std::time::Duration,
     ) -> impl Future<Output = Result<(), std::time::Duration>> + Send {
         async { Ok(()) }
     }
+
+    /// The next call's first request leaves in a slot the run reserved
+    /// earlier (`reserve_slot`), `wait` from now.
+    fn hold_slot(&self, _wait: std::time::Duration) {}
 
     /// Page `page` (0: the newest) of the destination's list of follow-ups:
     /// one request, however many imports it settles.

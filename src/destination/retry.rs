@@ -65,18 +65,34 @@ impl Pacer {
         }
     }
 
-    /// Takes the next slot of the shared budget for the next request if it
-    /// comes within `within`; else nothing is taken and the answer is how
-    /// long the account's queue is. Without a shared budget the run paces
-    /// alone and never waits on others: always ready.
+    /// Takes the next slot of the shared budget for the next request (unless
+    /// one is held already): `Ok` when it comes within `within`; else
+    /// `Err(wait)`: the slot is `wait` ahead, and a caller that gives its
+    /// worker back takes it along (`hold_slot` when it comes back). Without
+    /// a shared budget the run paces alone and never waits on others.
     pub async fn reserve_within(&self, within: Duration) -> Result<(), Duration> {
         let Some((budgets, account)) = &self.shared else {
             return Ok(());
         };
-        let wait = budgets.reserve(account, self.rate(), Some(within)).await?;
-        let slot = tokio::time::Instant::now() + wait;
-        *self.prepaid.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
+        if self.lock_prepaid().is_some() {
+            return Ok(());
+        }
+        let wait = budgets.reserve(account, self.rate()).await;
+        if wait > within {
+            return Err(wait);
+        }
+        self.hold_slot(wait);
         Ok(())
+    }
+
+    /// The next request leaves in the slot reserved `wait` from now.
+    pub fn hold_slot(&self, wait: Duration) {
+        *self.lock_prepaid() = Some(tokio::time::Instant::now() + wait);
+    }
+
+    fn lock_prepaid(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
+        // A plain instant: a panic elsewhere cannot leave it half-written.
+        self.prepaid.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Takes slots from `account`'s budget in `budgets` instead of this
@@ -97,11 +113,7 @@ impl Pacer {
     /// Waits for this request's slot; a hold that began meanwhile is waited
     /// out, then a new slot taken (so the requests held leave paced, too).
     pub async fn wait(&self) {
-        let prepaid = self
-            .prepaid
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let prepaid = self.lock_prepaid().take();
         if let Some(slot) = prepaid
             && slot > tokio::time::Instant::now()
         {

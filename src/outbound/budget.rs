@@ -28,8 +28,6 @@ pub trait ScriptHost: Send + Sync {
 /// Reserves the next slot of `KEYS[1]` (the time the account's next request
 /// may leave, in ms on Redis' clock) `ARGV[1]` ms after the last; returns how
 /// long the caller waits for it. The key expires once its slots are past.
-/// With `ARGV[2]` at 0 or more, a slot further away than that many ms is not
-/// reserved: the answer is then `-1 - wait`.
 static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
@@ -37,8 +35,6 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local slot = tonumber(redis.call('GET', KEYS[1]) or now)
 if slot < now then slot = now end
-local within = tonumber(ARGV[2])
-if within >= 0 and slot - now > within then return -1 - (slot - now) end
 local interval = tonumber(ARGV[1])
 redis.call('SET', KEYS[1], slot + interval, 'PX', slot + interval - now + 1000)
 return slot - now
@@ -87,39 +83,25 @@ impl SharedBudgets {
     /// the limit in any second the destination counts, which at the full
     /// rate a delay of one slot would (measured: 1 in 600 imports drew a 429).
     pub async fn wait(&self, account: &str, per_second: u32) {
-        if let Ok(wait) = self.reserve(account, per_second, None).await {
-            // A slot already due is taken at once: a timer, even of zero,
-            // costs a millisecond on the bulk path.
-            if !wait.is_zero() {
-                tokio::time::sleep(wait.min(LONGEST_WAIT)).await;
-            }
+        let wait = self.reserve(account, per_second).await;
+        // A slot already due is taken at once: a timer, even of zero, costs a
+        // millisecond on the bulk path.
+        if !wait.is_zero() {
+            tokio::time::sleep(wait.min(LONGEST_WAIT)).await;
         }
     }
 
-    /// Reserves the next request slot of `account` (as `wait` does) if it
-    /// comes within `within` (any slot with `None`), and says how far away it
-    /// is: `Ok(wait)`, the slot is the caller's; `Err(wait)`, nothing was
-    /// reserved and the account's queue is that long. A run that would wait
-    /// longer than it should hold a worker for gives the worker back instead.
-    pub async fn reserve(
-        &self,
-        account: &str,
-        per_second: u32,
-        within: Option<Duration>,
-    ) -> Result<Duration, Duration> {
+    /// Reserves the next request slot of `account`, as `wait` does, without
+    /// waiting for it: how far ahead it is. The slot is the caller's, however
+    /// far: a run that would wait longer than it may hold a worker gives the
+    /// worker back and comes back for its slot.
+    pub async fn reserve(&self, account: &str, per_second: u32) -> Duration {
         let per_second = per_second.max(1);
         let interval = Duration::from_secs(1) * HEADROOM_DENOMINATOR
             / (per_second * HEADROOM_NUMERATOR).max(1);
         if let Some((redis, prefix)) = &self.redis {
-            match reserve(
-                redis.as_ref(),
-                &format!("{prefix}{account}"),
-                interval,
-                within,
-            )
-            .await
-            {
-                Ok(answer) => return answer,
+            match reserve(redis.as_ref(), &format!("{prefix}{account}"), interval).await {
+                Ok(wait) => return wait,
                 Err(e) => tracing::warn!(
                     account,
                     error = %e,
@@ -141,33 +123,22 @@ impl SharedBudgets {
         let now = Instant::now();
         let next = local.entry(account.to_string()).or_insert(now);
         let slot = (*next).max(now);
-        let wait = slot - now;
-        if within.is_some_and(|within| wait > within) {
-            return Err(wait);
-        }
         *next = slot + interval;
-        Ok(wait)
+        slot - now
     }
 }
 
-/// The script's answer: `Ok(wait)` reserved, `Err(wait)` refused (further
-/// than `within`).
 async fn reserve(
     redis: &dyn ScriptHost,
     key: &str,
     interval: Duration,
-    within: Option<Duration>,
-) -> anyhow::Result<Result<Duration, Duration>> {
-    let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+) -> anyhow::Result<Duration> {
+    let interval_ms = u64::try_from(interval.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
     let mut invocation = RESERVE.key(key);
-    invocation.arg(millis(interval).max(1));
-    invocation.arg(within.map_or(-1, millis));
+    invocation.arg(interval_ms);
     // A connection and the script's answer, within one bound.
-    let answer = tokio::time::timeout(Duration::from_secs(4), redis.invoke(&invocation)).await??;
-    let ms = |v: i64| Duration::from_millis(u64::try_from(v).unwrap_or(0));
-    Ok(if answer < 0 {
-        Err(ms(-1 - answer))
-    } else {
-        Ok(ms(answer))
-    })
+    let wait_ms = tokio::time::timeout(Duration::from_secs(4), redis.invoke(&invocation)).await??;
+    Ok(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)))
 }

@@ -46,6 +46,10 @@ pub struct RunRow {
     pub pages: i32,
     pub failure_code: Option<String>,
     pub failure_detail: Option<String>,
+    /// The account request slot the run reserved before it gave its worker
+    /// back (`RunOutcome::Deferred`): its first request leaves then.
+    #[sqlx(default)]
+    pub slot_at: Option<DateTime<Utc>>,
 }
 
 impl RunRow {
@@ -434,19 +438,25 @@ pub async fn claim_runs(
     let rows: Vec<ClaimedFor> = sqlx::query_as(
         "WITH want AS (
            SELECT * FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS w(worker_id, boot_id, slot)),
-         heads AS (
-           SELECT q.id, q.scheduled_at,
-                  row_number() OVER (PARTITION BY ws.id ORDER BY q.scheduled_at, q.id) AS rank,
+         due AS MATERIALIZED (
+           SELECT ws.id,
                   greatest((SELECT max(started_at) FROM runs
                             WHERE workspace_id = ws.id AND status = 'running'),
                            (SELECT finished_at FROM runs
                             WHERE workspace_id = ws.id AND status IN ('succeeded', 'failed')
                             ORDER BY finished_at DESC LIMIT 1)) AS served
            FROM workspaces ws
+           WHERE EXISTS (SELECT 1 FROM runs WHERE workspace_id = ws.id AND status = 'queued'
+                           AND scheduled_at <= now())),
+         share AS (SELECT ceil($3::float8 / greatest(count(*), 1))::bigint AS n FROM due),
+         heads AS (
+           SELECT q.id, q.scheduled_at, due.served,
+                  row_number() OVER (PARTITION BY due.id ORDER BY q.scheduled_at, q.id) AS rank
+           FROM due CROSS JOIN share
            CROSS JOIN LATERAL (
              SELECT id, scheduled_at FROM runs
-             WHERE workspace_id = ws.id AND status = 'queued' AND scheduled_at <= now()
-             ORDER BY scheduled_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) q),
+             WHERE workspace_id = due.id AND status = 'queued' AND scheduled_at <= now()
+             ORDER BY scheduled_at, id LIMIT share.n FOR UPDATE SKIP LOCKED) q),
          next AS (
            SELECT id, row_number() OVER (ORDER BY rank, served NULLS FIRST, scheduled_at, id) AS slot
            FROM heads ORDER BY rank, served NULLS FIRST, scheduled_at, id LIMIT $3),
@@ -497,6 +507,7 @@ pub async fn requeue_run(
     trigger: &str,
     counts: &RunCounts,
     reason: &str,
+    slot_in: Option<std::time::Duration>,
 ) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     sqlx::query(
@@ -515,7 +526,8 @@ pub async fn requeue_run(
                 attempt = CASE WHEN $3 THEN greatest(attempt - 1, 0) ELSE attempt END,
                 scheduled_at = now() + make_interval(secs => $4), worker_id = NULL, boot_id = NULL,
                 lease_token = NULL, records_read = $5, records_written = $6, records_replayed = $7,
-                records_rejected = $8, records_resent = $9
+                records_rejected = $8, records_resent = $9,
+                slot_at = now() + make_interval(secs => $11)
          WHERE id = $1 AND status = 'running' AND started_at IS NOT DISTINCT FROM $10",
     )
     .bind(run.id)
@@ -528,6 +540,7 @@ pub async fn requeue_run(
     .bind(counts.rejected)
     .bind(counts.resent)
     .bind(run.started_at)
+    .bind(slot_in.map(|d| d.as_secs_f64()))
     .execute(&mut *tx)
     .await?
     .rows_affected()

@@ -184,6 +184,7 @@ async fn put_back(
         trigger,
         &run.counts(),
         reason,
+        None,
     )
     .await?
     {

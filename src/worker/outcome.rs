@@ -162,8 +162,8 @@ async fn alert_quarantine(
     Ok(())
 }
 
-/// A deferred run comes back this much before the wait it was told ends
-/// (the slot is taken then, with this much left to wait on the worker).
+/// A deferred run comes back this much before its reserved slot, and waits
+/// the rest on a worker.
 const DEFER_EARLY: Duration = Duration::from_secs(1);
 
 async fn record(
@@ -190,6 +190,7 @@ async fn record(
                     "shutdown",
                     counts,
                     "stopped at a clean batch boundary",
+                    None,
                 )
                 .await?;
                 Ok(if requeued {
@@ -215,14 +216,24 @@ async fn record(
         },
         // Back in the queue until the account's slot nears, its attempt
         // returned: waiting for a budget is neither a failure nor a try.
+        // The slot it reserved goes with it.
         RunOutcome::Deferred(wait) if retry.is_some() => {
-            let due_in = wait.saturating_sub(DEFER_EARLY).max(DEFER_EARLY);
+            let due_in = wait.saturating_sub(DEFER_EARLY);
             let reason = format!(
-                "the destination account's request budget was busy for {:.1} s; the worker was given back",
+                "the destination account's request budget was booked {:.1} s ahead; the worker was given back until the run's slot",
                 wait.as_secs_f64()
             );
-            let requeued =
-                runs::requeue_run(store, run, due_in, true, &run.trigger, counts, &reason).await?;
+            let requeued = runs::requeue_run(
+                store,
+                run,
+                due_in,
+                true,
+                &run.trigger,
+                counts,
+                &reason,
+                Some(*wait),
+            )
+            .await?;
             Ok(if requeued {
                 Recorded::Requeued {
                     due_in,
@@ -253,7 +264,8 @@ async fn record(
             Some(due_in) => {
                 let reason = format!("{code}: {detail}");
                 let requeued =
-                    runs::requeue_run(store, run, due_in, false, "retry", counts, &reason).await?;
+                    runs::requeue_run(store, run, due_in, false, "retry", counts, &reason, None)
+                        .await?;
                 Ok(if requeued {
                     Recorded::Requeued {
                         due_in,

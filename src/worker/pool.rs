@@ -303,6 +303,7 @@ async fn cut_off(daemon: &Daemon, run: &RunRow) {
         "shutdown",
         &counts,
         "cut off at the drain deadline",
+        None,
     )
     .await
     {

@@ -271,6 +271,17 @@ async fn page_loop(
     state: &mut LoopState,
     progress: &mut (dyn FnMut(&PageProgress) + Send),
 ) -> Result<RunOutcome, RunFailure> {
+    // A run back from giving its worker away sends first in the slot it
+    // reserved then. One already past is not used: the account's line has
+    // moved on, and a request sent late beside the ones in their slots
+    // could pass the account's limit.
+    if let Some(Ok(wait)) = cx
+        .run
+        .slot_at
+        .map(|slot| (slot - chrono::Utc::now()).to_std())
+    {
+        cx.destination.hold_slot(wait);
+    }
     let mut pages = ReadAhead::start(cx, source, state.cursor.as_ref()).await?;
     let mut pacing = CheckpointPacing::new(state.cursor.clone());
     loop {

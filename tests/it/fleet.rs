@@ -64,8 +64,9 @@ async fn syncs_sharing_a_destination_account_never_draw_a_429_together() -> anyh
 /// A run whose account budget is booked far ahead (other daemons' runs took
 /// the next seconds) gives its worker back instead of holding it while it
 /// waits: on a daemon with one worker, a sync with nothing to send runs and
-/// succeeds meanwhile; the waiting run comes back in the queue, its attempt
-/// returned, and delivers everything once the budget frees.
+/// succeeds meanwhile; the waiting run comes back in the queue (once: it
+/// keeps the slot it reserved), its attempt returned, and delivers
+/// everything once the budget frees.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_waiting_for_its_accounts_budget_gives_its_worker_back() -> anyhow::Result<()> {
     use sha2::Digest;
@@ -180,6 +181,8 @@ async fn a_run_waiting_for_its_accounts_budget_gives_its_worker_back() -> anyhow
         .into_iter()
         .filter(|(kind, _)| kind == "requeued")
         .collect();
+    // It came back for the slot it had reserved, not to the end of the line.
+    assert_eq!(requeued.len(), 1, "{requeued:?}");
     let reason = requeued[0].1["reason"]
         .as_str()
         .unwrap_or_default()

@@ -136,6 +136,15 @@ impl BrevoDestination {
         self.config.base_url.as_str()
     }
 
+    /// The pacer of a page's first request: imports in bulk mode (paced
+    /// only with a shared budget), single writes otherwise.
+    fn first_pacer(&self) -> Option<&Pacer> {
+        match self.config.mode {
+            BrevoMode::Bulk => self.import_pacer.as_ref(),
+            BrevoMode::Single => Some(&self.create_pacer),
+        }
+    }
+
     /// Records what the account holds of the mapped attributes.
     pub(super) fn fit_to(&mut self, unknown: Vec<String>, types: HashMap<String, AttributeType>) {
         self.fitting.unknown = unknown;
@@ -717,10 +726,15 @@ impl Destination for BrevoDestination {
     /// The account's next slot, for the page's first request: imports in
     /// bulk mode, single writes otherwise.
     async fn reserve_slot(&self, within: std::time::Duration) -> Result<(), std::time::Duration> {
-        match (&self.config.mode, &self.import_pacer) {
-            (BrevoMode::Bulk, Some(imports)) => imports.reserve_within(within).await,
-            (BrevoMode::Bulk, None) => Ok(()),
-            _ => self.create_pacer.reserve_within(within).await,
+        match self.first_pacer() {
+            Some(pacer) => pacer.reserve_within(within).await,
+            None => Ok(()),
+        }
+    }
+
+    fn hold_slot(&self, wait: std::time::Duration) {
+        if let Some(pacer) = self.first_pacer() {
+            pacer.hold_slot(wait);
         }
     }
 

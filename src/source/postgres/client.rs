@@ -504,6 +504,12 @@ impl Source for PostgresSource {
             if let Some(mut conn) = self.connection.take() {
                 conn.close_on_drop();
             }
+        } else if self.whole_read.is_none() {
+            // Between keyset pages the connection goes back to the pool: a
+            // run waiting on its destination (an account's budget, a slow
+            // answer) must not keep the source's few connections from the
+            // other runs of the process.
+            self.connection = None;
         }
         result
     }
