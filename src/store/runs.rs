@@ -493,22 +493,39 @@ pub async fn claim_runs(
     Ok(answers)
 }
 
-/// Puts a running run back in the queue, due at `due_in` from now. With
-/// `give_back_attempt` the attempt it spent is returned (a clean stop at a
-/// batch boundary is not a failed attempt). A queued run of the same sync that
-/// appeared meanwhile (the schedule's) is merged into this one: it ends
-/// `skipped`, so the queue keeps one queued run per sync. Like `finish_run`,
-/// it acts only on the claim `run` describes; returns whether it did.
+/// How a run goes back in the queue.
+#[derive(Debug, Clone, Copy)]
+pub struct Requeue<'a> {
+    /// Due this long from now.
+    pub due_in: std::time::Duration,
+    /// The attempt it spent is returned (a clean stop at a batch boundary,
+    /// or a wait for its account, is not a failed attempt).
+    pub give_back_attempt: bool,
+    pub trigger: &'a str,
+    /// Why, on the run's timeline.
+    pub reason: &'a str,
+    /// The account slot it reserved, this long from now (`runs.slot_at`).
+    pub slot_in: Option<std::time::Duration>,
+}
+
+/// Puts a running run back in the queue with the counts it reached. A queued
+/// run of the same sync that appeared meanwhile (the schedule's) is merged
+/// into this one: it ends `skipped`, so the queue keeps one queued run per
+/// sync. Like `finish_run`, it acts only on the claim `run` describes;
+/// returns whether it did.
 pub async fn requeue_run(
     pool: &PgPool,
     run: &RunRow,
-    due_in: std::time::Duration,
-    give_back_attempt: bool,
-    trigger: &str,
     counts: &RunCounts,
-    reason: &str,
-    slot_in: Option<std::time::Duration>,
+    requeue: Requeue<'_>,
 ) -> sqlx::Result<bool> {
+    let Requeue {
+        due_in,
+        give_back_attempt,
+        trigger,
+        reason,
+        slot_in,
+    } = requeue;
     let mut tx = pool.begin().await?;
     sqlx::query(
         "UPDATE runs SET status = 'skipped', finished_at = now(),

@@ -179,12 +179,14 @@ async fn put_back(
     } else if runs::requeue_run(
         &daemon.store,
         run,
-        std::time::Duration::ZERO,
-        false,
-        trigger,
         &run.counts(),
-        reason,
-        None,
+        runs::Requeue {
+            due_in: std::time::Duration::ZERO,
+            give_back_attempt: false,
+            trigger,
+            reason,
+            slot_in: None,
+        },
     )
     .await?
     {

@@ -180,27 +180,39 @@ async fn record(
             let detail = code.what_happened().to_string();
             finish(statements, run, "skipped", counts, Some((*code, detail))).await
         }
-        RunOutcome::Stopped => match retry {
+        // Back in the queue until the account's slot nears, its attempt
+        // returned: waiting for a budget is neither a failure nor a try.
+        // The slot it reserved goes with it.
+        RunOutcome::Deferred(wait) if retry.is_some() => {
+            let due_in = wait.saturating_sub(DEFER_EARLY);
+            let reason = format!(
+                "the destination account's request budget was booked {:.1} s ahead; the worker was given back until the run's slot",
+                wait.as_secs_f64()
+            );
+            let requeue = runs::Requeue {
+                due_in,
+                give_back_attempt: true,
+                trigger: &run.trigger,
+                reason: &reason,
+                slot_in: Some(*wait),
+            };
+            requeued(
+                runs::requeue_run(store, run, counts, requeue).await?,
+                due_in,
+                "deferred",
+            )
+        }
+        RunOutcome::Stopped | RunOutcome::Deferred(_) => match retry {
             Some(_) => {
-                let requeued = runs::requeue_run(
-                    store,
-                    run,
-                    Duration::ZERO,
-                    true,
-                    "shutdown",
-                    counts,
-                    "stopped at a clean batch boundary",
-                    None,
-                )
-                .await?;
-                Ok(if requeued {
-                    Recorded::Requeued {
-                        due_in: Duration::ZERO,
-                        trigger: "shutdown",
-                    }
-                } else {
-                    Recorded::Superseded
-                })
+                let requeue = runs::Requeue {
+                    due_in: Duration::ZERO,
+                    give_back_attempt: true,
+                    trigger: "shutdown",
+                    reason: "stopped at a clean batch boundary",
+                    slot_in: None,
+                };
+                let done = runs::requeue_run(store, run, counts, requeue).await?;
+                requeued(done, Duration::ZERO, "shutdown")
             }
             None => {
                 let detail = "stopped at a batch boundary".to_string();
@@ -214,46 +226,6 @@ async fn record(
                 .await
             }
         },
-        // Back in the queue until the account's slot nears, its attempt
-        // returned: waiting for a budget is neither a failure nor a try.
-        // The slot it reserved goes with it.
-        RunOutcome::Deferred(wait) if retry.is_some() => {
-            let due_in = wait.saturating_sub(DEFER_EARLY);
-            let reason = format!(
-                "the destination account's request budget was booked {:.1} s ahead; the worker was given back until the run's slot",
-                wait.as_secs_f64()
-            );
-            let requeued = runs::requeue_run(
-                store,
-                run,
-                due_in,
-                true,
-                &run.trigger,
-                counts,
-                &reason,
-                Some(*wait),
-            )
-            .await?;
-            Ok(if requeued {
-                Recorded::Requeued {
-                    due_in,
-                    trigger: "deferred",
-                }
-            } else {
-                Recorded::Superseded
-            })
-        }
-        RunOutcome::Deferred(_) => {
-            let detail = "stopped at a batch boundary".to_string();
-            finish(
-                statements,
-                run,
-                "failed",
-                counts,
-                Some((FailureCode::Interrupted, detail)),
-            )
-            .await
-        }
         RunOutcome::Failed { code, detail } => match retry
             .filter(|_| code.is_retryable())
             // The run's attempt (1 for the first) is the retry it would need.
@@ -263,17 +235,18 @@ async fn record(
             }) {
             Some(due_in) => {
                 let reason = format!("{code}: {detail}");
-                let requeued =
-                    runs::requeue_run(store, run, due_in, false, "retry", counts, &reason, None)
-                        .await?;
-                Ok(if requeued {
-                    Recorded::Requeued {
-                        due_in,
-                        trigger: "retry",
-                    }
-                } else {
-                    Recorded::Superseded
-                })
+                let requeue = runs::Requeue {
+                    due_in,
+                    give_back_attempt: false,
+                    trigger: "retry",
+                    reason: &reason,
+                    slot_in: None,
+                };
+                requeued(
+                    runs::requeue_run(store, run, counts, requeue).await?,
+                    due_in,
+                    "retry",
+                )
             }
             _ => {
                 finish(
@@ -287,6 +260,15 @@ async fn record(
             }
         },
     }
+}
+
+/// What a requeue that did (`done`) or found the claim gone recorded.
+fn requeued(done: bool, due_in: Duration, trigger: &'static str) -> sqlx::Result<Recorded> {
+    Ok(if done {
+        Recorded::Requeued { due_in, trigger }
+    } else {
+        Recorded::Superseded
+    })
 }
 
 async fn finish(

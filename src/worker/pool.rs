@@ -298,12 +298,14 @@ async fn cut_off(daemon: &Daemon, run: &RunRow) {
     if let Err(e) = runs::requeue_run(
         &daemon.store,
         run,
-        std::time::Duration::ZERO,
-        false,
-        "shutdown",
         &counts,
-        "cut off at the drain deadline",
-        None,
+        runs::Requeue {
+            due_in: Duration::ZERO,
+            give_back_attempt: false,
+            trigger: "shutdown",
+            reason: "cut off at the drain deadline",
+            slot_in: None,
+        },
     )
     .await
     {
