@@ -74,7 +74,8 @@ impl Pacer {
         let Some((budgets, account)) = &self.shared else {
             return Ok(());
         };
-        if self.lock_prepaid().is_some() {
+        let held = *self.lock_prepaid();
+        if held.is_some_and(|slot| slot + self.interval / 2 >= tokio::time::Instant::now()) {
             return Ok(());
         }
         let wait = budgets.reserve(account, self.rate()).await;
@@ -113,7 +114,12 @@ impl Pacer {
     /// Waits for this request's slot; a hold that began meanwhile is waited
     /// out, then a new slot taken (so the requests held leave paced, too).
     pub async fn wait(&self) {
-        let prepaid = self.lock_prepaid().take();
+        // A slot held past its time is not used: a request sent late beside
+        // others in their slots could pass the account's limit.
+        let prepaid = self
+            .lock_prepaid()
+            .take()
+            .filter(|slot| *slot + self.interval / 2 >= tokio::time::Instant::now());
         if let Some(slot) = prepaid
             && slot > tokio::time::Instant::now()
         {
