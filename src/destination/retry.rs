@@ -74,8 +74,7 @@ impl Pacer {
         let Some((budgets, account)) = &self.shared else {
             return Ok(());
         };
-        let held = *self.lock_prepaid();
-        if held.is_some_and(|slot| slot + self.interval / 2 >= tokio::time::Instant::now()) {
+        if self.lock_prepaid().is_some_and(|slot| self.on_time(slot)) {
             return Ok(());
         }
         let wait = budgets.reserve(account, self.rate()).await;
@@ -89,6 +88,13 @@ impl Pacer {
     /// The next request leaves in the slot reserved `wait` from now.
     pub fn hold_slot(&self, wait: Duration) {
         *self.lock_prepaid() = Some(tokio::time::Instant::now() + wait);
+    }
+
+    /// A held slot still usable: a request sent late beside others in their
+    /// slots could pass the account's limit, so one more than half an
+    /// interval past is not used.
+    fn on_time(&self, slot: tokio::time::Instant) -> bool {
+        slot + self.interval / 2 >= tokio::time::Instant::now()
     }
 
     fn lock_prepaid(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
@@ -114,12 +120,10 @@ impl Pacer {
     /// Waits for this request's slot; a hold that began meanwhile is waited
     /// out, then a new slot taken (so the requests held leave paced, too).
     pub async fn wait(&self) {
-        // A slot held past its time is not used: a request sent late beside
-        // others in their slots could pass the account's limit.
         let prepaid = self
             .lock_prepaid()
             .take()
-            .filter(|slot| *slot + self.interval / 2 >= tokio::time::Instant::now());
+            .filter(|slot| self.on_time(*slot));
         if let Some(slot) = prepaid
             && slot > tokio::time::Instant::now()
         {
