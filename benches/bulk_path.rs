@@ -218,7 +218,12 @@ async fn bare_loop(
     let started = Instant::now();
     let secrets = syncward::config::secrets::SecretStore::new(support::secrets_dir())
         .workspace(&definition.workspace);
-    let mut source = AnySource::open(&definition.source, &Default::default(), &secrets)?;
+    let mut source = AnySource::open(
+        &definition.source,
+        &Default::default(),
+        &secrets,
+        &Default::default(),
+    )?;
     let mut destination =
         AnyDestination::open(&definition.destination, DESTINATION_RETRY, &secrets)?;
     destination.share_budgets(budgets, definition.workspace.as_str());

@@ -3,6 +3,7 @@
 //! environment without naming a kind. The one file that names every source.
 
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::SourceConfig;
 use super::http::HttpSource;
@@ -27,19 +28,24 @@ pub enum AnySource {
 }
 
 impl AnySource {
-    /// Resolves secrets from the workspace's and prepares the client.
+    /// Resolves secrets from the workspace's and prepares the client. A
+    /// source that waits on its service (a Shopify export) stops waiting
+    /// when `stop` is cancelled.
     /// Sources that keep connections take them from `connections`, shared by
     /// runs.
     pub fn open(
         config: &SourceConfig,
         connections: &SourceConnections,
         secrets: &WorkspaceSecrets,
+        stop: &CancellationToken,
     ) -> Result<Self, SourceError> {
         match config {
             SourceConfig::Postgres(c) => {
                 PostgresSource::open(c, &connections.postgres, secrets).map(AnySource::Postgres)
             }
-            SourceConfig::Shopify(c) => ShopifySource::open(c, secrets).map(AnySource::Shopify),
+            SourceConfig::Shopify(c) => {
+                ShopifySource::open(c, secrets, stop).map(AnySource::Shopify)
+            }
             SourceConfig::Http(c) => HttpSource::open(c, secrets).map(AnySource::Http),
         }
     }

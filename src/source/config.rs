@@ -53,7 +53,14 @@ impl SourceConfig {
             SourceConfig::Postgres(_) => {
                 &["kind", "query", "cursor_column", "page_size", "sync_mode"]
             }
-            SourceConfig::Shopify(_) => &["kind", "shop", "query", "page_size", "overlap"],
+            SourceConfig::Shopify(_) => &[
+                "kind",
+                "shop",
+                "query",
+                "page_size",
+                "bulk_page_size",
+                "overlap",
+            ],
             SourceConfig::Http(_) => &[
                 "kind",
                 "url",

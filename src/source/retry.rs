@@ -22,11 +22,12 @@ pub const SOURCE_RETRY: RetryPolicy = RetryPolicy {
     max_wait: Duration::from_secs(60),
 };
 
-/// What one answer said.
+/// What one answer said: a page, or another kind of answer `T` (a Shopify
+/// bulk operation's state).
 #[derive(Debug)]
-pub enum Answer {
+pub enum Answer<T = Page> {
     /// A page, and how long to pause before the next request (pacing).
-    Page(Page, Option<Duration>),
+    Page(T, Option<Duration>),
     /// Throttled: wait this long and ask again.
     Throttled(Duration),
     /// Worth another try after a backoff (5xx, garbage, transport).
@@ -34,16 +35,29 @@ pub enum Answer {
     Fail(SourceError),
 }
 
+impl<T> Answer<T> {
+    /// Goes on from a successful answer to what it means (`f`); every other
+    /// answer stays what it was.
+    pub fn then<U>(self, f: impl FnOnce(T, Option<Duration>) -> Answer<U>) -> Answer<U> {
+        match self {
+            Answer::Page(value, pause) => f(value, pause),
+            Answer::Throttled(wait) => Answer::Throttled(wait),
+            Answer::Retry(why) => Answer::Retry(why),
+            Answer::Fail(e) => Answer::Fail(e),
+        }
+    }
+}
+
 /// Asks until an answer is a page or a final failure. `next_send` carries the
 /// pacing between pages: the next request waits for it.
-pub async fn fetch_with_retries<F, Fut>(
+pub async fn fetch_with_retries<T, F, Fut>(
     service: &str,
     next_send: &mut Option<Instant>,
     mut ask: F,
-) -> Result<Page, SourceError>
+) -> Result<T, SourceError>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Answer>,
+    Fut: Future<Output = Answer<T>>,
 {
     let (mut throttles, mut failures) = (0, 0);
     loop {

@@ -102,7 +102,12 @@ pub async fn preview(
     let saved = cursors::get_cursor(store, sync_id)
         .await?
         .and_then(|c| c.cursor.map(|v| v.0));
-    let mut source = AnySource::open(&definition.source, &Default::default(), secrets)?;
+    let mut source = AnySource::open(
+        &definition.source,
+        &Default::default(),
+        secrets,
+        &Default::default(),
+    )?;
     // Where a run would start: the top of a whole read, or the overlap
     // window before a time cursor.
     let cursor = if definition.source.sync_mode().reads_whole() {

@@ -84,10 +84,11 @@ pub async fn execute_run(
             })
         };
         let secrets = env.secrets.workspace(&definition.workspace);
-        let mut source = match AnySource::open(&definition.source, &env.sources, &secrets) {
-            Ok(s) => s,
-            Err(e) => return failed(e.into()),
-        };
+        let mut source =
+            match AnySource::open(&definition.source, &env.sources, &secrets, &env.stop) {
+                Ok(s) => s,
+                Err(e) => return failed(e.into()),
+            };
         let mut destination =
             match AnyDestination::open(&definition.destination, env.retry.clone(), &secrets) {
                 Ok(d) => d,

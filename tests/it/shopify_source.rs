@@ -1,11 +1,14 @@
 //! The Shopify customers source against the Shopify fake: a Shopify → Brevo
-//! sync under throttling, pacing from the cost bucket, and a revoked token.
+//! sync under throttling, pacing from the cost bucket, and a revoked token;
+//! a large store read through a bulk operation in each of the states
+//! Shopify documents, killed mid-file and stopped mid-wait.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::fakes::brevo::BrevoFake;
-use crate::fakes::shopify::ShopifyFake;
+use crate::fakes::shopify::{BulkScript, ShopifyFake};
+use crate::helpers::daemon::eventually;
 use crate::helpers::{Syncward, TestDb, TestRedis};
 
 const TOKEN: &str = "shpat_test_token";
@@ -21,6 +24,15 @@ struct ShopifyScenario {
 }
 
 async fn scenario(customers: usize, token_in_env: &str) -> anyhow::Result<ShopifyScenario> {
+    scenario_with(customers, token_in_env, "").await
+}
+
+/// The scenario with `source_extra` lines in the `[source]` table.
+async fn scenario_with(
+    customers: usize,
+    token_in_env: &str,
+    source_extra: &str,
+) -> anyhow::Result<ShopifyScenario> {
     let db = TestDb::new().await?;
     let redis = TestRedis::new().await?;
     let brevo = BrevoFake::start(BREVO_KEY).await?;
@@ -45,6 +57,7 @@ api_version = "2025-07"
 access_token_env = "TEST_SHOPIFY_TOKEN"
 page_size = 250
 base_url = "{}"
+{source_extra}
 
 [destination]
 kind = "brevo"
@@ -78,10 +91,11 @@ consent = {{ field = "defaultEmailAddress.marketingState", subscribed = ["SUBSCR
 async fn shopify_customers_reach_brevo_once_each_under_throttling_with_the_waits_kept()
 -> anyhow::Result<()> {
     let s = scenario(2000, TOKEN).await?;
-    // Another app empties the shared bucket before the 1st and the 5th request:
-    // one THROTTLED answer in the 200 form, one in the 429 form.
-    s.shopify.drain_bucket_before(1);
-    s.shopify.drain_bucket_before(5);
+    // Another app empties the shared bucket before the 2nd and the 6th
+    // request (the 1st is the count): one THROTTLED answer in the 200 form,
+    // one in the 429 form.
+    s.shopify.drain_bucket_before(2);
+    s.shopify.drain_bucket_before(6);
     let out = s
         .cli
         .run(&["sync", "run", "shop-customers", "--foreground"])
@@ -114,9 +128,19 @@ async fn shopify_customers_reach_brevo_once_each_under_throttling_with_the_waits
     // Pacing from throttleStatus: the only throttles are the two the other app caused.
     assert_eq!(throttled, vec![200, 429], "{requests:?}");
     assert!(requests.iter().all(|r| r.version == "2025-07"));
-    assert_eq!(requests[0].variables["first"], 250);
+    // A first read asks how large the store is (below `bulk_above`: paged).
     assert!(
-        requests[0].variables["after"].is_null(),
+        requests[0].variables["limit"] == 10_000,
+        "{:?}",
+        requests[0]
+    );
+    let pages: Vec<_> = requests
+        .iter()
+        .filter(|r| r.variables.get("first").is_some())
+        .collect();
+    assert_eq!(pages[0].variables["first"], 250);
+    assert!(
+        pages[0].variables["after"].is_null(),
         "the first page starts at the beginning"
     );
     assert!(
@@ -136,8 +160,8 @@ async fn shopify_customers_reach_brevo_once_each_under_throttling_with_the_waits
             w.form
         );
     }
-    // 2,000 customers in pages of 250, plus the two throttled tries.
-    assert_eq!(requests.len(), 8 + 2);
+    // The count, 2,000 customers in pages of 250, and the two throttled tries.
+    assert_eq!(requests.len(), 1 + 8 + 2);
     Ok(())
 }
 
@@ -168,5 +192,245 @@ async fn a_revoked_shopify_token_fails_the_run_as_source_auth_failed_for_the_cus
         "{shown}"
     );
     assert!(s.brevo.requests().is_empty(), "nothing was sent");
+    Ok(())
+}
+
+/// A store of `customers`, exported in bulk from 1,000 on, in pages of 700.
+const BULK: &str = "bulk_above = 1000\nbulk_page_size = 700";
+
+/// How many times each address was written to Brevo.
+fn writes_per_address(brevo: &BrevoFake) -> BTreeMap<String, usize> {
+    let mut writes: BTreeMap<String, usize> = BTreeMap::new();
+    for w in brevo.writes() {
+        *writes.entry(w.email).or_default() += 1;
+    }
+    writes
+}
+
+/// The run's timeline (`runs show --json`), as text.
+async fn last_run_shown(cli: &Syncward) -> anyhow::Result<serde_json::Value> {
+    let runs = cli.run(&["runs", "list", "--json"]).await?.ok()?.json()?;
+    let run_id = runs[0]["id"].as_i64().unwrap_or_default().to_string();
+    cli.run(&["runs", "show", &run_id, "--json"])
+        .await?
+        .ok()?
+        .json()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_store_is_read_through_one_bulk_export_then_incrementally() -> anyhow::Result<()> {
+    let s = scenario_with(3000, TOKEN, BULK).await?;
+    let out = s
+        .cli
+        .run(&["sync", "run", "shop-customers", "--foreground"])
+        .await?;
+    assert_eq!(out.code, 0, "{out:?}");
+    let writes = writes_per_address(&s.brevo);
+    assert_eq!(writes.len(), 3000, "every customer reached Brevo");
+    assert!(writes.values().all(|n| *n == 1), "each exactly once");
+    assert_eq!(s.shopify.bulk_operations_started(), 1);
+    // One download read whole across the run's five pages, with no token.
+    let files = s.shopify.file_requests();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files.iter().all(|f| !f.token_sent && f.status == 200));
+    // Pages of 700: five imports' worth of pages, not twelve of 250.
+    let pages: Vec<_> = s
+        .shopify
+        .requests()
+        .into_iter()
+        .filter(|r| r.variables.get("first").is_some())
+        .collect();
+    assert_eq!(pages.len(), 1, "only the incremental read pages: {pages:?}");
+    assert!(
+        pages[0].variables["query"]
+            .as_str()
+            .is_some_and(|q| q.starts_with("updated_at:>='")),
+        "it reads from the export's start less the overlap: {pages:?}"
+    );
+
+    // A customer changed after the export is read incrementally; no new export.
+    s.shopify.update_now(41, "Changed");
+    let out = s
+        .cli
+        .run(&["sync", "run", "shop-customers", "--foreground"])
+        .await?;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(s.shopify.bulk_operations_started(), 1);
+    let contact = s.brevo.contacts().get("customer42@example.com").cloned();
+    assert_eq!(
+        contact.map(|c| c.attributes.get("FIRSTNAME").cloned()),
+        Some(Some(serde_json::json!("Changed")))
+    );
+    assert_eq!(writes_per_address(&s.brevo).values().sum::<usize>(), 3001);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_export_shopify_ends_early_or_short_of_its_count_is_started_again() -> anyhow::Result<()>
+{
+    let s = scenario_with(1500, TOKEN, BULK).await?;
+    s.shopify.script_bulk([
+        BulkScript::ending("FAILED", Some("TIMEOUT")),
+        BulkScript::ending("CANCELED", None),
+        BulkScript {
+            drop_lines: 3,
+            ..BulkScript::default()
+        },
+    ]);
+    let out = s
+        .cli
+        .run(&["sync", "run", "shop-customers", "--foreground"])
+        .await?;
+    assert_eq!(out.code, 0, "{out:?}");
+    let writes = writes_per_address(&s.brevo);
+    assert_eq!(writes.len(), 1500, "every customer reached Brevo");
+    assert!(writes.values().all(|n| *n == 1), "each exactly once");
+    assert_eq!(s.shopify.bulk_operations_started(), 4);
+    let shown = last_run_shown(&s.cli).await?.to_string();
+    for said in [
+        "ended FAILED (TIMEOUT); its partial data is not used; a new one was started",
+        "ended CANCELED; a new one was started",
+        "counted 1500 customers but its file held 1497",
+    ] {
+        assert!(shown.contains(said), "{said:?} in {shown}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_export_is_started_again() -> anyhow::Result<()> {
+    let s = scenario_with(1200, TOKEN, BULK).await?;
+    s.shopify
+        .script_bulk([BulkScript::ending("EXPIRED", None), BulkScript::default()]);
+    let out = s
+        .cli
+        .run(&["sync", "run", "shop-customers", "--foreground"])
+        .await?;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(writes_per_address(&s.brevo).len(), 1200);
+    assert!(
+        last_run_shown(&s.cli)
+            .await?
+            .to_string()
+            .contains("ended EXPIRED; a new one was started")
+    );
+
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_export_denied_access_fails_the_run_as_source_auth_failed() -> anyhow::Result<()> {
+    let s = scenario_with(1200, TOKEN, BULK).await?;
+    s.shopify
+        .script_bulk([BulkScript::ending("FAILED", Some("ACCESS_DENIED"))]);
+    let out = s
+        .cli
+        .run(&["sync", "run", "shop-customers", "--foreground"])
+        .await?;
+    assert_eq!(out.code, 1, "{out:?}");
+    let shown = last_run_shown(&s.cli).await?;
+    assert_eq!(shown["failure"]["code"], "source_auth_failed", "{shown}");
+    assert!(
+        shown["run"]["failure_detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("ACCESS_DENIED")),
+        "{shown}"
+    );
+    assert_eq!(s.shopify.bulk_operations_started(), 1);
+    assert!(s.brevo.writes().is_empty());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_killed_mid_file_resumes_at_its_byte_offset_in_the_same_export() -> anyhow::Result<()>
+{
+    let s = scenario_with(3000, TOKEN, "bulk_above = 1000\nbulk_page_size = 500").await?;
+    let mut child = s
+        .cli
+        .command(&["sync", "run", "shop-customers", "--foreground"])
+        .spawn()?;
+    eventually(Duration::from_secs(60), "two pages at Brevo", || async {
+        Ok(s.brevo.writes().len() >= 1000)
+    })
+    .await?;
+    s.brevo.hold_writes();
+    eventually(Duration::from_secs(30), "a write held", || async {
+        Ok(s.brevo.held_writes() > 0)
+    })
+    .await?;
+    child.start_kill()?;
+    child.wait().await?;
+    s.brevo.release_writes();
+
+    let out = s
+        .cli
+        .run(&["sync", "run", "shop-customers", "--foreground"])
+        .await?;
+    assert_eq!(out.code, 0, "{out:?}");
+    let writes = writes_per_address(&s.brevo);
+    assert_eq!(writes.len(), 3000, "every customer reached Brevo");
+    let twice = writes.values().filter(|n| **n > 1).count();
+    assert!(twice <= 500, "at most the page in flight again: {twice}");
+    assert_eq!(s.shopify.bulk_operations_started(), 1, "the same export");
+    let files = s.shopify.file_requests();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(files.iter().all(|f| f.operation == 1), "{files:?}");
+    assert!(
+        files[1].status == 206
+            && files[1]
+                .range
+                .as_deref()
+                .is_some_and(|r| r.starts_with("bytes=") && r != "bytes=0-"),
+        "the second run asked from its offset: {files:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_stopped_while_its_export_runs_ends_at_once_and_the_next_takes_the_export_up()
+-> anyhow::Result<()> {
+    let s = scenario_with(1200, TOKEN, BULK).await?;
+    // Running for the first looks: the first run is stopped meanwhile (it
+    // would need 15 s of polls to see the export complete).
+    let mut states = vec!["CREATED"];
+    states.extend(std::iter::repeat_n("RUNNING", 4));
+    states.push("COMPLETED");
+    s.shopify.script_bulk([BulkScript {
+        states,
+        ..BulkScript::default()
+    }]);
+    let child = s
+        .cli
+        .command(&["sync", "run", "shop-customers", "--foreground"])
+        .spawn()?;
+    eventually(Duration::from_secs(30), "the export started", || async {
+        Ok(s.shopify.bulk_operations_started() == 1)
+    })
+    .await?;
+    let pid = child.id().ok_or_else(|| anyhow::anyhow!("no pid"))?;
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).ok_or_else(|| anyhow::anyhow!("pid 0"))?,
+        rustix::process::Signal::TERM,
+    )?;
+    let stopped_at = std::time::Instant::now();
+    let out = child.wait_with_output().await?;
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(15),
+        "stopped in {:?}",
+        stopped_at.elapsed()
+    );
+    assert!(s.brevo.writes().is_empty(), "{out:?}");
+
+    let out = s
+        .cli
+        .run(&["sync", "run", "shop-customers", "--foreground"])
+        .await?;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        s.shopify.bulk_operations_started(),
+        1,
+        "taken up, not started again"
+    );
+    assert_eq!(writes_per_address(&s.brevo).len(), 1200);
     Ok(())
 }

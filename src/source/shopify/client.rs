@@ -24,24 +24,49 @@ use crate::outbound::{
 use crate::source::overlap;
 use crate::source::page::{Page, Source, SourceError};
 use crate::source::retry::{Answer, SOURCE_RETRY, fetch_with_retries};
+use tokio_util::sync::CancellationToken;
 
-const QUERY: &str = "query SyncwardCustomers($first: Int!, $after: String, $query: String) {
+use super::bulk::{self, BulkAt, JsonlFile, customer_fields};
+
+const QUERY: &str = concat!(
+    "query SyncwardCustomers($first: Int!, $after: String, $query: String) {
   customers(first: $first, after: $after, sortKey: UPDATED_AT, query: $query) {
-    edges { cursor node { id firstName lastName updatedAt defaultEmailAddress { emailAddress marketingState marketingOptInLevel marketingUpdatedAt } } }
+    edges { cursor node { ",
+    customer_fields!(),
+    " } }
     pageInfo { hasNextPage endCursor }
   }
-}";
+}"
+);
+
+/// A bulk operation's state is asked first after this, then at twice the
+/// wait before, up to `BULK_POLL_MAX` (Shopify suggests polling a long
+/// export about once a minute; none of ours waits that long between looks).
+pub(super) const BULK_POLL_FIRST: Duration = Duration::from_millis(500);
+pub(super) const BULK_POLL_MAX: Duration = Duration::from_secs(30);
+/// Operations a run starts again (failed, canceled, expired, or short of
+/// their own count) before it gives up until the next run.
+pub(super) const BULK_RESTARTS: u32 = 3;
+/// Longest a run waits for another export of the app on the shop to end
+/// before it gives up until the next run.
+pub(super) const BULK_BUSY_WAIT: Duration = Duration::from_secs(600);
 
 pub struct ShopifySource {
-    config: ShopifySourceConfig,
+    pub(super) config: ShopifySourceConfig,
     token: String,
     endpoint: String,
-    client: reqwest::Client,
+    pub(super) client: reqwest::Client,
     /// When the bucket will hold what the last query cost again.
     next_send: Option<Instant>,
     /// Whether this run was already told that Shopify serves another version
     /// (once per run is enough).
     version_noticed: bool,
+    /// The bulk operation's file being read, kept open between pages.
+    pub(super) bulk_file: Option<Box<JsonlFile>>,
+    /// Operations this run started again.
+    pub(super) bulk_restarts: u32,
+    /// The process is stopping: a wait for an export ends at once.
+    pub(super) stop: CancellationToken,
 }
 
 impl std::fmt::Debug for ShopifySource {
@@ -56,6 +81,7 @@ impl ShopifySource {
     pub fn open(
         config: &ShopifySourceConfig,
         secrets: &WorkspaceSecrets,
+        stop: &CancellationToken,
     ) -> Result<Self, SourceError> {
         let token = secrets
             .get(&config.access_token_env, "source.access_token_env")
@@ -73,6 +99,9 @@ impl ShopifySource {
             client,
             next_send: None,
             version_noticed: false,
+            bulk_file: None,
+            bulk_restarts: 0,
+            stop: stop.clone(),
         })
     }
 
@@ -81,12 +110,21 @@ impl ShopifySource {
             "query": QUERY,
             "variables": { "first": self.config.page_size, "after": after, "query": search },
         });
+        self.post(&body, "the customers query")
+            .await
+            .then(customers_page)
+    }
+
+    /// One GraphQL request, judged up to its `data` (`what` names the
+    /// request in a refusal); version notices ride on the page a customers
+    /// query makes of it.
+    pub(super) async fn post(&self, body: &Value, what: &str) -> Answer<Value> {
         let sent = self
             .client
             .post(&self.endpoint)
             .header("X-Shopify-Access-Token", &self.token)
             .timeout(self.config.timeout)
-            .json(&body)
+            .json(body)
             .send()
             .await;
         let response = match sent {
@@ -139,15 +177,18 @@ impl ShopifySource {
                 )));
             }
         };
-        match judge(status, &bytes, retry_after) {
-            Answer::Page(mut page, pause) => {
-                page.notices.extend(notice);
-                Answer::Page(page, pause)
+        judge_graphql(status, &bytes, retry_after, what).then(|mut body, pause| {
+            if let (Some(notice), Value::Object(map)) = (notice, &mut body) {
+                map.insert(NOTICE_FIELD.into(), Value::String(notice));
             }
-            other => other,
-        }
+            Answer::Page(body, pause)
+        })
     }
 }
+
+/// Where `post` leaves a version notice in the body it hands on (a name no
+/// GraphQL answer uses).
+const NOTICE_FIELD: &str = "syncward_notice";
 
 /// What to tell the operator when Shopify's answer says it served another
 /// API version than the sync pinned (`X-Shopify-API-Version`: Shopify falls
@@ -189,8 +230,22 @@ fn missing_cost_wait(body: &Value) -> Option<Duration> {
         .then(|| Duration::from_secs_f64(seconds))
 }
 
-/// Reads one answer. Pure, so every shape of answer is testable.
+/// Reads one customers-query answer. Pure, so every shape of answer is
+/// testable.
+#[cfg(test)]
 fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Answer {
+    judge_graphql(status, bytes, retry_after, "the customers query").then(customers_page)
+}
+
+/// Reads one GraphQL answer up to its body: statuses, throttles and
+/// `errors` are judged here, for every kind of request (`what` names it).
+/// The pause is what the bucket lacks for a request of the same cost.
+pub(super) fn judge_graphql(
+    status: StatusCode,
+    bytes: &[u8],
+    retry_after: Option<Duration>,
+    what: &str,
+) -> Answer<Value> {
     let parsed: Option<Value> = serde_json::from_slice(bytes).ok();
     // Shopify's own words, where it gave some: `errors` is a string on these
     // answers, not a list.
@@ -298,7 +353,7 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
             return Answer::Retry(format!("Shopify had an internal error: {messages}"));
         }
         return Answer::Fail(SourceError::Query(format!(
-            "Shopify refused the customers query: {messages}"
+            "Shopify refused {what}: {messages}"
         )));
     }
     if !status.is_success() {
@@ -306,8 +361,23 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
             "Shopify answered HTTP {status}"
         )));
     }
+    if body.get("data").is_none_or(Value::is_null) {
+        return Answer::Retry(format!("HTTP {status} without data"));
+    }
+    let pause = missing_cost_wait(&body).filter(|w| !w.is_zero());
+    Answer::Page(body, pause)
+}
+
+/// A customers query's page, from its judged body.
+fn customers_page(mut body: Value, pause: Option<Duration>) -> Answer {
+    let notices: Vec<String> = body
+        .as_object_mut()
+        .and_then(|m| m.remove(NOTICE_FIELD))
+        .and_then(|n| n.as_str().map(str::to_string))
+        .into_iter()
+        .collect();
     let Some(customers) = body.pointer("/data/customers") else {
-        return Answer::Retry(format!("HTTP {status} without data.customers"));
+        return Answer::Retry("an answer without data.customers".into());
     };
     let records: Vec<Value> = customers
         .get("edges")
@@ -335,8 +405,6 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
         .pointer("/pageInfo/endCursor")
         .and_then(Value::as_str)
         .map(str::to_string);
-    // Pace the next request from what this one left in the bucket.
-    let pause = missing_cost_wait(&body).filter(|w| !w.is_zero());
     let last = !has_next || end.is_none();
     let updated_at = latest_updated_at(&records);
     Answer::Page(
@@ -347,7 +415,7 @@ fn judge(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>) -> Ans
             }),
             records: records.into(),
             last,
-            notices: Vec::new(),
+            notices,
             held_back: None,
         },
         pause,
@@ -419,6 +487,22 @@ impl Source for ShopifySource {
     }
 
     async fn fetch_page(&mut self, cursor: Option<&Value>) -> Result<Page, SourceError> {
+        if let Some(at) = cursor.and_then(BulkAt::from_cursor) {
+            return self.bulk_page(Some(at)).await;
+        }
+        if cursor.is_none() && self.config.bulk_above > 0 && self.store_is_large().await? {
+            return self.bulk_page(None).await;
+        }
+        self.fetch_paged(cursor).await
+    }
+}
+
+impl ShopifySource {
+    /// A page of `customers(first, after, sortKey: UPDATED_AT)`.
+    pub(super) async fn fetch_paged(
+        &mut self,
+        cursor: Option<&Value>,
+    ) -> Result<Page, SourceError> {
         let field = |name: &str| cursor.and_then(|c| c.get(name)).and_then(Value::as_str);
         let (after, since) = (field("after"), field("since"));
         let search = search_query(self.config.query.as_deref(), since);
@@ -447,6 +531,39 @@ impl Source for ShopifySource {
             }
         }
         page
+    }
+
+    /// One GraphQL request with the source's retries and pacing; `judge`
+    /// reads what its `data` means.
+    pub(super) async fn request<T>(
+        &mut self,
+        body: Value,
+        what: &str,
+        judge: impl Fn(Value) -> Answer<T>,
+    ) -> Result<T, SourceError> {
+        let mut next_send = self.next_send.take();
+        let (this, body, judge) = (&*self, &body, &judge);
+        let answer = fetch_with_retries("Shopify", &mut next_send, || async move {
+            this.post(body, what)
+                .await
+                .then(|data, pause| judge(data).then(|value, _| Answer::Page(value, pause)))
+        })
+        .await;
+        self.next_send = next_send;
+        answer
+    }
+
+    /// Whether the sync's customers reach `bulk_above` (counted no further).
+    async fn store_is_large(&mut self) -> Result<bool, SourceError> {
+        let limit = self.config.bulk_above.min(i32::MAX as u64);
+        let body = json!({
+            "query": bulk::COUNT,
+            "variables": { "query": search_query(self.config.query.as_deref(), None), "limit": limit },
+        });
+        let count = self
+            .request(body, "the customers count", bulk::judge_count)
+            .await?;
+        Ok(count >= limit)
     }
 }
 
@@ -480,6 +597,9 @@ mod tests {
             client: reqwest::Client::new(),
             next_send: None,
             version_noticed: false,
+            bulk_file: None,
+            bulk_restarts: 0,
+            stop: CancellationToken::new(),
         };
         let saved = json!({"after": "abc", "since": "2026-01-01T00:00:00Z",
             "updated_at": "2026-12-01T10:00:00Z"});

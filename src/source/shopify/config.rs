@@ -10,12 +10,23 @@ const fn default_page_size() -> u32 {
     250
 }
 
+const fn default_bulk_above() -> u64 {
+    10_000
+}
+
+const fn default_bulk_page_size() -> u32 {
+    5_000
+}
+
 const fn default_timeout() -> Duration {
     Duration::from_secs(30)
 }
 
 /// Shopify's largest `first:` for a connection.
 pub const MAX_PAGE_SIZE: u32 = 250;
+
+/// Most customers a page read from a bulk operation's file holds.
+pub const MAX_BULK_PAGE_SIZE: u32 = 10_000;
 
 /// The oldest Admin API version the customers query works with:
 /// `Customer.defaultEmailAddress` (e-mail and marketing state) exists from
@@ -36,6 +47,16 @@ pub struct ShopifySourceConfig {
     /// Customers per request (1 to 250). Default 250.
     #[serde(default = "default_page_size")]
     pub page_size: u32,
+    /// A first read (and a `sync resync`) of a store with this many
+    /// customers or more exports them in one bulk operation
+    /// (`bulkOperationRunQuery`) instead of paging; `0` never does. Default
+    /// 10000.
+    #[serde(default = "default_bulk_above")]
+    pub bulk_above: u64,
+    /// Customers per page read from a bulk operation's file (1 to 10000).
+    /// Default 5000.
+    #[serde(default = "default_bulk_page_size")]
+    pub bulk_page_size: u32,
     /// Optional Shopify search filter for `customers(query:)`, e.g.
     /// `"updated_at:>2025-01-01"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,6 +128,15 @@ impl ShopifySourceConfig {
                 format!("{} is out of range 1..={MAX_PAGE_SIZE}", self.page_size),
             ));
         }
+        if self.bulk_page_size == 0 || self.bulk_page_size > MAX_BULK_PAGE_SIZE {
+            return Err((
+                "source.bulk_page_size".into(),
+                format!(
+                    "{} is out of range 1..={MAX_BULK_PAGE_SIZE}",
+                    self.bulk_page_size
+                ),
+            ));
+        }
         if let Some(url) = &self.base_url
             && !matches!(url.scheme(), "http" | "https")
         {
@@ -142,6 +172,8 @@ mod tests {
             access_token_env: serde_json::from_value(serde_json::json!("SHOPIFY_TOKEN"))
                 .expect("a valid variable name"),
             page_size: 250,
+            bulk_above: default_bulk_above(),
+            bulk_page_size: default_bulk_page_size(),
             query: None,
             base_url: None,
             timeout: default_timeout(),

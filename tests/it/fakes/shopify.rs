@@ -8,6 +8,17 @@
 //! answer), `THROTTLED` answers in the HTTP 200 form and the 429 form (with
 //! `Retry-After`), and a 401 whose `errors` is a string. It records every
 //! request and every wait it instructed, so a test can check they were kept.
+//!
+//! Bulk operations (docs/api-facts.md, "Shopify bulk operations"):
+//! `customersCount(query, limit)` with its `precision`,
+//! `bulkOperationRunQuery` (status `CREATED`; `userErrors` with code
+//! `OPERATION_IN_PROGRESS` while another of the app's exports runs),
+//! `node(id:)` and `currentBulkOperation` answering the operation's fields
+//! (`objectCount` as an `UnsignedInt64` string), each look moving it one step
+//! along its script (`CREATED`, `RUNNING`, then `COMPLETED`, `FAILED` with an
+//! `errorCode` and a `partialDataUrl`, `CANCELED` or `EXPIRED`), and the
+//! JSONL file (one customer per line, in id order) at an unauthenticated URL
+//! that honours `Range: bytes=N-` (206, or 416 past its end).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,7 +27,7 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use base64::Engine;
 use serde_json::{Value, json};
 
@@ -27,6 +38,68 @@ pub struct ShopifyRequest {
     pub variables: Value,
     pub status: u16,
     pub throttled: bool,
+}
+
+/// How one bulk operation goes: the status each look at it answers (the
+/// last one stays), and how it ends.
+#[derive(Debug, Clone)]
+pub struct BulkScript {
+    pub states: Vec<&'static str>,
+    /// `errorCode` once `FAILED`.
+    pub error_code: Option<&'static str>,
+    /// A failed operation leaves partial data (`partialDataUrl`).
+    pub partial: bool,
+    /// The file leaves out this many of the customers `objectCount` counts.
+    pub drop_lines: usize,
+}
+
+impl Default for BulkScript {
+    fn default() -> Self {
+        BulkScript {
+            states: vec!["CREATED", "RUNNING", "COMPLETED"],
+            error_code: None,
+            partial: false,
+            drop_lines: 0,
+        }
+    }
+}
+
+impl BulkScript {
+    /// Created, running, then `status` (with `error_code` when failed).
+    pub fn ending(status: &'static str, error_code: Option<&'static str>) -> Self {
+        BulkScript {
+            states: vec!["CREATED", "RUNNING", status],
+            error_code,
+            partial: status == "FAILED",
+            drop_lines: 0,
+        }
+    }
+}
+
+struct FakeOperation {
+    id: String,
+    created_at: String,
+    query: String,
+    script: BulkScript,
+    looks: usize,
+    file: bytes::Bytes,
+    objects: usize,
+}
+
+impl FakeOperation {
+    fn status(&self) -> &'static str {
+        let states = &self.script.states;
+        states[self.looks.min(states.len() - 1)]
+    }
+}
+
+/// One download of a bulk file.
+#[derive(Debug, Clone)]
+pub struct FileRequest {
+    pub operation: usize,
+    pub range: Option<String>,
+    pub status: u16,
+    pub token_sent: bool,
 }
 
 /// A wait the fake told the client to keep, and when the client came back.
@@ -57,6 +130,12 @@ struct Inner {
     served_version: Option<String>,
     /// `X-Shopify-API-Deprecated-Reason`, when set.
     deprecated_reason: Option<String>,
+    /// `http://127.0.0.1:PORT`, for the bulk files' URLs.
+    base: String,
+    operations: Vec<FakeOperation>,
+    /// Scripts for the next operations started (then the default).
+    scripts: std::collections::VecDeque<BulkScript>,
+    file_requests: Vec<FileRequest>,
 }
 
 struct Shared {
@@ -111,6 +190,10 @@ impl ShopifyFake {
                 answer: None,
                 served_version: None,
                 deprecated_reason: None,
+                base: String::new(),
+                operations: Vec::new(),
+                scripts: Default::default(),
+                file_requests: Vec::new(),
             }),
         });
         let app = Router::new()
@@ -118,8 +201,10 @@ impl ShopifyFake {
                 "/admin/api/{version}/graphql.json",
                 post(graphql_with_headers),
             )
+            .route("/bulk/{n}", get(bulk_file))
             .with_state(shared.clone());
         let (addr, server) = super::serve(app).await?;
+        lock(&shared).base = format!("http://{addr}");
         Ok(Self {
             base_url: format!("http://{addr}"),
             shared,
@@ -164,6 +249,15 @@ impl ShopifyFake {
         }
     }
 
+    /// Customer `i` (0-based) changes now: a new first name, `updatedAt` now.
+    pub fn update_now(&self, i: usize, first_name: &str) {
+        let mut inner = lock(&self.shared);
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let c = &mut inner.customers[i];
+        c["firstName"] = json!(first_name);
+        c["updatedAt"] = json!(now);
+    }
+
     /// Every request from now on gets this status and JSON body.
     pub fn answer_always(&self, status: u16, body: Value) {
         lock(&self.shared).answer = Some((status, body));
@@ -186,6 +280,20 @@ impl ShopifyFake {
     /// Another app spends the whole bucket just before request `n` (1-based).
     pub fn drain_bucket_before(&self, n: usize) {
         lock(&self.shared).drain_before.push(n);
+    }
+
+    /// The next operations started go by these scripts, in order.
+    pub fn script_bulk(&self, scripts: impl IntoIterator<Item = BulkScript>) {
+        lock(&self.shared).scripts.extend(scripts);
+    }
+
+    /// How many bulk operations were started.
+    pub fn bulk_operations_started(&self) -> usize {
+        lock(&self.shared).operations.len()
+    }
+
+    pub fn file_requests(&self) -> Vec<FileRequest> {
+        lock(&self.shared).file_requests.clone()
     }
 
     pub fn requests(&self) -> Vec<ShopifyRequest> {
@@ -379,16 +487,26 @@ async fn graphql(
         .get("query")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    if !query.contains("customers(")
-        || !query.contains("defaultEmailAddress")
-        || !query.contains("pageInfo")
+    // Bulk operations and counts cost a flat 10 points here.
+    let bulk = [
+        "customersCount(",
+        "bulkOperationRunQuery",
+        "currentBulkOperation",
+        "node(id:",
+    ]
+    .iter()
+    .any(|q| query.contains(q));
+    if !bulk
+        && (!query.contains("customers(")
+            || !query.contains("defaultEmailAddress")
+            || !query.contains("pageInfo"))
     {
         record.status = 400;
         inner.requests.push(record);
         return graphql_error(StatusCode::OK, "the fake answers customers queries only");
     }
     let first = variables.get("first").and_then(Value::as_u64).unwrap_or(0);
-    if first == 0 || first > 250 {
+    if !bulk && (first == 0 || first > 250) {
         inner.requests.push(record);
         return graphql_error(StatusCode::OK, "first must be between 1 and 250");
     }
@@ -399,7 +517,7 @@ async fn graphql(
     if inner.drain_before.contains(&number) {
         inner.available = 0.0;
     }
-    let cost = query_cost(first);
+    let cost = if bulk { 10.0 } else { query_cost(first) };
     let status_of = |available: f64| json!({"maximumAvailable": shared.maximum, "currentlyAvailable": available, "restoreRate": shared.restore_rate});
     if inner.available < cost {
         inner.throttles += 1;
@@ -443,33 +561,25 @@ async fn graphql(
         return response;
     }
     inner.available -= cost;
+    if bulk {
+        let (status, mut body) = bulk_answer(&mut inner, query, &variables);
+        body["extensions"] = json!({"cost": {
+            "requestedQueryCost": cost, "actualQueryCost": cost,
+            "throttleStatus": status_of(inner.available),
+        }});
+        record.status = status.as_u16();
+        inner.requests.push(record);
+        return (status, axum::Json(body)).into_response();
+    }
     // The listing: shown customers matching the search, by (updatedAt, id).
-    let bounds = match variables.get("query").and_then(Value::as_str) {
-        None => Vec::new(),
-        Some(q) => match search_filter(q) {
-            Ok(b) => b,
-            Err(why) => {
-                inner.requests.push(record);
-                return graphql_error(StatusCode::OK, &why);
-            }
-        },
+    let mut listing = match matching(&inner, variables.get("query").and_then(Value::as_str)) {
+        Ok(listing) => listing,
+        Err(why) => {
+            inner.requests.push(record);
+            return graphql_error(StatusCode::OK, &why);
+        }
     };
     let sort_key = |i: usize| (updated_at(&inner.customers[i]), i);
-    let mut listing: Vec<usize> = (0..inner.customers.len())
-        .filter(|i| !inner.hidden.contains(i))
-        .filter(|i| {
-            let at = updated_at(&inner.customers[*i]);
-            bounds.iter().all(|(inclusive, bound)| {
-                at.is_some_and(|at| {
-                    if *inclusive {
-                        at >= *bound
-                    } else {
-                        at > *bound
-                    }
-                })
-            })
-        })
-        .collect();
     listing.sort_by_key(|i| sort_key(*i));
     let from = match variables.get("after").and_then(Value::as_str) {
         None => 0,
@@ -512,4 +622,207 @@ async fn graphql(
     });
     inner.requests.push(record);
     axum::Json(body).into_response()
+}
+
+/// The customers a search shows, in id order (what a bulk file lists).
+fn matching(inner: &Inner, search: Option<&str>) -> Result<Vec<usize>, String> {
+    let bounds = match search {
+        None => Vec::new(),
+        Some(q) => search_filter(q)?,
+    };
+    Ok((0..inner.customers.len())
+        .filter(|i| !inner.hidden.contains(i))
+        .filter(|i| {
+            let at = updated_at(&inner.customers[*i]);
+            bounds.iter().all(|(inclusive, bound)| {
+                at.is_some_and(|at| {
+                    if *inclusive {
+                        at >= *bound
+                    } else {
+                        at > *bound
+                    }
+                })
+            })
+        })
+        .collect())
+}
+
+/// The `query:` argument of a bulk document's `customers(...)`, a GraphQL
+/// string literal.
+fn document_search(document: &str) -> Option<String> {
+    let rest = &document[document.find("customers(query: ")? + "customers(query: ".len()..];
+    serde_json::Deserializer::from_str(rest)
+        .into_iter::<String>()
+        .next()?
+        .ok()
+}
+
+fn operation_json(base: &str, n: usize, op: &FakeOperation) -> Value {
+    let status = op.status();
+    let completed = status == "COMPLETED";
+    let failed = status == "FAILED";
+    json!({
+        "id": op.id,
+        "status": status,
+        "errorCode": if failed { op.script.error_code.map(Value::from).unwrap_or(Value::Null) } else { Value::Null },
+        "createdAt": op.created_at,
+        "completedAt": if completed { json!(op.created_at) } else { Value::Null },
+        "objectCount": if completed || failed { op.objects.to_string() } else { "0".to_string() },
+        "rootObjectCount": if completed || failed { op.objects.to_string() } else { "0".to_string() },
+        "fileSize": if completed { Value::from(op.file.len().to_string()) } else { Value::Null },
+        "url": if completed && op.objects > 0 { json!(format!("{base}/bulk/{n}")) } else { Value::Null },
+        "partialDataUrl": if failed && op.script.partial { json!(format!("{base}/bulk/{n}")) } else { Value::Null },
+        "query": op.query,
+        "type": "QUERY",
+    })
+}
+
+/// Answers a count or bulk-operation request.
+fn bulk_answer(inner: &mut Inner, query: &str, variables: &Value) -> (StatusCode, Value) {
+    let ok = |data: Value| (StatusCode::OK, json!({ "data": data }));
+    if query.contains("customersCount(") {
+        let search = variables.get("query").and_then(Value::as_str);
+        let limit = variables
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(10_000) as usize;
+        let n = match matching(inner, search) {
+            Ok(m) => m.len(),
+            Err(why) => return (StatusCode::OK, json!({"errors": [{"message": why}]})),
+        };
+        let precision = if n >= limit { "AT_LEAST" } else { "EXACT" };
+        return ok(json!({"customersCount": {"count": n.min(limit), "precision": precision}}));
+    }
+    if query.contains("bulkOperationRunQuery") {
+        let document = variables
+            .get("query")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if inner
+            .operations
+            .iter()
+            .any(|op| matches!(op.status(), "CREATED" | "RUNNING"))
+        {
+            let running = inner
+                .operations
+                .last()
+                .map(|op| op.id.clone())
+                .unwrap_or_default();
+            return ok(
+                json!({"bulkOperationRunQuery": {"bulkOperation": null, "userErrors": [{
+                    "field": null, "code": "OPERATION_IN_PROGRESS",
+                    "message": format!("A bulk query operation for this app and shop is already in progress: {running}."),
+                }]}}),
+            );
+        }
+        if !document.contains("customers") || !document.contains("defaultEmailAddress") {
+            return ok(
+                json!({"bulkOperationRunQuery": {"bulkOperation": null, "userErrors": [{
+                    "field": ["query"], "code": "INVALID", "message": "Invalid bulk query: the fake exports customers only",
+                }]}}),
+            );
+        }
+        let listing = match matching(inner, document_search(document).as_deref()) {
+            Ok(m) => m,
+            Err(why) => return (StatusCode::OK, json!({"errors": [{"message": why}]})),
+        };
+        let script = inner.scripts.pop_front().unwrap_or_default();
+        let kept = listing.len().saturating_sub(script.drop_lines);
+        let mut file = Vec::new();
+        for i in &listing[..kept] {
+            serde_json::to_writer(&mut file, &selected(&inner.customers[*i], document))
+                .expect("a customer serializes");
+            file.push(b'\n');
+        }
+        let n = inner.operations.len() + 1;
+        let op = FakeOperation {
+            id: format!("gid://shopify/BulkOperation/{n}"),
+            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            query: document.to_string(),
+            script,
+            looks: 0,
+            file: file.into(),
+            objects: listing.len(),
+        };
+        let answer = json!({"bulkOperationRunQuery": {
+            "bulkOperation": {"id": op.id, "status": "CREATED", "createdAt": op.created_at},
+            "userErrors": [],
+        }});
+        inner.operations.push(op);
+        return ok(answer);
+    }
+    let base = inner.base.clone();
+    if query.contains("currentBulkOperation") {
+        let n = inner.operations.len();
+        let Some(op) = inner.operations.last_mut() else {
+            return ok(json!({"currentBulkOperation": null}));
+        };
+        let answer = operation_json(&base, n, op);
+        op.looks += 1;
+        return ok(json!({"currentBulkOperation": answer}));
+    }
+    if query.contains("node(id:") {
+        let id = variables
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(n) = inner.operations.iter().position(|op| op.id == id) else {
+            return ok(json!({"node": null}));
+        };
+        let op = &mut inner.operations[n];
+        let answer = operation_json(&base, n + 1, op);
+        op.looks += 1;
+        return ok(json!({"node": answer}));
+    }
+    (
+        StatusCode::OK,
+        json!({"errors": [{"message": "the fake does not answer this query"}]}),
+    )
+}
+
+/// A bulk operation's JSONL file: no credential needed (a signed URL),
+/// `Range: bytes=N-` honoured.
+async fn bulk_file(
+    State(shared): State<Arc<Shared>>,
+    Path(n): Path<usize>,
+    headers: HeaderMap,
+) -> Response {
+    let mut inner = lock(&shared);
+    let range = headers
+        .get("range")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let token_sent = headers.contains_key("x-shopify-access-token");
+    let Some(file) = n
+        .checked_sub(1)
+        .and_then(|i| inner.operations.get(i))
+        .map(|op| op.file.clone())
+    else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let from = range
+        .as_deref()
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.strip_suffix('-'))
+        .and_then(|r| r.parse::<usize>().ok());
+    let (status, body) = match from {
+        None => (StatusCode::OK, file.clone()),
+        Some(from) if from >= file.len() => {
+            (StatusCode::RANGE_NOT_SATISFIABLE, bytes::Bytes::new())
+        }
+        Some(from) => (StatusCode::PARTIAL_CONTENT, file.slice(from..)),
+    };
+    inner.file_requests.push(FileRequest {
+        operation: n,
+        range,
+        status: status.as_u16(),
+        token_sent,
+    });
+    let mut response = (status, body).into_response();
+    if let (StatusCode::PARTIAL_CONTENT, Some(from)) = (status, from)
+        && let Ok(v) = format!("bytes {from}-{}/{}", file.len() - 1, file.len()).parse()
+    {
+        response.headers_mut().insert("content-range", v);
+    }
+    response
 }
