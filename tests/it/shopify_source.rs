@@ -96,10 +96,7 @@ async fn shopify_customers_reach_brevo_once_each_under_throttling_with_the_waits
     // one in the 429 form.
     s.shopify.drain_bucket_before(2);
     s.shopify.drain_bucket_before(6);
-    let out = s
-        .cli
-        .run(&["sync", "run", "shop-customers", "--foreground"])
-        .await?;
+    let out = run_foreground(&s.cli).await?;
     assert_eq!(out.code, 0, "{out:?}");
 
     let mut writes: BTreeMap<String, usize> = BTreeMap::new();
@@ -169,10 +166,7 @@ async fn shopify_customers_reach_brevo_once_each_under_throttling_with_the_waits
 async fn a_revoked_shopify_token_fails_the_run_as_source_auth_failed_for_the_customer()
 -> anyhow::Result<()> {
     let s = scenario(10, "shpat_revoked").await?;
-    let out = s
-        .cli
-        .run(&["sync", "run", "shop-customers", "--foreground"])
-        .await?;
+    let out = run_foreground(&s.cli).await?;
     assert_eq!(out.code, 1, "{out:?}");
     let runs = s.cli.run(&["runs", "list", "--json"]).await?.ok()?.json()?;
     let run_id = runs[0]["id"].as_i64().unwrap_or_default().to_string();
@@ -193,6 +187,12 @@ async fn a_revoked_shopify_token_fails_the_run_as_source_auth_failed_for_the_cus
     );
     assert!(s.brevo.requests().is_empty(), "nothing was sent");
     Ok(())
+}
+
+/// A foreground run of the shop's sync.
+async fn run_foreground(cli: &Syncward) -> anyhow::Result<crate::helpers::cli::Outcome> {
+    cli.run(&["sync", "run", "shop-customers", "--foreground"])
+        .await
 }
 
 /// A store of `customers`, exported in bulk from 1,000 on, in pages of 700.
@@ -220,10 +220,7 @@ async fn last_run_shown(cli: &Syncward) -> anyhow::Result<serde_json::Value> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_large_store_is_read_through_one_bulk_export_then_incrementally() -> anyhow::Result<()> {
     let s = scenario_with(3000, TOKEN, BULK).await?;
-    let out = s
-        .cli
-        .run(&["sync", "run", "shop-customers", "--foreground"])
-        .await?;
+    let out = run_foreground(&s.cli).await?;
     assert_eq!(out.code, 0, "{out:?}");
     let writes = writes_per_address(&s.brevo);
     assert_eq!(writes.len(), 3000, "every customer reached Brevo");
@@ -250,10 +247,7 @@ async fn a_large_store_is_read_through_one_bulk_export_then_incrementally() -> a
 
     // A customer changed after the export is read incrementally; no new export.
     s.shopify.update_now(41, "Changed");
-    let out = s
-        .cli
-        .run(&["sync", "run", "shop-customers", "--foreground"])
-        .await?;
+    let out = run_foreground(&s.cli).await?;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(s.shopify.bulk_operations_started(), 1);
     let contact = s.brevo.contacts().get("customer42@example.com").cloned();
@@ -277,10 +271,7 @@ async fn an_export_shopify_ends_early_or_short_of_its_count_is_started_again() -
             ..BulkScript::default()
         },
     ]);
-    let out = s
-        .cli
-        .run(&["sync", "run", "shop-customers", "--foreground"])
-        .await?;
+    let out = run_foreground(&s.cli).await?;
     assert_eq!(out.code, 0, "{out:?}");
     let writes = writes_per_address(&s.brevo);
     assert_eq!(writes.len(), 1500, "every customer reached Brevo");
@@ -302,10 +293,7 @@ async fn an_expired_export_is_started_again() -> anyhow::Result<()> {
     let s = scenario_with(1200, TOKEN, BULK).await?;
     s.shopify
         .script_bulk([BulkScript::ending("EXPIRED", None), BulkScript::default()]);
-    let out = s
-        .cli
-        .run(&["sync", "run", "shop-customers", "--foreground"])
-        .await?;
+    let out = run_foreground(&s.cli).await?;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(writes_per_address(&s.brevo).len(), 1200);
     assert!(
@@ -323,10 +311,7 @@ async fn an_export_denied_access_fails_the_run_as_source_auth_failed() -> anyhow
     let s = scenario_with(1200, TOKEN, BULK).await?;
     s.shopify
         .script_bulk([BulkScript::ending("FAILED", Some("ACCESS_DENIED"))]);
-    let out = s
-        .cli
-        .run(&["sync", "run", "shop-customers", "--foreground"])
-        .await?;
+    let out = run_foreground(&s.cli).await?;
     assert_eq!(out.code, 1, "{out:?}");
     let shown = last_run_shown(&s.cli).await?;
     assert_eq!(shown["failure"]["code"], "source_auth_failed", "{shown}");
@@ -362,10 +347,7 @@ async fn a_run_killed_mid_file_resumes_at_its_byte_offset_in_the_same_export() -
     child.wait().await?;
     s.brevo.release_writes();
 
-    let out = s
-        .cli
-        .run(&["sync", "run", "shop-customers", "--foreground"])
-        .await?;
+    let out = run_foreground(&s.cli).await?;
     assert_eq!(out.code, 0, "{out:?}");
     let writes = writes_per_address(&s.brevo);
     assert_eq!(writes.len(), 3000, "every customer reached Brevo");
@@ -421,10 +403,7 @@ async fn a_run_stopped_while_its_export_runs_ends_at_once_and_the_next_takes_the
     );
     assert!(s.brevo.writes().is_empty(), "{out:?}");
 
-    let out = s
-        .cli
-        .run(&["sync", "run", "shop-customers", "--foreground"])
-        .await?;
+    let out = run_foreground(&s.cli).await?;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(
         s.shopify.bulk_operations_started(),
