@@ -43,6 +43,9 @@ pub enum FailureCode {
     /// run cannot tell which rows may still be committed behind the cursor.
     SourceTransactionsHidden,
     DestinationAuthFailed,
+    /// The destination says the endpoint is gone for good (HTTP 410): the
+    /// sync is paused at once.
+    DestinationGone,
     DestinationRejectedAll,
     /// Mirror mode would have taken more records off the destination than
     /// `source.max_removal_share` allows.
@@ -61,7 +64,7 @@ pub enum FailureCode {
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 21] = [
+    pub const ALL: [FailureCode; 22] = [
         FailureCode::SourceUnreachable,
         FailureCode::SourceQueryFailed,
         FailureCode::SourceAuthFailed,
@@ -70,6 +73,7 @@ impl FailureCode {
         FailureCode::SourceDataRedacted,
         FailureCode::SourceTransactionsHidden,
         FailureCode::DestinationAuthFailed,
+        FailureCode::DestinationGone,
         FailureCode::DestinationRejectedAll,
         FailureCode::MirrorRemovalRefused,
         FailureCode::RecordsQuarantined,
@@ -95,6 +99,7 @@ impl FailureCode {
             FailureCode::SourceDataRedacted => "source_data_redacted",
             FailureCode::SourceTransactionsHidden => "source_transactions_hidden",
             FailureCode::DestinationAuthFailed => "destination_auth_failed",
+            FailureCode::DestinationGone => "destination_gone",
             FailureCode::DestinationRejectedAll => "destination_rejected_all",
             FailureCode::MirrorRemovalRefused => "mirror_removal_refused",
             FailureCode::RecordsQuarantined => "records_quarantined",
@@ -139,6 +144,9 @@ impl FailureCode {
             }
             FailureCode::DestinationAuthFailed => {
                 "The destination refused the API key this sync uses."
+            }
+            FailureCode::DestinationGone => {
+                "The destination answered 410 Gone: its owner says the endpoint no longer exists, so the sync was paused and sends nothing more to it."
             }
             FailureCode::MirrorRemovalRefused => {
                 "More of the records this sync delivered left its query than source.max_removal_share allows one run to take off the destination, so the run took nobody off (a broken query would otherwise empty the lists)."
@@ -203,6 +211,9 @@ impl FailureCode {
             FailureCode::DestinationAuthFailed => {
                 "Renew the API key in the environment variable the sync names, then resume the sync."
             }
+            FailureCode::DestinationGone => {
+                "Ask the receiver's owner where it moved, set destination.url to it and apply the sync file (or have the endpoint restored), then resume the sync (`syncward sync resume SYNC_ID`); nothing was lost, the records are sent once it is resumed."
+            }
             FailureCode::MirrorRemovalRefused => {
                 "Check the query and its source (the run's detail gives the counts); if the records really left, raise source.max_removal_share in the sync file and apply it, then run the sync again."
             }
@@ -253,6 +264,7 @@ impl FailureCode {
             | FailureCode::SourceDataRedacted
             | FailureCode::SourceTransactionsHidden
             | FailureCode::DestinationAuthFailed
+            | FailureCode::DestinationGone
             | FailureCode::DestinationRejectedAll
             | FailureCode::MirrorRemovalRefused
             | FailureCode::ConfigInvalid => Owner::Customer,
@@ -288,6 +300,7 @@ impl FailureCode {
             | FailureCode::SourceDataRedacted
             | FailureCode::SourceTransactionsHidden
             | FailureCode::DestinationAuthFailed
+            | FailureCode::DestinationGone
             | FailureCode::DestinationRejectedAll
             | FailureCode::MirrorRemovalRefused
             | FailureCode::RecordsQuarantined
@@ -296,6 +309,14 @@ impl FailureCode {
             | FailureCode::SyncPaused
             | FailureCode::SyncArchived => false,
         }
+    }
+}
+
+impl FailureCode {
+    /// Whether one failure pauses the sync, without waiting for the
+    /// breaker's count: the destination said no later run can succeed.
+    pub fn pauses_at_once(self) -> bool {
+        matches!(self, FailureCode::DestinationGone)
     }
 }
 

@@ -3,7 +3,9 @@
 //! edited or resumed). If all N failed, pause it (a conditional update, so
 //! concurrent daemons trip it once), keep the last failure as its last error,
 //! write an audit row naming the runs, and raise one critical alert. N is the
-//! sync file's `breaker_failures`, else `breaker.consecutive_failures`.
+//! sync file's `breaker_failures`, else `breaker.consecutive_failures`; a
+//! failure that says no later run can succeed (`pauses_at_once`: a webhook's
+//! 410 Gone) pauses it the first time, with its code as the reason.
 
 use serde_json::json;
 use tracing::info;
@@ -47,6 +49,11 @@ pub async fn after_failure(
     if last.status == "failed" {
         syncs::set_last_error(store, sync_id, &last_error).await?;
     }
+    let at_once = last.status == "failed" && code.is_some_and(FailureCode::pauses_at_once);
+    let (recent, threshold, reason) = match code {
+        Some(code) if at_once => (&recent[..1], 1, code.as_str()),
+        _ => (&recent[..], threshold, syncs::PAUSED_BY_BREAKER),
+    };
     if sync.status != "active"
         || recent.len() < threshold as usize
         || recent.iter().any(|r| r.status != "failed")
@@ -54,10 +61,16 @@ pub async fn after_failure(
         return Ok(false);
     }
     let run_ids: Vec<i64> = recent.iter().map(|r| r.id).collect();
-    if !syncs::trip_breaker(store, sync_id, sync.changed_at, &last_error, &run_ids).await? {
+    let trip = syncs::Trip {
+        changed_at: sync.changed_at,
+        reason,
+        last_error: &last_error,
+        run_ids: &run_ids,
+    };
+    if !syncs::trip_breaker(store, sync_id, &trip).await? {
         return Ok(false);
     }
-    info!(sync.id = %sync_id, failures = threshold, "Circuit breaker tripped; sync paused");
+    info!(sync.id = %sync_id, failures = threshold, reason, "Circuit breaker tripped; sync paused");
     metrics::counter!("syncward_breaker_trips_total").increment(1);
     let what = code
         .map(FailureCode::what_happened)
@@ -71,11 +84,17 @@ pub async fn after_failure(
             workspace: Some(sync.workspace_id.clone()),
             sync: Some(sync_id.to_string()),
             run_id: Some(last.id),
-            message: format!(
-                "Sync {sync_id} failed {threshold} times in a row and was paused. Last failure ({}): {what} Next: {next} \
-                 It stays paused until someone resumes it (`syncward sync resume {sync_id}`).",
-                last.failure_code.as_deref().unwrap_or("unknown")
-            ),
+            message: if at_once {
+                format!(
+                    "Sync {sync_id} was paused after one failure ({reason}): {what} Next: {next}"
+                )
+            } else {
+                format!(
+                    "Sync {sync_id} failed {threshold} times in a row and was paused. Last failure ({}): {what} Next: {next} \
+                     It stays paused until someone resumes it (`syncward sync resume {sync_id}`).",
+                    last.failure_code.as_deref().unwrap_or("unknown")
+                )
+            },
             failure: code,
         })
         .await;

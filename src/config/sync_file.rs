@@ -270,6 +270,19 @@ impl SyncDefinition {
                 return Err(BadInput::new(origin, field, why));
             }
         }
+        // A webhook's signing key must be one a receiver can trust.
+        if let crate::destination::DestinationConfig::Webhook(hook) = &self.destination
+            && let Some(var) = &hook.secret_env
+            && let Ok(secret) = found.lookup(var)
+            && let Err(problem) =
+                crate::outbound::WebhookSigner::from_secret(&secrecy::SecretString::from(secret))
+        {
+            return Err(BadInput::new(
+                origin,
+                "destination.secret_env",
+                format!("{var} {problem}"),
+            ));
+        }
         Ok(())
     }
 }

@@ -114,6 +114,10 @@ pub enum DestinationError {
     /// status with an unreadable body): the write may have happened.
     #[error("{0}")]
     Unanswered(String),
+    /// The endpoint is gone for good (HTTP 410): the sync is paused until
+    /// its owner points it elsewhere.
+    #[error("{0}")]
+    Gone(String),
     /// 429 for longer than the run waits.
     #[error("{0}")]
     RateLimited(String),

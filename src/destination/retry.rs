@@ -185,7 +185,8 @@ impl Pacer {
 #[derive(Debug)]
 pub enum Verdict<T> {
     Done(T),
-    /// The answer was unusable (garbage body): try again like a 5xx.
+    /// Try again like a 5xx: the answer was unusable (garbage body), or
+    /// means an outage (a webhook's 404 or 409 during a deploy).
     Retry(String),
     Fail(DestinationError),
 }
@@ -296,7 +297,8 @@ pub async fn send_with_retry<T>(
                         Verdict::Done(value) => return Ok(value),
                         Verdict::Fail(error) => return Err(error),
                         Verdict::Retry(why) => {
-                            // A success status whose body we cannot read.
+                            // A success status whose body we cannot read
+                            // may have written; an outage's answer did not.
                             maybe_written |= status.is_success();
                             why
                         }

@@ -23,6 +23,11 @@ pub const SIGNATURE_HEADER: &str = "webhook-signature";
 /// the base64 text after it.
 const SECRET_PREFIX: &str = "whsec_";
 
+/// The shortest key the specification allows ("secrets should be between
+/// 24 bytes and 64 bytes"): a shorter one can be guessed offline from one
+/// captured signature.
+pub const MIN_KEY_BYTES: usize = 24;
+
 /// The HMAC key of one webhook.
 pub struct WebhookSigner {
     key: SecretSlice<u8>,
@@ -38,7 +43,8 @@ impl WebhookSigner {
     /// The key from a configured secret: `whsec_<base64>` (as the
     /// specification's libraries generate and take them) is the base64-decoded
     /// bytes; any other secret is used as its raw UTF-8 bytes. Err with the
-    /// problem (never the secret) when a `whsec_` secret is not base64.
+    /// problem (never the secret) when a `whsec_` secret is not base64 or
+    /// the key is shorter than `MIN_KEY_BYTES`.
     pub fn from_secret(secret: &SecretString) -> Result<Self, String> {
         let text = secret.expose_secret();
         let key = match text.strip_prefix(SECRET_PREFIX) {
@@ -50,6 +56,13 @@ impl WebhookSigner {
         };
         if key.is_empty() {
             return Err("is empty".into());
+        }
+        if key.len() < MIN_KEY_BYTES {
+            return Err(format!(
+                "is a key of {} bytes; the Standard Webhooks specification asks for {MIN_KEY_BYTES} to 64 \
+                 (generate one with `echo whsec_$(openssl rand -base64 32)`)",
+                key.len()
+            ));
         }
         Ok(Self { key: key.into() })
     }
@@ -101,8 +114,11 @@ mod tests {
 
     #[test]
     fn a_secret_without_the_prefix_is_its_raw_bytes() {
-        let raw = signer("hook-secret");
-        let encoded = signer(&format!("whsec_{}", STANDARD.encode("hook-secret")));
+        let raw = signer("a-hook-secret-of-32-bytes-length");
+        let encoded = signer(&format!(
+            "whsec_{}",
+            STANDARD.encode("a-hook-secret-of-32-bytes-length")
+        ));
         assert_eq!(raw.sign("a", 1, b"{}"), encoded.sign("a", 1, b"{}"));
         assert_ne!(raw.sign("a", 1, b"{}"), raw.sign("a", 2, b"{}"));
         assert_ne!(raw.sign("a", 1, b"{}"), raw.sign("b", 1, b"{}"));
@@ -114,5 +130,18 @@ mod tests {
             .expect_err("not base64");
         assert!(!problem.contains("not*base64"), "{problem}");
         assert!(WebhookSigner::from_secret(&SecretString::from("")).is_err());
+    }
+
+    #[test]
+    fn a_key_shorter_than_the_specifications_24_bytes_is_refused() {
+        let short = format!("whsec_{}", STANDARD.encode([7u8; 23]));
+        let problem = WebhookSigner::from_secret(&SecretString::from(short)).expect_err("23 bytes");
+        assert!(
+            problem.contains("23 bytes") && problem.contains("24"),
+            "{problem}"
+        );
+        assert!(WebhookSigner::from_secret(&SecretString::from("hook-secret")).is_err());
+        signer(&format!("whsec_{}", STANDARD.encode([7u8; 24])));
+        signer("twenty-four-bytes-secret");
     }
 }

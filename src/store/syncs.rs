@@ -459,26 +459,32 @@ pub async fn resume_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<
     Ok(previous.is_some())
 }
 
+/// Why and on what the breaker pauses a sync.
+#[derive(Debug, Clone, Copy)]
+pub struct Trip<'a> {
+    /// When the sync last changed: a sync edited or resumed since is not paused.
+    pub changed_at: DateTime<Utc>,
+    /// `PAUSED_BY_BREAKER`, or the code of a failure that pauses at once.
+    pub reason: &'a str,
+    pub last_error: &'a serde_json::Value,
+    /// The failed runs it counted.
+    pub run_ids: &'a [i64],
+}
+
 /// Pauses the sync for the breaker, only if it is still active and unchanged
-/// since `changed_at` (so two daemons trip it once), with the last error and an
-/// audit row naming the failed runs, in one transaction. Returns whether this
-/// call tripped it.
-pub async fn trip_breaker(
-    pool: &PgPool,
-    sync_id: &str,
-    changed_at: DateTime<Utc>,
-    last_error: &serde_json::Value,
-    run_ids: &[i64],
-) -> sqlx::Result<bool> {
+/// since `trip.changed_at` (so two daemons trip it once), with the last error
+/// and an audit row naming the failed runs, in one transaction. Returns
+/// whether this call tripped it.
+pub async fn trip_breaker(pool: &PgPool, sync_id: &str, trip: &Trip<'_>) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     let tripped = sqlx::query(
         "UPDATE syncs SET status = 'paused', paused_reason = $2, paused_at = now(), last_error = $3, updated_at = now()
          WHERE id = $1 AND status = 'active' AND changed_at = $4",
     )
     .bind(sync_id)
-    .bind(PAUSED_BY_BREAKER)
-    .bind(Json(last_error))
-    .bind(changed_at)
+    .bind(trip.reason)
+    .bind(Json(trip.last_error))
+    .bind(trip.changed_at)
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -489,8 +495,8 @@ pub async fn trip_breaker(
             Actor::Breaker,
             "pause",
             sync_id,
-            Some(PAUSED_BY_BREAKER),
-            serde_json::json!({ "failed_runs": run_ids }),
+            Some(trip.reason),
+            serde_json::json!({ "failed_runs": trip.run_ids }),
         )
         .await?;
     }

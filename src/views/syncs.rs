@@ -36,7 +36,14 @@ fn paused_words(reason: &str) -> String {
     match reason {
         PAUSED_BY_BREAKER => format!("paused by the circuit breaker ({reason})"),
         PAUSED_MANUAL => format!("paused by a person ({reason})"),
-        other => format!("paused ({other})"),
+        // A failure that pauses at once names itself.
+        other => match crate::failure::FailureCode::parse(other) {
+            Some(code) => format!(
+                "paused after one failure ({other}): {}",
+                code.what_happened()
+            ),
+            None => format!("paused ({other})"),
+        },
     }
 }
 

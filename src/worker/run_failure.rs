@@ -52,6 +52,7 @@ impl From<DestinationError> for RunFailure {
     fn from(e: DestinationError) -> Self {
         let code = match &e {
             DestinationError::Unauthorized(_) => FailureCode::DestinationAuthFailed,
+            DestinationError::Gone(_) => FailureCode::DestinationGone,
             DestinationError::Unavailable(_) | DestinationError::Unanswered(_) => {
                 FailureCode::DestinationUnavailable
             }

@@ -12,7 +12,10 @@ async fn silent_workspace(hook: &WebhookReceiver) -> anyhow::Result<Scenario> {
         .cli
         .clone()
         .with_env("SYNCWARD__ALERTS__WEBHOOK_URL", &hook.url)
-        .with_env("SYNCWARD__ALERTS__WEBHOOK_SECRET", "alert-secret");
+        .with_env(
+            "SYNCWARD__ALERTS__WEBHOOK_SECRET",
+            "alert-signing-secret-of-32-bytes",
+        );
     sqlx::query("UPDATE syncs SET activated_at = now() - interval '25 hours'")
         .execute(&s.db.pool)
         .await?;
@@ -21,7 +24,7 @@ async fn silent_workspace(hook: &WebhookReceiver) -> anyhow::Result<Scenario> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_alert_webhook_gets_signed_json_and_a_failed_post_is_retried() -> anyhow::Result<()> {
-    let hook = WebhookReceiver::start_verifying("alert-secret").await?;
+    let hook = WebhookReceiver::start_verifying("alert-signing-secret-of-32-bytes").await?;
     hook.answer_with([500]);
     let s = silent_workspace(&hook).await?;
     s.cli.run(&["deadman", "check"]).await?.ok()?;
@@ -102,7 +105,10 @@ async fn a_stored_webhook_failure_never_holds_the_urls_token() -> anyhow::Result
             "SYNCWARD__ALERTS__WEBHOOK_URL",
             "http://127.0.0.1:1/hook?token=SECRET",
         )
-        .with_env("SYNCWARD__ALERTS__WEBHOOK_SECRET", "alert-secret");
+        .with_env(
+            "SYNCWARD__ALERTS__WEBHOOK_SECRET",
+            "alert-signing-secret-of-32-bytes",
+        );
     sqlx::query("UPDATE syncs SET activated_at = now() - interval '25 hours'")
         .execute(&s.db.pool)
         .await?;

@@ -78,7 +78,7 @@ url = "redis://:redis-secret-pw@127.0.0.1:6379"
 [alerts]
 sentry_dsn = "https://sentrykey123@o1.ingest.sentry.io/42"
 webhook_url = "https://hooks.example.com/syncward"
-webhook_secret = "hmac-secret-value"
+webhook_secret = "hmac-secret-value-of-24-bytes"
 email = { smtp_url = "smtps://mailer:smtp-secret-pw@smtp.example.com:465", from = "syncward@example.com", to = ["ops@example.com"] }
 [http]
 admin_token = "admin-token-value-0123456789abcdef"
@@ -93,7 +93,7 @@ admin_token = "admin-token-value-0123456789abcdef"
         "db-secret-pw",
         "redis-secret-pw",
         "sentrykey123",
-        "hmac-secret-value",
+        "hmac-secret-value-of-24-bytes",
         "smtp-secret-pw",
         "admin-token-value-0123456789abcdef",
     ] {
@@ -293,7 +293,7 @@ url = "postgres://u@h/db?sslmode=prefer&password=SECRET"
 url = "redis://127.0.0.1:6379/?token=SECRET"
 [alerts]
 webhook_url = "https://hooks.example.com/h?sig=SECRET&channel=ops"
-webhook_secret = "whsec_c2VjcmV0"
+webhook_secret = "whsec_c2lnbmluZy1rZXktb2YtdHdlbnR5LWZvdXItYnl0ZXM="
 "#,
     )?;
     let out = Syncward::bare()

@@ -130,7 +130,8 @@ timeout = "300ms""#,
             ),
             DestinationKind::Webhook => {
                 // Verifies every POST: the signature must hold on each path.
-                let fake = WebhookReceiver::start_verifying("webhook-signing-secret").await?;
+                let fake =
+                    WebhookReceiver::start_verifying("webhook-signing-secret-of-32-bytes").await?;
                 let table = format!(
                     r#"kind = "webhook"
 url = "{}"
@@ -163,7 +164,7 @@ timeout = "300ms""#,
                 },
             )
             .with_secret("TEST_BREVO_KEY", BREVO_KEY)
-            .with_secret("TEST_WEBHOOK_SECRET", "webhook-signing-secret");
+            .with_secret("TEST_WEBHOOK_SECRET", "webhook-signing-secret-of-32-bytes");
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("conformance.toml");
         std::fs::write(

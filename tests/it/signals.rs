@@ -26,6 +26,10 @@ fn write_config(dir: &Path, text: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// A daemon config naming the log level and the alert webhook.
+/// Alert signing keys of the specification's 24 bytes or more.
+const OLD_SECRET: &str = "old-alert-secret-of-24-bytes";
+const NEW_SECRET: &str = "new-alert-secret-of-24-bytes";
+
 fn config_text(level: &str, hook: &WebhookReceiver, secret: &str, workers: u32) -> String {
     format!(
         r#"[log]
@@ -111,7 +115,7 @@ async fn sighup_idle_and_mid_run_reloads_without_stopping_and_sigterm_still_drai
 -> anyhow::Result<()> {
     let mut s = slow_scenario(Duration::from_millis(150)).await?;
     let hook = WebhookReceiver::start().await?;
-    let config = write_config(s.dir.path(), &config_text("info", &hook, "secret", 2))?;
+    let config = write_config(s.dir.path(), &config_text("info", &hook, OLD_SECRET, 2))?;
     s.cli = s.cli.clone().with_config(&config);
     let mut daemon = DaemonProcess::spawn(&s.cli).await?;
     wait_for_log(&daemon, "syncward is running", 1).await?;
@@ -170,10 +174,10 @@ async fn sighup_puts_a_new_log_level_and_alert_webhook_in_force_and_names_what_n
     // Each receiver verifies with its own secret: a POST signed with the
     // other one is refused.
     let (old_hook, new_hook) = (
-        WebhookReceiver::start_verifying("old").await?,
-        WebhookReceiver::start_verifying("new").await?,
+        WebhookReceiver::start_verifying(OLD_SECRET).await?,
+        WebhookReceiver::start_verifying(NEW_SECRET).await?,
     );
-    let config = write_config(s.dir.path(), &config_text("info", &old_hook, "old", 2))?;
+    let config = write_config(s.dir.path(), &config_text("info", &old_hook, OLD_SECRET, 2))?;
     // Each failure trips the breaker, which raises an alert.
     s.cli = s
         .cli
@@ -187,7 +191,7 @@ async fn sighup_puts_a_new_log_level_and_alert_webhook_in_force_and_names_what_n
 
     // Quieter logs, another webhook and secret, and a worker count (which
     // only a restart changes).
-    write_config(s.dir.path(), &config_text("warn", &new_hook, "new", 3))?;
+    write_config(s.dir.path(), &config_text("warn", &new_hook, NEW_SECRET, 3))?;
     daemon.signal("HUP")?;
     // Logged at WARN, so it shows under the new filter too.
     wait_for_log(&daemon, "Changed setting needs a restart", 1).await?;
@@ -256,10 +260,10 @@ async fn sighup_with_a_broken_config_keeps_the_daemon_running_on_its_old_setting
 -> anyhow::Result<()> {
     let s = Scenario::new(SyncOptions::default()).await?;
     let (old_hook, new_hook) = (
-        WebhookReceiver::start_verifying("old").await?,
-        WebhookReceiver::start_verifying("new").await?,
+        WebhookReceiver::start_verifying(OLD_SECRET).await?,
+        WebhookReceiver::start_verifying(NEW_SECRET).await?,
     );
-    let config = write_config(s.dir.path(), &config_text("info", &old_hook, "old", 2))?;
+    let config = write_config(s.dir.path(), &config_text("info", &old_hook, OLD_SECRET, 2))?;
     // Only the daemon reads the file the test breaks; the test's own commands
     // keep the scenario's (empty) one.
     let daemon_cli = s
@@ -273,13 +277,13 @@ async fn sighup_with_a_broken_config_keeps_the_daemon_running_on_its_old_setting
     wait_for_log(&daemon, "syncward is running", 1).await?;
 
     // A value that parses but cannot work, beside a new webhook and level.
-    write_config(s.dir.path(), &config_text("warn", &new_hook, "new", 0))?;
+    write_config(s.dir.path(), &config_text("warn", &new_hook, NEW_SECRET, 0))?;
     daemon.signal("HUP")?;
     wait_for_log(&daemon, "Config reload refused", 1).await?;
     // Not TOML at all.
     write_config(
         s.dir.path(),
-        &format!("{}\n[log\n", config_text("warn", &new_hook, "new", 2)),
+        &format!("{}\n[log\n", config_text("warn", &new_hook, NEW_SECRET, 2)),
     )?;
     daemon.signal("HUP")?;
     wait_for_log(&daemon, "Config reload refused", 2).await?;
@@ -326,7 +330,7 @@ async fn sighup_with_a_broken_config_keeps_the_daemon_running_on_its_old_setting
 async fn sighup_during_the_drain_is_ignored_and_the_drain_ends_cleanly() -> anyhow::Result<()> {
     let mut s = slow_scenario(Duration::ZERO).await?;
     let hook = WebhookReceiver::start().await?;
-    let config = write_config(s.dir.path(), &config_text("info", &hook, "secret", 2))?;
+    let config = write_config(s.dir.path(), &config_text("info", &hook, OLD_SECRET, 2))?;
     s.cli = s.cli.clone().with_config(&config);
     // The first import waits at the fake's door: the drain cannot end before
     // the test lets it go.

@@ -301,7 +301,10 @@ async fn the_daemon_stays_inside_the_units_system_call_filter_and_address_famili
         .clone()
         .with_env("NOTIFY_SOCKET", notify_path.to_str().unwrap_or_default())
         .with_env("SYNCWARD__ALERTS__WEBHOOK_URL", &hook.url)
-        .with_env("SYNCWARD__ALERTS__WEBHOOK_SECRET", "secret")
+        .with_env(
+            "SYNCWARD__ALERTS__WEBHOOK_SECRET",
+            "alert-signing-secret-of-32-bytes",
+        )
         .with_env("SYNCWARD__ALERTS__SENTRY_DSN", &sentry.dsn)
         .with_env("SYNCWARD__ALERTS__EMAIL__SMTP_URL", &smtp.url)
         .with_env("SYNCWARD__ALERTS__EMAIL__FROM", "syncward@example.com")

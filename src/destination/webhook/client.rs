@@ -2,8 +2,10 @@
 //! per page with `batch = true`) with the delivery key as `Idempotency-Key`,
 //! and, when a secret is configured, signs each attempt per the Standard
 //! Webhooks specification with the delivery key as `webhook-id` (see
-//! `signature.rs`). 2xx is delivered, 401/403 end the run, other 4xx reject,
-//! 429 and 5xx are retried.
+//! `signature.rs`). Answers by what they mean (`judge`): 2xx delivered; 400,
+//! 413 and 422 say the record is wrong and reject it (a batch answered 413 is
+//! split first); 401/403 end the run; 410 Gone pauses the sync; anything else
+//! (5xx, 404, 408, 409, 425, 429, no answer) is an outage, retried.
 
 use futures::future::join_all;
 use reqwest::StatusCode;
@@ -123,33 +125,80 @@ impl WebhookDestination {
             self.pacer.as_ref(),
             "retry-after",
             "destination.url",
-            |status, bytes| {
-                if status.is_success() {
-                    return Verdict::Done(vec![
-                        RecordOutcome::Delivered(
-                            json!({"status": status.as_u16()})
-                        );
-                        records
-                    ]);
-                }
-                let message = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-                match status {
-                    StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                        Verdict::Fail(DestinationError::Unauthorized(format!(
-                            "the webhook answered HTTP {status}: {message}"
-                        )))
-                    }
-                    _ => Verdict::Done(vec![
-                        RecordOutcome::Rejected {
-                            code: format!("http_{}", status.as_u16()),
-                            message
-                        };
-                        records
-                    ]),
-                }
-            },
+            |status, bytes| judge(status, bytes, records),
         )
         .await
+    }
+
+    /// One array POST of `records`; a receiver that answers 413 for it gets
+    /// each half on its own (down to one record, which is then rejected).
+    fn post_batch<'a>(
+        &'a self,
+        records: &'a [Outbound],
+    ) -> futures::future::BoxFuture<'a, Result<Vec<RecordOutcome>, DestinationError>> {
+        Box::pin(async move {
+            let items: Vec<Value> = records.iter().map(|r| payload(&r.contact)).collect();
+            let body = serde_json::to_vec(&items)
+                .map_err(|e| DestinationError::InvalidConfig(e.to_string()))?;
+            // One key for the batch, derived from its records' keys.
+            let mut hash = Sha256::new();
+            records
+                .iter()
+                .for_each(|r| hash.update(r.key_hex.as_bytes()));
+            let key = hex::encode(hash.finalize());
+            let outcomes = self.post(body, &key, records.len()).await?;
+            let too_large = matches!(
+                outcomes.first(),
+                Some(RecordOutcome::Rejected { code, .. }) if code == TOO_LARGE
+            );
+            if !too_large || records.len() < 2 {
+                return Ok(outcomes);
+            }
+            let (first, second) = records.split_at(records.len() / 2);
+            let mut outcomes = self.post_batch(first).await?;
+            outcomes.extend(self.post_batch(second).await?);
+            Ok(outcomes)
+        })
+    }
+}
+
+/// The code of a record refused for its size (HTTP 413).
+const TOO_LARGE: &str = "http_413";
+
+/// What a webhook's answer means for the `records` it carried. Standard
+/// Webhooks treats every non-2xx answer as a failed attempt, to be retried,
+/// and 410 Gone as "disable this endpoint"; only 400, 413 and 422 say the
+/// record itself is wrong. So a receiver that flaps during a deploy (404s,
+/// 409s) costs time, never a record.
+fn judge(status: StatusCode, bytes: &[u8], records: usize) -> Verdict<Vec<RecordOutcome>> {
+    if status.is_success() {
+        return Verdict::Done(vec![
+            RecordOutcome::Delivered(
+                json!({"status": status.as_u16()})
+            );
+            records
+        ]);
+    }
+    let message = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+    match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            Verdict::Fail(DestinationError::Unauthorized(format!(
+                "the webhook answered HTTP {status}: {message}"
+            )))
+        }
+        StatusCode::GONE => Verdict::Fail(DestinationError::Gone(format!(
+            "the webhook answered HTTP {status}: {message}"
+        ))),
+        StatusCode::BAD_REQUEST
+        | StatusCode::PAYLOAD_TOO_LARGE
+        | StatusCode::UNPROCESSABLE_ENTITY => Verdict::Done(vec![
+            RecordOutcome::Rejected {
+                code: format!("http_{}", status.as_u16()),
+                message
+            };
+            records
+        ]),
+        _ => Verdict::Retry(format!("HTTP {status}")),
     }
 }
 
@@ -218,16 +267,7 @@ impl Destination for WebhookDestination {
 
     async fn deliver(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
         if self.config.batch {
-            let items: Vec<Value> = records.iter().map(|r| payload(&r.contact)).collect();
-            let body = serde_json::to_vec(&items)
-                .map_err(|e| DestinationError::InvalidConfig(e.to_string()))?;
-            // One key for the batch, derived from its records' keys.
-            let mut hash = Sha256::new();
-            records
-                .iter()
-                .for_each(|r| hash.update(r.key_hex.as_bytes()));
-            let key = hex::encode(hash.finalize());
-            return self.post(body, &key, records.len()).await;
+            return self.post_batch(records).await;
         }
         let calls = records.iter().map(|r| async move {
             let body = serde_json::to_vec(&payload(&r.contact))

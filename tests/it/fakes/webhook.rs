@@ -54,6 +54,12 @@ struct Inner {
     /// Added to the real clock when checking timestamps (a receiver that sees
     /// a captured request later).
     clock_ahead: Duration,
+    /// Until then, every other POST gets this status (a receiver mid-deploy).
+    flap: Option<(std::time::Instant, u16)>,
+    /// POSTs answered so far (for the flapping).
+    answered: u64,
+    /// Arrays longer than this get 413 Payload Too Large.
+    max_batch: Option<usize>,
 }
 
 pub struct WebhookReceiver {
@@ -105,6 +111,21 @@ impl WebhookReceiver {
             .unwrap_or_else(|e| e.into_inner())
             .statuses
             .extend(statuses);
+    }
+
+    /// For `for_how_long` from now, every other POST is answered `status`
+    /// (the scripted statuses still come first).
+    pub fn flap(&self, status: u16, for_how_long: Duration) {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).flap =
+            Some((std::time::Instant::now() + for_how_long, status));
+    }
+
+    /// From now on, an array of more than `records` is answered 413.
+    pub fn refuse_batches_above(&self, records: usize) {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .max_batch = Some(records);
     }
 
     /// Every POST from now on hangs.
@@ -222,7 +243,22 @@ async fn receive(
         inner.refused.push((ReceivedPost { headers, body }, reason));
         return StatusCode::UNAUTHORIZED;
     }
-    inner.received.push(ReceivedPost { headers, body });
-    let status = inner.statuses.pop_front().unwrap_or(200);
+    let post = ReceivedPost { headers, body };
+    let too_large = inner.max_batch.is_some_and(|max| {
+        serde_json::from_slice::<Vec<serde_json::Value>>(&post.body).is_ok_and(|a| a.len() > max)
+    });
+    inner.received.push(post);
+    inner.answered += 1;
+    let flapping = match inner.flap {
+        Some((until, status)) if std::time::Instant::now() < until && inner.answered % 2 == 1 => {
+            Some(status)
+        }
+        _ => None,
+    };
+    let status = match inner.statuses.pop_front() {
+        Some(status) => status,
+        None if too_large => 413,
+        None => flapping.unwrap_or(200),
+    };
     StatusCode::from_u16(status).unwrap_or(StatusCode::OK)
 }
