@@ -50,6 +50,12 @@ pub enum Command {
     /// The dead-man check.
     #[command(subcommand)]
     Deadman(DeadmanCommand),
+    /// Forget people: take each address out of everything syncward holds
+    /// (rejected records, kept states, run timelines and failure messages,
+    /// alerts, the audit log, cursors, the ledger's answers), and write an
+    /// audit entry naming their SHA-256 digests. For an erasure request
+    /// (GDPR, Shopify's customers/redact); erase them at the source first.
+    Forget(ForgetArgs),
     /// Live daemons and their busy workers, the queue, running runs, paused
     /// syncs and open dead-man incidents. Exit 3 when no daemon is alive.
     Status(JsonFlag),
@@ -61,6 +67,20 @@ pub enum Command {
     },
     /// Print the manual page (roff; the package installs it as syncward(1)).
     Man,
+}
+
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    /// The e-mail addresses to forget.
+    #[arg(required = true, value_name = "EMAIL")]
+    pub addresses: Vec<String>,
+    /// Also delete each contact in every Brevo account a sync writes to
+    /// (`DELETE /contacts/{email}`). Webhook receivers are named, not called.
+    #[arg(long)]
+    pub destination: bool,
+    /// Print JSON for machines instead of text for people.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

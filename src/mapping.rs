@@ -76,7 +76,7 @@ pub fn map_record(mapping: &MappingConfig, record: &Value) -> Result<Contact, Ma
 /// RFC 5321 allows, and which is how `"<script>"@x.example` gets through).
 /// Spaces and control characters are named first, as they are the common
 /// cases.
-fn email_problem(address: &str) -> Option<String> {
+pub fn email_problem(address: &str) -> Option<String> {
     if address.chars().any(char::is_control) {
         return Some("it contains a control character".into());
     }

@@ -25,6 +25,9 @@ _syncward() {
             syncward,deadman)
                 cmd="syncward__subcmd__deadman"
                 ;;
+            syncward,forget)
+                cmd="syncward__subcmd__forget"
+                ;;
             syncward,help)
                 cmd="syncward__subcmd__help"
                 ;;
@@ -72,6 +75,9 @@ _syncward() {
                 ;;
             syncward__subcmd__help,deadman)
                 cmd="syncward__subcmd__help__subcmd__deadman"
+                ;;
+            syncward__subcmd__help,forget)
+                cmd="syncward__subcmd__help__subcmd__forget"
                 ;;
             syncward__subcmd__help,help)
                 cmd="syncward__subcmd__help__subcmd__help"
@@ -296,7 +302,7 @@ _syncward() {
 
     case "${cmd}" in
         syncward)
-            opts="-h -V --config --env-file --help --version run migrate check-config sync runs token ledger deadman status completions man help"
+            opts="-h -V --config --env-file --help --version run migrate check-config sync runs token ledger deadman forget status completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -447,8 +453,30 @@ _syncward() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        syncward__subcmd__forget)
+            opts="-h --destination --json --config --env-file --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         syncward__subcmd__help)
-            opts="run migrate check-config sync runs token ledger deadman status completions man help"
+            opts="run migrate check-config sync runs token ledger deadman forget status completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -506,6 +534,20 @@ _syncward() {
         syncward__subcmd__help__subcmd__deadman__subcmd__check)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        syncward__subcmd__help__subcmd__forget)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -87,6 +87,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         token: settings.http.admin_token.clone(),
         metrics_token: settings.http.metrics_token.clone(),
         max_attempts: settings.run_attempts(),
+        secrets: settings.secrets.store(),
         // One recorder per process; a second install (tests running two
         // daemons in one process) keeps the first.
         metrics: crate::telemetry::install(),

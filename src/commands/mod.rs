@@ -2,6 +2,7 @@
 //! person (or JSON with `--json`).
 
 pub mod daemon;
+mod forget;
 pub mod output;
 mod plan;
 mod run_once;
@@ -72,6 +73,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Sync(command) => sync::execute(&settings, command).await,
         Command::Token(command) => tokens::execute(&settings, command).await,
         Command::Status(json) => status::execute(&settings, json.json).await,
+        Command::Forget(args) => forget::execute(&settings, args).await,
         Command::Ledger(LedgerCommand::Purge(json)) => {
             let pool = store::connect(&settings.database).await?;
             let purged =

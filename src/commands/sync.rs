@@ -588,7 +588,11 @@ fn refusal(id: &str, e: OpsError) -> anyhow::Error {
             "sync \"{id}\" has no version {version} (`syncward sync show {id}` lists them)"
         ),
         OpsError::Unpublishable(why) => anyhow::anyhow!("sync {id}: {why}"),
-        e @ (OpsError::ReadOnly | OpsError::CannotPublish | OpsError::Store(_)) => e.into(),
+        e @ (OpsError::ReadOnly
+        | OpsError::CannotPublish
+        | OpsError::AdminOnly
+        | OpsError::BadInput(_)
+        | OpsError::Store(_)) => e.into(),
     }
 }
 

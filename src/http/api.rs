@@ -86,6 +86,14 @@ fn refused(id: &str, e: OpsError) -> Response {
         )
             .into_response(),
         OpsError::Store(e) => internal(e),
+        OpsError::AdminOnly => (
+            StatusCode::FORBIDDEN,
+            axum::Json(json!({"error": OpsError::AdminOnly.to_string()})),
+        )
+            .into_response(),
+        OpsError::BadInput(why) => {
+            (StatusCode::BAD_REQUEST, axum::Json(json!({"error": why}))).into_response()
+        }
         // Not asked through the API.
         e @ (OpsError::NoVersion(_) | OpsError::Unpublishable(_) | OpsError::CannotPublish) => internal(e),
     }
@@ -163,5 +171,37 @@ pub async fn retry_rejected(
         }))
         .into_response(),
         Err(e) => refused(id, e),
+    }
+}
+
+/// `POST /api/forget` body: the addresses, and whether to delete them in
+/// the syncs' Brevo accounts too.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetRequest {
+    addresses: Vec<String>,
+    #[serde(default)]
+    destination: bool,
+}
+
+/// An erasure request (admin token only): every address taken out of the
+/// store, and with `"destination": true` out of the Brevo accounts.
+pub async fn forget(
+    door: Scoped,
+    body: Result<axum::Json<ForgetRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let request = match body {
+        Ok(axum::Json(request)) => request,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(json!({"error": e.body_text()})),
+            )
+                .into_response();
+        }
+    };
+    match door.forget(&request.addresses, request.destination).await {
+        Ok(done) => axum::Json(done).into_response(),
+        Err(e) => refused("", e),
     }
 }

@@ -52,6 +52,8 @@ pub struct HttpState {
     /// `http.metrics_token`: the scrape token of `/metrics`.
     pub metrics_token: Option<SecretString>,
     pub max_attempts: i32,
+    /// The workspaces' secrets (`POST /api/forget` with the destination).
+    pub secrets: crate::config::secrets::SecretStore,
     /// The Prometheus recorder's handle; `None` where none is installed.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
@@ -114,7 +116,8 @@ pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) 
     // The API and the pages get the door as their only state: a handler
     // that does not take a `Scoped` (its scope, from `auth`) reaches no
     // sync or run, and one that asks for the store does not compile.
-    let door = crate::ops::Door::new(state.store.clone(), state.max_attempts);
+    let door = crate::ops::Door::new(state.store.clone(), state.max_attempts)
+        .with_secrets(state.secrets.clone());
     let api = Router::new()
         .route("/api/syncs", get(api::list_syncs))
         .route("/api/syncs/{id}", get(api::show_sync))
@@ -124,6 +127,7 @@ pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) 
         .route("/api/syncs/{id}/run", post(api::run_now))
         .route("/api/syncs/{id}/retry-rejected", post(api::retry_rejected))
         .route("/api/runs/{id}", get(api::show_run))
+        .route("/api/forget", post(api::forget))
         .route_layer(axum::middleware::from_fn_with_state(
             access.clone(),
             auth::api_access,

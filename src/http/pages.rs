@@ -221,7 +221,11 @@ pub async fn action(door: Scoped, SyncActionPath { id, verb }: SyncActionPath) -
         )
             .into_response(),
         Err(
-            e @ (OpsError::NoVersion(_) | OpsError::Unpublishable(_) | OpsError::CannotPublish),
+            e @ (OpsError::NoVersion(_)
+            | OpsError::Unpublishable(_)
+            | OpsError::CannotPublish
+            | OpsError::AdminOnly
+            | OpsError::BadInput(_)),
         ) => internal(e),
         Err(e @ (OpsError::Archived | OpsError::ReadOnly)) => {
             let status = if matches!(e, OpsError::ReadOnly) {

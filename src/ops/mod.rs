@@ -9,10 +9,12 @@
 //! applies the rules of an archived or paused sync here once, and records
 //! who acted in the audit log.
 
+mod forget;
 mod scope;
 
 /// What the door's actions answer with.
 pub use crate::store::syncs::{Applied, PublishOutcome, SyncRow, SyncVersion};
+pub use forget::{AccountErasure, AccountOutcome, Forgotten, check_addresses};
 pub use scope::Scope;
 
 use sqlx::PgPool;
@@ -43,6 +45,13 @@ pub enum OpsError {
     /// scope's `--prune` would reach other workspaces' syncs).
     #[error("this scope cannot publish sync files")]
     CannotPublish,
+    /// Only the CLI and the admin token may do this (it reaches across
+    /// workspaces).
+    #[error("only the command line and the admin token can do this")]
+    AdminOnly,
+    /// What the caller gave is not usable (what is wrong, and where).
+    #[error("{0}")]
+    BadInput(String),
     /// The sync is archived: it runs nothing and takes no action until its
     /// file is applied again.
     #[error("the sync is archived; apply its file again to restore it")]
@@ -64,6 +73,9 @@ pub struct Door {
     store: PgPool,
     /// The attempts a run queued here gets (`run.max_attempts`).
     max_attempts: i32,
+    /// The workspaces' secrets, for actions that call a destination
+    /// (`forget` with the destination); `None` where none may.
+    secrets: Option<SecretStore>,
 }
 
 impl Door {
@@ -71,7 +83,14 @@ impl Door {
         Self {
             store,
             max_attempts,
+            secrets: None,
         }
+    }
+
+    /// The door, with the workspaces' secrets for actions that call a destination.
+    pub fn with_secrets(mut self, secrets: SecretStore) -> Self {
+        self.secrets = Some(secrets);
+        self
     }
 
     /// The actions open to `scope`.
@@ -79,6 +98,7 @@ impl Door {
         Scoped {
             store: self.store.clone(),
             max_attempts: self.max_attempts,
+            secrets: self.secrets.clone(),
             scope,
         }
     }
@@ -89,6 +109,7 @@ impl Door {
 pub struct Scoped {
     store: PgPool,
     max_attempts: i32,
+    secrets: Option<SecretStore>,
     scope: Scope,
 }
 

@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod cursors;
 pub mod deadman;
 mod fence;
+pub mod forget;
 pub mod grouped;
 pub mod history;
 pub mod imports;

@@ -374,6 +374,15 @@ pub async fn get_sync(pool: &PgPool, id: &str) -> sqlx::Result<Option<SyncRow>> 
     .await
 }
 
+/// Every sync's id and current definition, archived ones too, by id.
+pub async fn all_definitions(
+    pool: &PgPool,
+) -> sqlx::Result<Vec<(String, Json<serde_json::Value>)>> {
+    sqlx::query_as("SELECT id, definition FROM syncs ORDER BY id")
+        .fetch_all(pool)
+        .await
+}
+
 /// Every sync with its latest run and latest success, ordered by workspace and id.
 pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
     sqlx::query_as::<_, SyncSummary>(

@@ -17,6 +17,7 @@ mod deadman;
 mod debian_package;
 mod diff_mode;
 mod edges;
+mod erasure;
 mod fault_drills;
 mod fleet;
 mod harness;

@@ -11,7 +11,7 @@ const ADMIN: &str = "tokens-admin-token-0123456789abcdef";
 const OTHER: &str = "globex-contacts";
 
 /// Every route that names a sync (`{sync}`) or a run (`{run}`).
-const ROUTES: [(&str, &str); 14] = [
+const ROUTES: [(&str, &str); 15] = [
     ("GET", "/api/syncs/{sync}"),
     ("GET", "/api/syncs/{sync}/runs"),
     ("POST", "/api/syncs/{sync}/pause"),
@@ -19,6 +19,7 @@ const ROUTES: [(&str, &str); 14] = [
     ("POST", "/api/syncs/{sync}/run"),
     ("POST", "/api/syncs/{sync}/retry-rejected"),
     ("GET", "/api/runs/{run}"),
+    ("POST", "/api/forget"),
     ("GET", "/syncs/{sync}"),
     ("GET", "/syncs/{sync}?version=1"),
     ("POST", "/syncs/{sync}/pause"),

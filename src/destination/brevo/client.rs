@@ -278,6 +278,39 @@ impl BrevoDestination {
             .header("accept", "application/json")
     }
 
+    /// `DELETE /contacts/{email}?identifierType=email_id` (`deleteContact`):
+    /// the contact gone from the account, for an erasure request. Paced and
+    /// retried as a single write is.
+    pub async fn delete_contact(&self, email: &str) -> Result<Deleted, DestinationError> {
+        let mut url = url::Url::parse(&self.url("/contacts")).map_err(|e| {
+            DestinationError::InvalidConfig(format!("{URL_SETTING}: not a URL: {e}"))
+        })?;
+        url.path_segments_mut()
+            .map_err(|()| {
+                DestinationError::InvalidConfig(format!("{URL_SETTING}: cannot take a path"))
+            })?
+            .push(email);
+        url.query_pairs_mut()
+            .append_pair("identifierType", "email_id");
+        let build = || {
+            self.client
+                .delete(url.as_str())
+                .timeout(self.config.timeout)
+                .header("api-key", self.api_key.expose_secret())
+                .header("accept", "application/json")
+        };
+        send_with_retry(
+            "brevo",
+            build,
+            &self.policy,
+            Some(&self.create_pacer),
+            RESET_HEADER,
+            URL_SETTING,
+            judge_delete,
+        )
+        .await
+    }
+
     async fn create_contact(&self, record: &Outbound) -> Result<RecordOutcome, DestinationError> {
         let mut body = json!({
             "email": record.contact.email,
@@ -425,6 +458,39 @@ fn judge_remove(status: StatusCode, bytes: &[u8], list: u64) -> Verdict<()> {
             Verdict::Retry(why) => Verdict::Retry(why),
             Verdict::Fail(e) => Verdict::Fail(e),
         },
+    }
+}
+
+/// What `DELETE /contacts/{identifier}` did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Deleted {
+    /// 204: the contact is gone.
+    Deleted,
+    /// 404: the account held no such contact.
+    NotFound,
+    /// Brevo would not delete it (405: the account's own registered
+    /// address; 400), with its message.
+    Refused(String),
+}
+
+/// `DELETE /contacts/{identifier}`: 204 deleted, 404 not there, 405 the
+/// account's registered address (brevo-v3-openapi.2026-02.yaml, `deleteContact`).
+fn judge_delete(status: StatusCode, bytes: &[u8]) -> Verdict<Deleted> {
+    if status.is_success() {
+        return Verdict::Done(Deleted::Deleted);
+    }
+    let message = serde_json::from_slice::<BrevoError>(bytes)
+        .ok()
+        .and_then(|e| e.message)
+        .unwrap_or_default();
+    match status {
+        StatusCode::NOT_FOUND => Verdict::Done(Deleted::NotFound),
+        StatusCode::METHOD_NOT_ALLOWED | StatusCode::BAD_REQUEST => Verdict::Done(
+            Deleted::Refused(format!("HTTP {} {message}", status.as_u16())),
+        ),
+        other => classify_error(other, bytes, 1)
+            .map(|_| Deleted::Refused(format!("HTTP {other} {message}"))),
     }
 }
 

@@ -7,5 +7,5 @@ mod config;
 
 pub use attribute_types::AttributeType;
 pub use attributes::{AccountCheck, account_check, missing_attributes};
-pub use client::{BrevoDestination, IMPORT_BODY_LIMIT};
+pub use client::{BrevoDestination, Deleted, IMPORT_BODY_LIMIT};
 pub use config::{BrevoDestinationConfig, BrevoMode};

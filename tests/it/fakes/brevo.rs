@@ -4,6 +4,8 @@
 //! spec, upsert by e-mail, and scripted faults (429 with
 //! `x-sib-ratelimit-reset`, 500, a hang, garbage bodies, rejection rules) plus a
 //! hook that runs after a write is applied and before the answer goes out.
+//! `DELETE /contacts/{identifier}` follows brevo-v3-openapi.2026-02.yaml
+//! (`deleteContact`: 204, or 404 for a contact the account does not hold).
 //! Used by the tests and, as `examples/brevo_fake.rs`, by the quick start.
 
 // Handlers return ready-made error responses through `Result`; their size does
@@ -17,10 +19,10 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use serde_json::{Value, json};
 
 /// A fault the next write request (contacts or import) gets instead of service.
@@ -180,6 +182,7 @@ impl BrevoFake {
                 "/v3/contacts/lists/{list_id}/contacts/remove",
                 post(remove_from_list),
             )
+            .route("/v3/contacts/{identifier}", delete(delete_contact))
             .route("/_fake/contacts", get(list_contacts))
             // Brevo takes import bodies up to 10 MB.
             .layer(DefaultBodyLimit::max(11 * 1024 * 1024))
@@ -700,6 +703,50 @@ async fn create_contact_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes
 /// as syncward sends. 201 `{"contacts": {"success": [...], "failure":
 /// [...]}}`: the addresses taken off, and those not on the list or unknown.
 /// The contacts themselves stay (and keep their blocklist state).
+/// `DELETE /v3/contacts/{identifier}?identifierType=email_id`: the contact
+/// gone (204), or 404 `document_not_found` when the account has none.
+async fn delete_contact(
+    State(shared): State<Arc<Shared>>,
+    Path(identifier): Path<String>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/v3/contacts/{identifier}");
+    let response = (|| {
+        if let Err(r) = authorize(&shared, &headers) {
+            return r;
+        }
+        match query.get("identifierType").map(String::as_str) {
+            None | Some("email_id") if identifier.contains('@') => {}
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_parameter",
+                    "identifierType must be email_id for an e-mail address",
+                );
+            }
+        }
+        let removed = lock(&shared).contacts.remove(&identifier.to_lowercase());
+        match removed {
+            Some(_) => StatusCode::NO_CONTENT.into_response(),
+            None => error(
+                StatusCode::NOT_FOUND,
+                "document_not_found",
+                "Contact does not exist",
+            ),
+        }
+    })();
+    record(
+        &shared,
+        "DELETE",
+        &path,
+        &headers,
+        &Value::Null,
+        response.status().as_u16(),
+    );
+    response
+}
+
 async fn remove_from_list(
     State(shared): State<Arc<Shared>>,
     Path(list_id): Path<i64>,

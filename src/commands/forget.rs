@@ -1,0 +1,73 @@
+//! `syncward forget EMAIL…`: an erasure request, through `ops` as the CLI.
+
+use crate::cli::ForgetArgs;
+use crate::config::{BadInput, Settings};
+use crate::ops::{AccountOutcome, Door, OpsError, Scope};
+use crate::store;
+
+use super::output::outln;
+
+pub async fn execute(settings: &Settings, args: ForgetArgs) -> anyhow::Result<()> {
+    // Bad addresses are refused before anything is touched (exit 2).
+    crate::ops::check_addresses(&args.addresses)
+        .map_err(|why| BadInput::new("arguments", "EMAIL", why))?;
+    let pool = store::connect(&settings.database).await?;
+    let door = Door::new(pool, settings.run_attempts()).with_secrets(settings.secrets.store());
+    let done = match door
+        .enter(Scope::Cli)
+        .forget(&args.addresses, args.destination)
+        .await
+    {
+        Ok(done) => done,
+        Err(OpsError::BadInput(why)) => return Err(BadInput::new("arguments", "", why).into()),
+        Err(e) => return Err(e.into()),
+    };
+    let failed = done
+        .accounts
+        .iter()
+        .flat_map(|a| &a.outcomes)
+        .any(|o| matches!(o, AccountOutcome::Failed(_)));
+    if args.json {
+        super::print_json(&done)?;
+    } else {
+        let deleted: u64 = done.store.deleted.values().sum();
+        let rewritten: u64 = done.store.rewritten.values().sum();
+        outln!(
+            "Forgot {} address(es) in the store: {deleted} row(s) deleted, {rewritten} rewritten with [forgotten]; audit entry written with their SHA-256 digests.",
+            args.addresses.len()
+        );
+        for (table, n) in done.store.deleted.iter() {
+            outln!("  deleted {n} from {table}");
+        }
+        for (column, n) in done.store.rewritten.iter() {
+            outln!("  rewrote {n} in {column}");
+        }
+        for account in &done.accounts {
+            outln!("Brevo account of {}:", account.syncs.join(", "));
+            for (address, outcome) in args.addresses.iter().zip(&account.outcomes) {
+                let what = match outcome {
+                    AccountOutcome::Deleted => "deleted".to_string(),
+                    AccountOutcome::NotFound => "not there".to_string(),
+                    AccountOutcome::Failed(why) => format!("NOT deleted: {why}"),
+                };
+                outln!("  {}: {what}", address.trim().to_lowercase());
+            }
+        }
+        if !done.webhook_syncs.is_empty() {
+            outln!(
+                "Webhook receivers of {} got these records: syncward cannot delete there; forward the request to their owners.",
+                done.webhook_syncs.join(", ")
+            );
+        }
+        if !args.destination {
+            outln!(
+                "Brevo accounts were not asked (add --destination to delete the contacts there too)."
+            );
+        }
+    }
+    anyhow::ensure!(
+        !failed,
+        "some contacts could not be deleted in Brevo (see above); the store is clean, run again with --destination once fixed"
+    );
+    Ok(())
+}
