@@ -4,7 +4,9 @@
 //! `cargo run --example brevo_fake -- serve [ADDR]` (default 127.0.0.1:8025)
 //! serves it; the API key it accepts is `$BREVO_FAKE_API_KEY` (default
 //! `xkeysib-local-fake`). `... -- count [ADDR]` prints how many contacts a
-//! running fake holds (from its `GET /_fake/contacts`).
+//! running fake holds (from its `GET /_fake/contacts`). With
+//! `BREVO_FAKE_LEAN=1` it keeps the contacts but no log of request bodies
+//! (benchmarks: the fake's own bookkeeping is not the client's cost).
 
 #[allow(dead_code)]
 #[path = "../tests/it/fakes/brevo.rs"]
@@ -20,6 +22,9 @@ async fn main() -> anyhow::Result<()> {
             let key =
                 std::env::var("BREVO_FAKE_API_KEY").unwrap_or_else(|_| "xkeysib-local-fake".into());
             let fake = brevo::BrevoFake::start_on(addr.parse()?, &key).await?;
+            if std::env::var("BREVO_FAKE_LEAN").is_ok_and(|v| v == "1") {
+                fake.lean();
+            }
             println!(
                 "Brevo fake listening on {} (base_url {})",
                 fake.addr, fake.base_url
