@@ -18,7 +18,8 @@ pub struct Cli {
 
     /// Environment file read before anything else (the unit's
     /// `EnvironmentFile`), so commands see the daemon's database URL and
-    /// secrets; variables already set win, an unreadable file is skipped.
+    /// secrets; variables already set win, a missing file is skipped, an
+    /// unreadable one is an error (exit 2).
     #[arg(long, global = true, env = "SYNCWARD_ENV_FILE", value_name = "PATH",
           default_value = crate::config::DEFAULT_ENV_FILE)]
     pub env_file: PathBuf,

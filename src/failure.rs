@@ -54,6 +54,9 @@ pub enum FailureCode {
     DestinationUnavailable,
     DestinationRateLimited,
     ConfigInvalid,
+    /// A secret the sync names is not in its workspace's secrets file on the
+    /// machine that ran it: the operators keep those files.
+    SecretMissing,
     LeaseLost,
     LeaseBusy,
     SyncPaused,
@@ -64,7 +67,7 @@ pub enum FailureCode {
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 22] = [
+    pub const ALL: [FailureCode; 23] = [
         FailureCode::SourceUnreachable,
         FailureCode::SourceQueryFailed,
         FailureCode::SourceAuthFailed,
@@ -80,6 +83,7 @@ impl FailureCode {
         FailureCode::DestinationUnavailable,
         FailureCode::DestinationRateLimited,
         FailureCode::ConfigInvalid,
+        FailureCode::SecretMissing,
         FailureCode::LeaseLost,
         FailureCode::LeaseBusy,
         FailureCode::SyncPaused,
@@ -106,6 +110,7 @@ impl FailureCode {
             FailureCode::DestinationUnavailable => "destination_unavailable",
             FailureCode::DestinationRateLimited => "destination_rate_limited",
             FailureCode::ConfigInvalid => "config_invalid",
+            FailureCode::SecretMissing => "secret_missing",
             FailureCode::LeaseLost => "lease_lost",
             FailureCode::LeaseBusy => "lease_busy",
             FailureCode::SyncPaused => "sync_paused",
@@ -164,6 +169,9 @@ impl FailureCode {
                 "The destination kept answering that the rate limit was exceeded, longer than the run waits."
             }
             FailureCode::ConfigInvalid => "The sync's definition could not be turned into a run.",
+            FailureCode::SecretMissing => {
+                "A secret the sync names is not in its workspace's secrets file on the machine that ran it, so the run read and sent nothing."
+            }
             FailureCode::LeaseLost => {
                 "The run lost its slot part-way through and stopped to avoid writing twice."
             }
@@ -232,6 +240,9 @@ impl FailureCode {
             FailureCode::ConfigInvalid => {
                 "Fix the sync file (the detail names the field) or set the missing environment variable, then apply it again."
             }
+            FailureCode::SecretMissing => {
+                "Add the variable the detail names to that file (/etc/syncward/secrets/WORKSPACE.env, root:syncward 0640) on every machine that runs syncward; the next run reads it."
+            }
             FailureCode::LeaseLost => {
                 "Nothing to fix in the sync: the run is retried; if it recurs, check Redis and that runs renew their lease in time."
             }
@@ -268,7 +279,8 @@ impl FailureCode {
             | FailureCode::DestinationRejectedAll
             | FailureCode::MirrorRemovalRefused
             | FailureCode::ConfigInvalid => Owner::Customer,
-            FailureCode::SourceUnreachable
+            FailureCode::SecretMissing
+            | FailureCode::SourceUnreachable
             | FailureCode::DestinationUnavailable
             | FailureCode::DestinationRateLimited
             | FailureCode::RecordsQuarantined
@@ -305,6 +317,7 @@ impl FailureCode {
             | FailureCode::MirrorRemovalRefused
             | FailureCode::RecordsQuarantined
             | FailureCode::ConfigInvalid
+            | FailureCode::SecretMissing
             | FailureCode::LeaseBusy
             | FailureCode::SyncPaused
             | FailureCode::SyncArchived => false,
@@ -337,6 +350,16 @@ mod tests {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
             assert!(!code.what_happened().is_empty() && !code.what_next().is_empty());
         }
+    }
+
+    #[test]
+    fn a_secret_missing_on_the_daemons_machine_is_the_operators_and_a_gone_endpoint_the_customers()
+    {
+        assert_eq!(FailureCode::SecretMissing.owner(), Owner::Operator);
+        assert!(!FailureCode::SecretMissing.is_retryable());
+        assert_eq!(FailureCode::DestinationGone.owner(), Owner::Customer);
+        assert!(FailureCode::DestinationGone.pauses_at_once());
+        assert!(!FailureCode::DestinationAuthFailed.pauses_at_once());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The `syncward` binary: parse the command line, run the command, and map the
-//! outcome to an exit code: 0 success, 2 bad input, 3 a foreground run found
-//! a live holder of its sync, 1 anything else.
+//! outcome to an exit code: 0 success, 2 bad input (a store whose schema is
+//! behind included), 3 a foreground run found a live holder of its sync or
+//! `status` no live daemon, 4 `sync apply --plan` found changes, 1 anything else.
 
 use std::process::ExitCode;
 

@@ -65,11 +65,12 @@ where
             let result = async {
                 let url = std::env::var("BENCH_SOURCE_URL")?;
                 // Opened as the daemon opens its store.
-                let pool = syncward::store::connect(&syncward::config::DatabaseSettings {
-                    url: url.into(),
-                    max_connections: connections,
-                })
-                .await?;
+                let pool =
+                    syncward::store::connect_for_migrate(&syncward::config::DatabaseSettings {
+                        url: url.into(),
+                        max_connections: connections,
+                    })
+                    .await?;
                 syncward::store::MIGRATOR.run(&pool).await?;
                 bench(pool).await
             }

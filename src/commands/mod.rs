@@ -53,7 +53,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Migrate(json) => {
-            let pool = store::connect(&settings.database).await?;
+            let pool = store::connect_for_migrate(&settings.database).await?;
             let applied = store::migrate(&pool).await?;
             let latest = store::MIGRATOR
                 .iter()

@@ -29,6 +29,23 @@ impl BadInput {
         }
     }
 
+    /// A file that exists (or may) but cannot be read, with the usual fix:
+    /// the package installs its files root:syncward 0640, readable by the
+    /// `syncward` user and group.
+    pub fn unreadable(path: &std::path::Path, e: &std::io::Error) -> Self {
+        let fix = if e.kind() == std::io::ErrorKind::PermissionDenied {
+            "; run as the syncward user (`sudo -u syncward syncward …`) or a member of group \
+             syncward, or give the file to that group (`chgrp syncward`, mode 0640)"
+        } else {
+            ""
+        };
+        Self::new(
+            path.display().to_string(),
+            "",
+            format!("cannot be read: {e}{fix}"),
+        )
+    }
+
     /// Bad command-line input that is not in a file (an unknown sync id, say).
     pub fn argument(key: impl Into<String>, problem: impl Into<String>) -> Self {
         Self::new("arguments", key, problem)

@@ -15,13 +15,16 @@ pub const DEFAULT_ENV_FILE: &str = "/etc/syncward/syncward.env";
 pub const ENV_FILE_LOADED: &str = "SYNCWARD_ENV_FILE_LOADED";
 
 /// The file's variables that the environment does not set yet, in file order.
-/// `None` when the file does not exist or cannot be read by this user; a line
-/// that cannot be parsed is bad input naming the file and the line.
+/// `None` when the file does not exist; a file this user cannot read, or a
+/// line that cannot be parsed, is bad input naming the file (and the line).
 pub fn variables_to_add(path: &Path) -> Result<Option<Vec<(String, String)>>, BadInput> {
     let origin = path.display().to_string();
     let lines = match dotenvy::from_path_iter(path) {
         Ok(lines) => lines,
-        Err(dotenvy::Error::Io(_)) => return Ok(None),
+        // Only a missing file is skipped: an unreadable one would leave the
+        // command without the daemon's database URL and secrets, unsaid.
+        Err(dotenvy::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(dotenvy::Error::Io(e)) => return Err(BadInput::unreadable(path, &e)),
         Err(e) => return Err(BadInput::new(origin, "", e.to_string())),
     };
     let mut add = Vec::new();

@@ -616,8 +616,16 @@ impl Settings {
     /// validates the result.
     pub fn load(source: &ConfigSource) -> Result<Self, BadInput> {
         let origin = source.path.display().to_string();
-        if source.explicit && !source.path.exists() {
-            return Err(BadInput::new(origin, "", "config file not found"));
+        // A file that is there but cannot be read is an error, default path
+        // or not: defaults in its place would hide the operator's settings.
+        match std::fs::File::open(&source.path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if source.explicit {
+                    return Err(BadInput::new(origin, "", "config file not found"));
+                }
+            }
+            Err(e) => return Err(BadInput::unreadable(&source.path, &e)),
         }
         let config = Config::builder()
             .add_source(

@@ -246,7 +246,7 @@ impl SyncDefinition {
     }
 
     /// Every secret the definition names, with the field that names it.
-    fn secret_names(&self) -> impl Iterator<Item = (String, &EnvVarName)> {
+    pub fn secret_names(&self) -> impl Iterator<Item = (String, &EnvVarName)> {
         let source = self
             .source
             .secret_env_vars()

@@ -47,7 +47,7 @@ impl AnyDestination {
 }
 
 impl Destination for AnyDestination {
-    async fn start(&mut self, attributes: &[String]) -> Vec<String> {
+    async fn start(&mut self, attributes: &[String]) -> Result<Vec<String>, DestinationError> {
         match self {
             AnyDestination::Brevo(d) => d.start(attributes).await,
             AnyDestination::Webhook(d) => d.start(attributes).await,

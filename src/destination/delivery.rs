@@ -11,9 +11,13 @@ pub trait Destination: Send + Sync {
     /// names the mapping produces. The destination may check them against
     /// the service and adjust what it sends; what the run should know (an
     /// attribute the service would drop) comes back as notices, which the
-    /// run logs and adds to its timeline (`destination_notice`). Never fails
-    /// the run: a check that cannot be made is skipped.
-    fn start(&mut self, attributes: &[String]) -> impl Future<Output = Vec<String>> + Send;
+    /// run logs and adds to its timeline (`destination_notice`). A check
+    /// that cannot be made is skipped; only a refused credential (401/403),
+    /// which no later call would get past, fails the run.
+    fn start(
+        &mut self,
+        attributes: &[String],
+    ) -> impl Future<Output = Result<Vec<String>, DestinationError>> + Send;
 
     /// Most records per `deliver` call; `None` means a whole page in one call
     /// (bulk endpoints). The run loop claims ledger keys per call, so a smaller

@@ -35,9 +35,43 @@ use crate::config::{DatabaseSettings, redact_url};
 /// The migrations in `migrations/`, embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
-/// Opens the pool and proves the server answers. The error names the server
-/// with its password redacted.
+/// Opens the pool on a store whose schema this binary can use, and proves
+/// the server answers. A store without syncward's schema, or behind it, is
+/// refused as bad input (exit 2, which the unit does not restart), naming the
+/// database and `syncward migrate`; a SQL error about a missing table would
+/// say neither. Errors name the server with its password redacted.
 pub async fn connect(settings: &DatabaseSettings) -> anyhow::Result<PgPool> {
+    let pool = connect_for_migrate(settings).await?;
+    let pending = pending_migrations(&pool).await?;
+    if !pending.is_empty() {
+        let what = if pending.len() == MIGRATOR.iter().count() {
+            "holds no syncward schema yet".to_string()
+        } else {
+            format!("has a schema behind this syncward (migrations {pending:?} pending)")
+        };
+        return Err(crate::config::BadInput::new(
+            format!("the store {}", redact_url(&settings.url)),
+            "",
+            format!("{what}: run `syncward migrate` as the daemon's user"),
+        )
+        .into());
+    }
+    Ok(pool)
+}
+
+/// The migrations this binary has that the store has not applied.
+pub async fn pending_migrations(pool: &PgPool) -> anyhow::Result<Vec<i64>> {
+    let applied = applied_migration_versions(pool).await?;
+    Ok(MIGRATOR
+        .iter()
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect())
+}
+
+/// Opens the pool whatever the schema (for `syncward migrate`) and proves the
+/// server answers.
+pub async fn connect_for_migrate(settings: &DatabaseSettings) -> anyhow::Result<PgPool> {
     let unreachable = || format!("cannot reach Postgres at {}", redact_url(&settings.url));
     let options =
         PgConnectOptions::from_str(settings.url.expose_secret()).with_context(unreachable)?;

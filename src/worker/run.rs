@@ -84,6 +84,19 @@ pub async fn execute_run(
             })
         };
         let secrets = env.secrets.workspace(&definition.workspace);
+        // A secret missing from the file here is the operators' to add (the
+        // apply that published the sync found it where it ran); a name of
+        // the daemon's own is the sync file's fault and fails below.
+        for (field, name) in definition.secret_names() {
+            if !name.is_the_daemons()
+                && let Err(why) = secrets.lookup(name)
+            {
+                return failed(RunFailure(
+                    FailureCode::SecretMissing,
+                    format!("{field}: {why}"),
+                ));
+            }
+        }
         let mut source =
             match AnySource::open(&definition.source, &env.sources, &secrets, &env.stop) {
                 Ok(s) => s,
@@ -98,7 +111,10 @@ pub async fn execute_run(
         // Before the lease, so its check spends none of the lease's time;
         // recorded once the run has started.
         let mapped: Vec<String> = definition.mapping.attributes.keys().cloned().collect();
-        let destination_notices = destination.start(&mapped).await;
+        let destination_notices = match destination.start(&mapped).await {
+            Ok(notices) => notices,
+            Err(e) => return failed(e.into()),
+        };
         // 1. The lease, then in one statement the fence, the lease recorded
         // on the run, and the saved cursor.
         let taken = env

@@ -421,6 +421,49 @@ async fn a_run_goes_on_unchecked_when_the_attributes_cannot_be_listed() -> anyho
     Ok(())
 }
 
+/// A revoked key when there is nothing new to send: the attribute check at
+/// run start is answered 401, which no write would get past either, so the
+/// run fails as `destination_auth_failed` (not `succeeded`), and the breaker
+/// counts it: two such runs pause the sync with a threshold of two.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoked_key_fails_the_run_even_with_nothing_to_send() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 10,
+        ..SyncOptions::default()
+    })
+    .await?;
+    assert_eq!(s.run_foreground().await?.code, 0);
+    let revoked = s
+        .cli
+        .clone()
+        .with_secret("TEST_BREVO_KEY", "xkeysib-revoked")
+        .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "2");
+    for _ in 0..2 {
+        let out = revoked
+            .run(&["sync", "run", SYNC_ID, "--foreground"])
+            .await?;
+        assert_eq!(out.code, 1, "{}", out.stdout);
+        assert!(
+            out.stdout.contains("destination_auth_failed"),
+            "{}",
+            out.stdout
+        );
+    }
+    let run = s.last_run().await?;
+    assert_eq!(run["failure_code"], "destination_auth_failed");
+    assert_eq!(run["records_read"], 0, "it failed before reading: {run}");
+    let (status, reason): (String, Option<String>) =
+        sqlx::query_as("SELECT status, paused_reason FROM syncs WHERE id = $1")
+            .bind(SYNC_ID)
+            .fetch_one(&s.db.pool)
+            .await?;
+    assert_eq!(
+        (status.as_str(), reason.as_deref()),
+        ("paused", Some("circuit_breaker_tripped"))
+    );
+    Ok(())
+}
+
 /// Brevo allows 10 requests/s on `/v3/contacts` (specs README, "Rate
 /// limit"): single mode paces its writes to that per sync, however many are
 /// in flight (`concurrency = 10` here, against a fake that answers at once).

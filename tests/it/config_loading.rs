@@ -471,3 +471,91 @@ async fn commands_read_the_units_environment_file_and_the_environment_wins() -> 
     assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
     Ok(())
 }
+
+/// A config or env file that is there but that the user cannot read stops
+/// the command with exit 2, one line naming the file and the fix (group
+/// `syncward`), instead of going on with defaults or without the file's
+/// variables. Run as `nobody` (root reads every file).
+#[tokio::test]
+async fn an_unreadable_config_or_env_file_is_an_error_naming_it_and_the_fix() -> anyhow::Result<()>
+{
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir()?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+    let config = dir.path().join("syncward.toml");
+    let env = dir.path().join("syncward.env");
+    std::fs::write(&config, "[log]\nlevel = \"info\"\n")?;
+    std::fs::write(&env, "SYNCWARD__LOG__LEVEL=warn\n")?;
+    let readable = dir.path().join("readable.env");
+    std::fs::write(&readable, "SYNCWARD__LOG__LEVEL=warn\n")?;
+    // Not the machine's /etc/syncward/syncward.toml (a package test may
+    // have installed one this user cannot read).
+    let readable_config = dir.path().join("readable.toml");
+    std::fs::write(&readable_config, "[log]\nlevel = \"info\"\n")?;
+    std::fs::set_permissions(&readable_config, std::fs::Permissions::from_mode(0o644))?;
+    let other_config = readable_config.to_str().unwrap_or_default();
+    for file in [&config, &env] {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))?;
+    }
+    std::fs::set_permissions(&readable, std::fs::Permissions::from_mode(0o644))?;
+    let as_nobody = |args: &[&str]| {
+        let mut command = std::process::Command::new("setpriv");
+        command
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(crate::helpers::cli::BINARY)
+            .args(args)
+            .env_remove("SYNCWARD_CONFIG")
+            .env_remove("SYNCWARD_ENV_FILE");
+        command.output()
+    };
+    let cases: [(Vec<&str>, &std::path::Path); 2] = [
+        (
+            vec![
+                "check-config",
+                "--config",
+                config.to_str().unwrap_or_default(),
+                "--env-file",
+                readable.to_str().unwrap_or_default(),
+            ],
+            &config,
+        ),
+        (
+            vec![
+                "check-config",
+                "--config",
+                other_config,
+                "--env-file",
+                env.to_str().unwrap_or_default(),
+            ],
+            &env,
+        ),
+    ];
+    for (args, file) in cases {
+        let out = as_nobody(&args)?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&file.display().to_string())
+                && stderr.contains("Permission denied")
+                && stderr.contains("group syncward"),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "no defaults printed instead");
+    }
+    // Readable, the same command works as nobody.
+    let out = as_nobody(&[
+        "check-config",
+        "--config",
+        other_config,
+        "--env-file",
+        readable.to_str().unwrap_or_default(),
+    ])?;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}

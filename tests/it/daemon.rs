@@ -250,7 +250,7 @@ async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqu
     daemon
         .eventually(Duration::from_secs(20), "failed enqueues", || async {
             let n: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM runs WHERE failure_code = 'config_invalid'",
+                "SELECT count(*) FROM runs WHERE failure_code = 'secret_missing'",
             )
             .fetch_one(&s.db.pool)
             .await?;
@@ -260,7 +260,7 @@ async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqu
     daemon.signal("TERM")?;
     daemon.wait(Duration::from_secs(30)).await?;
     let detail: String = sqlx::query_scalar(
-        "SELECT failure_detail FROM runs WHERE failure_code = 'config_invalid' LIMIT 1",
+        "SELECT failure_detail FROM runs WHERE failure_code = 'secret_missing' LIMIT 1",
     )
     .fetch_one(&s.db.pool)
     .await?;

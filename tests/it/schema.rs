@@ -32,6 +32,63 @@ async fn migrate_twice_is_a_no_op_the_second_time() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A store without syncward's schema, or behind this binary: the daemon and
+/// every command that reads the store exit 2 (which the unit does not
+/// restart) with one line naming the database and `syncward migrate`, never a
+/// SQL error about a missing table; once migrated they work.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_behind_the_binary_is_refused_with_exit_2_naming_the_database_and_migrate()
+-> anyhow::Result<()> {
+    let db = TestDb::empty().await?;
+    let redis = crate::helpers::TestRedis::new().await?;
+    let cli = Syncward::new(&db, Some(&redis));
+    let commands: [&[&str]; 8] = [
+        &["run"],
+        &["status"],
+        &["sync", "list"],
+        &["runs", "list"],
+        &["ledger", "purge"],
+        &["deadman", "check"],
+        &["token", "list"],
+        &["forget", "ann@example.com"],
+    ];
+    let migrator = &syncward::store::MIGRATOR;
+    let versions: Vec<i64> = migrator.iter().map(|m| m.version).collect();
+    for (state, words) in [
+        ("empty", "holds no syncward schema yet".to_string()),
+        (
+            "behind",
+            format!("migrations [{}] pending", versions[versions.len() - 1]),
+        ),
+    ] {
+        if state == "behind" {
+            migrator
+                .run_to(versions[versions.len() - 2], &db.pool)
+                .await?;
+        }
+        for args in commands {
+            let out = cli.run(args).await?;
+            let line = out.stderr.trim();
+            assert_eq!(out.code, 2, "{state}: syncward {args:?}: {out:?}");
+            assert_eq!(
+                line.lines().count(),
+                1,
+                "{state}: syncward {args:?}: {line}"
+            );
+            assert!(
+                line.contains(&db.name)
+                    && line.contains(&words)
+                    && line.contains("run `syncward migrate`"),
+                "{state}: syncward {args:?}: {line}"
+            );
+            assert!(!line.contains("does not exist"), "{line}");
+        }
+    }
+    cli.run(&["migrate"]).await?.ok()?;
+    cli.run(&["sync", "list"]).await?.ok()?;
+    Ok(())
+}
+
 async fn tables(db: &TestDb) -> anyhow::Result<BTreeSet<String>> {
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'",
@@ -387,7 +444,23 @@ async fn an_upgrade_migrates_a_store_with_data_and_the_daemon_resumes_its_syncs(
     let versions: Vec<i64> = migrator.iter().map(|m| m.version).collect();
     let previous = versions[versions.len() - 2];
     migrator.run_to(previous, &db.pool).await?;
-    let s = Scenario::on(SyncOptions::default(), db, TestRedis::new().await?).await?;
+    // The previous release published the sync (this release's commands
+    // refuse a store behind them, so it is published in this process).
+    let s = Scenario::unpublished(db, TestRedis::new().await?, 30).await?;
+    let options = SyncOptions::default();
+    let text = s.sync_file(options.page_size, &s.brevo_destination(&options));
+    let definition = syncward::config::SyncDefinition::parse("sync.toml", &text)?;
+    syncward::store::syncs::publish_syncs(
+        &s.db.pool,
+        &[definition],
+        syncward::store::audit::Actor::Cli,
+    )
+    .await?;
+    let refused = s.cli.run(&["sync", "list"]).await?;
+    assert_eq!(
+        refused.code, 2,
+        "a command on the older schema: {refused:?}"
+    );
     // What the previous release left: ten rows delivered, its run finished.
     sqlx::query(
         "UPDATE sync_cursors SET cursor = '{\"type\": \"bigint\", \"value\": \"10\"}',

@@ -86,13 +86,15 @@ fn cache() -> &'static AttributesCache {
 /// out of every body the run sends, and returned as one run notice. One GET
 /// per account per five minutes per process; when it fails the run goes on
 /// unchecked (a WARN), as before the check existed: the check must not stop
-/// syncs that would otherwise work.
+/// syncs that would otherwise work. A refused key (401/403) is the one
+/// answer that fails the run: every write with it would be refused too, and
+/// a run with nothing to send would otherwise succeed on a revoked key.
 pub(super) async fn check_at_start(
     brevo: &mut BrevoDestination,
     attributes: &[String],
-) -> Vec<String> {
+) -> Result<Vec<String>, DestinationError> {
     if attributes.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let key = (brevo.base_url().to_string(), brevo.key_digest());
     // The lock is never held across an await; a poisoned one only follows a
@@ -113,9 +115,10 @@ pub(super) async fn check_at_start(
                     .insert(key, (Instant::now(), names.clone()));
                 names
             }
+            Err(e @ DestinationError::Unauthorized(_)) => return Err(e),
             Err(e) => {
                 warn!(error = %e, "Could not list the Brevo account's attributes; not checked this run");
-                return Vec::new();
+                return Ok(Vec::new());
             }
         },
     };
@@ -129,7 +132,7 @@ pub(super) async fn check_at_start(
         )]
     };
     brevo.fit_to(missing, types);
-    notices
+    Ok(notices)
 }
 
 /// Mapped names with no account attribute of that name, and the type of

@@ -733,7 +733,7 @@ impl BrevoDestination {
 }
 
 impl Destination for BrevoDestination {
-    async fn start(&mut self, attributes: &[String]) -> Vec<String> {
+    async fn start(&mut self, attributes: &[String]) -> Result<Vec<String>, DestinationError> {
         super::attributes::check_at_start(self, attributes).await
     }
 

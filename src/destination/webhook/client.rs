@@ -215,8 +215,8 @@ fn payload(contact: &Contact) -> Value {
 
 impl Destination for WebhookDestination {
     /// A webhook takes whatever it is sent: nothing to check.
-    async fn start(&mut self, _attributes: &[String]) -> Vec<String> {
-        Vec::new()
+    async fn start(&mut self, _attributes: &[String]) -> Result<Vec<String>, DestinationError> {
+        Ok(Vec::new())
     }
 
     fn batch_size(&self) -> Option<usize> {

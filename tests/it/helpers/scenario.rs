@@ -56,6 +56,14 @@ impl Scenario {
     /// The same on a database and Redis of the caller's choosing (a private
     /// server a fault drill restarts).
     pub async fn on(options: SyncOptions, db: TestDb, redis: TestRedis) -> anyhow::Result<Self> {
+        let scenario = Self::unpublished(db, redis, options.rows).await?;
+        scenario.publish(&options).await?;
+        Ok(scenario)
+    }
+
+    /// The source, the fake and the CLI, with no sync published yet (a test
+    /// that publishes its own way: a previous release's store).
+    pub async fn unpublished(db: TestDb, redis: TestRedis, rows: i64) -> anyhow::Result<Self> {
         let fake = BrevoFake::start(BREVO_KEY).await?;
         sqlx::raw_sql("CREATE TABLE contacts (id bigint PRIMARY KEY, email text, first_name text)")
             .execute(&db.pool)
@@ -63,7 +71,7 @@ impl Scenario {
         sqlx::query(
             "INSERT INTO contacts SELECT i, 'user' || i || '@example.com', 'First' || i FROM generate_series(1, $1) i",
         )
-        .bind(options.rows)
+        .bind(rows)
         .execute(&db.pool)
         .await?;
         let cli = Syncward::new(&db, Some(&redis))
@@ -75,20 +83,24 @@ impl Scenario {
             .with_env("SYNCWARD__LEASE__RENEW_EVERY", "1s")
             .with_env("SYNCWARD__WORKERS__LIVENESS_TTL", "2s");
         let dir = tempfile::tempdir()?;
-        let scenario = Self {
+        Ok(Self {
             db,
             redis,
             fake,
             cli,
             dir,
             runner_pid: Arc::new(AtomicU32::new(0)),
-        };
-        scenario.publish(&options).await?;
-        Ok(scenario)
+        })
     }
 
     pub async fn publish(&self, o: &SyncOptions) -> anyhow::Result<()> {
-        let destination = format!(
+        self.publish_with_destination(o.page_size, &self.brevo_destination(o))
+            .await
+    }
+
+    /// The `[destination]` table body of the scenario's Brevo fake.
+    pub fn brevo_destination(&self, o: &SyncOptions) -> String {
+        format!(
             r#"kind = "brevo"
 api_key_env = "TEST_BREVO_KEY"
 base_url = "{base}"
@@ -100,9 +112,7 @@ timeout = "{timeout}""#,
             mode = o.mode,
             concurrency = o.concurrency,
             timeout = o.timeout,
-        );
-        self.publish_with_destination(o.page_size, &destination)
-            .await
+        )
     }
 
     /// Publishes the sync with another `[destination]` table body.
@@ -111,7 +121,18 @@ timeout = "{timeout}""#,
         page_size: u32,
         destination: &str,
     ) -> anyhow::Result<()> {
-        let text = format!(
+        let path = self.dir.path().join("sync.toml");
+        std::fs::write(&path, self.sync_file(page_size, destination))?;
+        self.cli
+            .run(&["sync", "apply", path.to_str().unwrap_or_default()])
+            .await?
+            .ok()?;
+        Ok(())
+    }
+
+    /// The scenario's sync file with this page size and `[destination]` body.
+    pub fn sync_file(&self, page_size: u32, destination: &str) -> String {
+        format!(
             r#"
 id = "{SYNC_ID}"
 workspace = "acme"
@@ -131,14 +152,7 @@ page_size = {page_size}
 email = "email"
 attributes = {{ FIRSTNAME = "first_name" }}
 "#,
-        );
-        let path = self.dir.path().join("sync.toml");
-        std::fs::write(&path, text)?;
-        self.cli
-            .run(&["sync", "apply", path.to_str().unwrap_or_default()])
-            .await?
-            .ok()?;
-        Ok(())
+        )
     }
 
     /// The daemon's parts in this process (store, leases, default settings),
