@@ -292,6 +292,15 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
             };
             if sends.is_empty() || completed_at.is_none() {
                 f.lost += 1;
+                // What a loss looked like, for whoever has to find it.
+                if f.lost <= 10 {
+                    eprintln!(
+                        "chaos: lost {email} ({sync}): {} send(s) at {:?}; ledger {:?}",
+                        sends.len(),
+                        sends,
+                        ledger.get(key)
+                    );
+                }
                 continue;
             }
             let completed_at = completed_at.unwrap_or(SystemTime::UNIX_EPOCH);
