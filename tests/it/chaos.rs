@@ -294,8 +294,20 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
                 f.lost += 1;
                 // What a loss looked like, for whoever has to find it.
                 if f.lost <= 10 {
+                    let (attempts, rejected): (Option<i32>, Option<String>) = sqlx::query_as(
+                        "SELECT (SELECT max(attempts) FROM delivery_states
+                                  WHERE sync_id = $1 AND key = $2),
+                                (SELECT string_agg(code || ': ' || message, '; ')
+                                   FROM rejected_records WHERE sync_id = $1 AND email = $3)",
+                    )
+                    .bind(sync)
+                    .bind(key)
+                    .bind(email)
+                    .fetch_one(&s.db.pool)
+                    .await?;
                     eprintln!(
-                        "chaos: lost {email} ({sync}): {} send(s) at {:?}; ledger {:?}",
+                        "chaos: lost {email} ({sync}): {} send(s) at {:?}; ledger {:?}, \
+                         attempts {attempts:?}; rejected {rejected:?}",
                         sends.len(),
                         sends,
                         ledger.get(key)
