@@ -36,6 +36,10 @@ pub enum Command {
     Migrate(JsonFlag),
     /// Validate the config and print the effective settings, secrets redacted.
     CheckConfig(JsonFlag),
+    /// Try what the daemon needs, one line each: the store (reachable, schema
+    /// current), Redis, and each sync's source (a page read, nothing
+    /// written) and destination credentials. Exit 1 when any fails.
+    Doctor(JsonFlag),
     /// Publish and operate syncs.
     #[command(subcommand)]
     Sync(SyncCommand),
@@ -60,14 +64,20 @@ pub enum Command {
     /// Live daemons and their busy workers, the queue, running runs, paused
     /// syncs and open dead-man incidents. Exit 3 when no daemon is alive.
     Status(JsonFlag),
-    /// Print a shell completion script (the package installs bash's, zsh's
-    /// and fish's).
+    /// Print a shell's completion script (the package installs bash's, zsh's
+    /// and fish's). It calls syncward back as you type, so sync ids are
+    /// completed from the store.
     Completions {
         /// The shell: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
     /// Print the manual page (roff; the package installs it as syncward(1)).
     Man,
+}
+
+/// The shells complete sync ids from the store (`COMPLETE=bash syncward`).
+fn sync_ids() -> clap_complete::ArgValueCompleter {
+    clap_complete::ArgValueCompleter::new(crate::commands::sync_id_candidates)
 }
 
 #[derive(Debug, Args)]
@@ -129,6 +139,7 @@ pub enum SyncCommand {
     /// One sync: definition, status, why it is paused, cursor, versions.
     Show {
         /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
         id: String,
         /// Print this published version's definition instead (every version
         /// is kept; `sync show ID` lists them).
@@ -141,6 +152,7 @@ pub enum SyncCommand {
     /// retention, and comes back when its file is applied again.
     Delete {
         /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
         id: String,
         #[command(flatten)]
         json: JsonFlag,
@@ -150,6 +162,7 @@ pub enum SyncCommand {
     /// stops at its next checkpoint and is retried in the new epoch.
     Resync {
         /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
         id: String,
         #[command(flatten)]
         json: JsonFlag,
@@ -157,6 +170,7 @@ pub enum SyncCommand {
     /// Publish version N of a sync's definition again (as a new version).
     Rollback {
         /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
         id: String,
         /// The version to publish again (`syncward sync show ID` lists them).
         version: i32,
@@ -166,13 +180,19 @@ pub enum SyncCommand {
     /// Pause a sync: no new runs until it is resumed.
     Pause {
         /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
         id: String,
+        /// Why, in one line: shown with the pause (pages, `sync list`,
+        /// `sync show`) until it is resumed, and kept in the audit log.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
         #[command(flatten)]
         json: JsonFlag,
     },
     /// Resume a paused sync (re-arms the breaker).
     Resume {
         /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
         id: String,
         #[command(flatten)]
         json: JsonFlag,
@@ -181,6 +201,7 @@ pub enum SyncCommand {
     /// in this process and print its outcome.
     Run {
         /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
         id: String,
         /// Run it here and now, on the same code path the daemon uses.
         #[arg(long)]
@@ -188,13 +209,15 @@ pub enum SyncCommand {
         /// Run it even though the sync is paused (once; it stays paused).
         #[arg(long)]
         force: bool,
-        /// With --foreground: wait (up to DURATION, default 15m) for a live
-        /// holder of the sync to finish instead of exiting 3.
+        /// Queued: follow the run to its end (up to DURATION, default 15m)
+        /// as `runs watch` does, and exit as it ended. With --foreground:
+        /// wait up to DURATION for a live holder of the sync to finish
+        /// instead of exiting 3.
         #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "15m",
-              value_parser = humantime::parse_duration, requires = "foreground")]
+              value_parser = humantime::parse_duration)]
         wait: Option<std::time::Duration>,
-        /// Print JSON: the queued run (`{"run", "sync", "queued"}`), or with
-        /// --foreground one object per line (started, each page, finished).
+        /// Print JSON: the queued run (`{"sync", "run_id", "new"}`, as the
+        /// API answers), or with --foreground or --wait one object per line.
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -202,6 +225,7 @@ pub enum SyncCommand {
     /// their ledger state. Writes nothing anywhere.
     Preview {
         /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
         id: String,
         /// How many records of the page to show.
         #[arg(long, default_value_t = 10)]
@@ -213,6 +237,7 @@ pub enum SyncCommand {
     /// source. Delivered records are still not sent twice (the ledger keeps them).
     ResetCursor {
         /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
         id: String,
         #[command(flatten)]
         json: JsonFlag,
@@ -223,6 +248,7 @@ pub enum SyncCommand {
     /// calling the destination).
     RetryRejected {
         /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
         id: String,
         /// Only the records of this run.
         #[arg(long, value_name = "RUN_ID")]
@@ -240,21 +266,69 @@ pub enum RunsCommand {
     /// Recent runs, newest first.
     List {
         /// Only runs of this sync.
-        #[arg(long, value_name = "ID")]
+        #[arg(long, value_name = "ID", add = sync_ids())]
         sync: Option<String>,
+        /// Only runs of this workspace's syncs.
+        #[arg(long, value_name = "WORKSPACE")]
+        workspace: Option<String>,
+        /// Only runs in this state: queued, running, succeeded, failed or skipped.
+        #[arg(long, value_name = "STATUS",
+              value_parser = ["queued", "running", "succeeded", "failed", "skipped"])]
+        status: Option<String>,
+        /// Only runs queued since then: a duration ago (`2h`, `7d`) or a time
+        /// (`2026-12-01T08:00:00Z`).
+        #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+        since: Option<chrono::DateTime<chrono::Utc>>,
         /// How many runs to show.
         #[arg(long, default_value_t = 50)]
         limit: i64,
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// One run: status, attempts, cursors, counts, failure, timeline.
+    /// One run: status, attempts, cursors, counts, failure, imports and
+    /// timeline (imports summarised; every one with --all).
     Show {
+        /// The run's number (`syncward runs list` shows them).
+        run_id: i64,
+        /// List every import and timeline event instead of a summary.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Follow a run to its end, a line per change (queued, each page,
+    /// retries); exit 0 when it succeeds, 1 when it fails, 3 when it was
+    /// skipped for a busy sync.
+    Watch {
+        /// The run's number (`syncward sync run ID` prints it).
+        run_id: i64,
+        /// Print one JSON object per change.
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Cancel a run: a queued one ends now, a running one stops at its next
+    /// clean batch (both end `skipped`, `run_cancelled`; the cursor keeps
+    /// every batch sent).
+    Cancel {
         /// The run's number (`syncward runs list` shows them).
         run_id: i64,
         #[command(flatten)]
         json: JsonFlag,
     },
+}
+
+/// `--since`: a duration ago, or an RFC 3339 time.
+fn parse_since(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&chrono::Utc));
+    }
+    let ago = humantime::parse_duration(text).map_err(|e| {
+        format!("{e}: give a duration ago (2h, 7d) or a time (2026-12-01T08:00:00Z)")
+    })?;
+    chrono::Duration::from_std(ago)
+        .ok()
+        .and_then(|ago| chrono::Utc::now().checked_sub_signed(ago))
+        .ok_or_else(|| format!("{text} ago is before any time there can be a run"))
 }
 
 #[derive(Debug, Args)]
@@ -289,3 +363,101 @@ pub enum TokenCommand {
         json: JsonFlag,
     },
 }
+
+/// The manual page: clap's own sections, then every command with what it
+/// does (one page: no `syncward-sync(1)` pages exist to point to), then
+/// EXIT STATUS, FILES and ENVIRONMENT.
+pub fn render_man(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let command = <Cli as clap::CommandFactory>::command();
+    let man = clap_mangen::Man::new(command.clone());
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    man.render_options_section(out)?;
+    writeln!(out, ".SH COMMANDS")?;
+    for sub in command.get_subcommands() {
+        commands_of(out, "syncward", sub)?;
+    }
+    out.write_all(MAN_TAIL.as_bytes())?;
+    man.render_version_section(out)
+}
+
+/// A command, or each of its own commands, as `.TP` entries.
+fn commands_of(
+    out: &mut dyn std::io::Write,
+    parent: &str,
+    command: &clap::Command,
+) -> std::io::Result<()> {
+    let path = format!("{parent} {}", command.get_name());
+    if command.has_subcommands() {
+        for sub in command.get_subcommands() {
+            commands_of(out, &path, sub)?;
+        }
+        return Ok(());
+    }
+    let about = command
+        .get_long_about()
+        .or_else(|| command.get_about())
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    writeln!(out, ".TP\n\\fB{}\\fR", roff_text(&path))?;
+    writeln!(out, "{}", roff_text(&about.replace('\n', " ")))
+}
+
+/// Text safe in a roff body: backslashes escaped, no line starting with a
+/// control character.
+fn roff_text(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    if escaped.starts_with(['.', '\'']) {
+        format!("\\&{escaped}")
+    } else {
+        escaped
+    }
+}
+
+const MAN_TAIL: &str = r#".SH "EXIT STATUS"
+.TP
+\fB0\fR
+Success.
+.TP
+\fB1\fR
+Failure: a run failed, a check of \fBdoctor\fR failed, a service could not be reached.
+.TP
+\fB2\fR
+Bad input, named by file and key: the config, a sync file, an argument; also a store whose schema is behind the binary (run \fBsyncward migrate\fR). The unit's RestartPreventExitStatus=2 keeps systemd from restarting on it.
+.TP
+\fB3\fR
+Busy: a foreground run (or \fBruns watch\fR) found another run of the sync in progress; \fBstatus\fR found no live daemon.
+.TP
+\fB4\fR
+\fBsync apply \-\-plan\fR found changes to apply.
+.SH FILES
+.TP
+\fB/etc/syncward/syncward.toml\fR
+The daemon's config (root:syncward, mode 0640); \fB\-\-config\fR or SYNCWARD_CONFIG names another.
+.TP
+\fB/etc/syncward/syncward.env\fR
+The unit's EnvironmentFile (database and Redis URLs, tokens); commands read it too (\fB\-\-env\-file\fR).
+.TP
+\fB/etc/syncward/secrets/\fR
+Each workspace's secrets file (API keys, source URLs) that its sync files name by variable (secrets.dir).
+.TP
+\fB/usr/share/doc/syncward/\fR
+The README, the docs, and examples: sync files, env files, the alert rules and the Grafana dashboard.
+.SH ENVIRONMENT
+.TP
+\fBSYNCWARD__SECTION__KEY\fR
+Overrides one config key (e.g. SYNCWARD__DATABASE__URL, SYNCWARD__HTTP__ADMIN_TOKEN).
+.TP
+\fBSYNCWARD_CONFIG\fR
+The config file to read instead of /etc/syncward/syncward.toml.
+.TP
+\fBSYNCWARD_ENV_FILE\fR
+The environment file read before anything else.
+.TP
+\fBNOTIFY_SOCKET\fR, \fBJOURNAL_STREAM\fR
+Set by systemd: readiness and watchdog notifications; log lines with their priority.
+.SH "SEE ALSO"
+\fBsystemctl\fR(1), \fBjournalctl\fR(1); /usr/share/doc/syncward/README.md.
+"#;

@@ -61,13 +61,15 @@ pub enum FailureCode {
     LeaseBusy,
     SyncPaused,
     SyncArchived,
+    /// A person cancelled the run (`runs cancel`).
+    RunCancelled,
     Interrupted,
     StoreUnavailable,
     Internal,
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 23] = [
+    pub const ALL: [FailureCode; 24] = [
         FailureCode::SourceUnreachable,
         FailureCode::SourceQueryFailed,
         FailureCode::SourceAuthFailed,
@@ -88,6 +90,7 @@ impl FailureCode {
         FailureCode::LeaseBusy,
         FailureCode::SyncPaused,
         FailureCode::SyncArchived,
+        FailureCode::RunCancelled,
         FailureCode::Interrupted,
         FailureCode::StoreUnavailable,
         FailureCode::Internal,
@@ -115,6 +118,7 @@ impl FailureCode {
             FailureCode::LeaseBusy => "lease_busy",
             FailureCode::SyncPaused => "sync_paused",
             FailureCode::SyncArchived => "sync_archived",
+            FailureCode::RunCancelled => "run_cancelled",
             FailureCode::Interrupted => "interrupted",
             FailureCode::StoreUnavailable => "store_unavailable",
             FailureCode::Internal => "internal",
@@ -181,6 +185,9 @@ impl FailureCode {
             }
             FailureCode::SyncArchived => {
                 "The sync was archived (its file pruned, or deleted) before this run started, so the run read and sent nothing."
+            }
+            FailureCode::RunCancelled => {
+                "A person cancelled the run; a queued run read nothing, a running one stopped at its next clean batch."
             }
             FailureCode::Interrupted => {
                 "The run was stopped before it finished (the daemon was shutting down)."
@@ -253,6 +260,9 @@ impl FailureCode {
             FailureCode::SyncPaused => {
                 "Resume the sync (`syncward sync resume SYNC_ID`) once the reason it was paused for is dealt with; `sync run SYNC_ID --force` runs it once while paused."
             }
+            FailureCode::RunCancelled => {
+                "Nothing to do: the next scheduled run starts normally from the last clean batch."
+            }
             FailureCode::Interrupted => {
                 "Nothing to do: the run is resumed from its last clean batch."
             }
@@ -288,6 +298,7 @@ impl FailureCode {
             | FailureCode::LeaseBusy
             | FailureCode::SyncPaused
             | FailureCode::SyncArchived
+            | FailureCode::RunCancelled
             | FailureCode::Interrupted
             | FailureCode::StoreUnavailable
             | FailureCode::Internal => Owner::Operator,
@@ -320,7 +331,8 @@ impl FailureCode {
             | FailureCode::SecretMissing
             | FailureCode::LeaseBusy
             | FailureCode::SyncPaused
-            | FailureCode::SyncArchived => false,
+            | FailureCode::SyncArchived
+            | FailureCode::RunCancelled => false,
         }
     }
 }

@@ -37,6 +37,7 @@ pub mod lease;
 pub mod logging;
 pub mod mapping;
 pub mod ops;
+pub mod outages;
 pub mod outbound;
 pub mod reload;
 pub mod scheduler;

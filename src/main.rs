@@ -9,9 +9,22 @@ use clap::Parser;
 use clap::error::ErrorKind;
 use syncward::cli::{Cli, Command};
 use syncward::commands::{NoLiveDaemon, PlanHasChanges, SyncBusy};
-use syncward::config::BadInput;
+use syncward::config::{BadInput, BadInputs};
+use syncward::ops::OpsError;
 
 fn main() -> ExitCode {
+    // A shell asking for completions (`COMPLETE=bash syncward …`): the unit's
+    // env file first, where the store's URL usually is, then the answer.
+    if std::env::var_os("COMPLETE").is_some_and(|v| !v.is_empty() && v != "0") {
+        let env_file = std::env::var_os("SYNCWARD_ENV_FILE")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| syncward::config::DEFAULT_ENV_FILE.into());
+        // An unreadable file only means no ids to offer.
+        let _ = restart_with_env_file(&env_file);
+        clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command)
+            .completer("syncward")
+            .complete();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
@@ -45,13 +58,16 @@ fn main() -> ExitCode {
     // Printed from the command line's own description: no config, no services.
     match &cli.command {
         Command::Completions { shell } => {
-            let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(*shell, &mut command, "syncward", &mut std::io::stdout());
-            return ExitCode::SUCCESS;
+            return match completion_registration(*shell) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: cannot write the completion script: {e}");
+                    ExitCode::FAILURE
+                }
+            };
         }
         Command::Man => {
-            let man = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
-            return match man.render(&mut std::io::stdout()) {
+            return match syncward::cli::render_man(&mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: cannot write the manual page: {e}");
@@ -64,29 +80,8 @@ fn main() -> ExitCode {
     // The unit's environment file, for commands run by hand: this process is
     // replaced by itself with the file's variables added (exec keeps the pid,
     // which systemd's notify socket needs), so every part sees one environment.
-    if std::env::var_os(syncward::config::ENV_FILE_LOADED).is_none() {
-        match syncward::config::variables_to_add(&cli.env_file) {
-            Ok(Some(add)) if !add.is_empty() => {
-                use std::os::unix::process::CommandExt;
-                let error = std::process::Command::new("/proc/self/exe")
-                    .arg0(std::env::args_os().next().unwrap_or_default())
-                    .args(std::env::args_os().skip(1))
-                    .envs(add)
-                    .env(syncward::config::ENV_FILE_LOADED, "1")
-                    .exec();
-                // exec returns only when it failed.
-                eprintln!(
-                    "error: cannot restart with {}: {error}",
-                    cli.env_file.display()
-                );
-                return ExitCode::FAILURE;
-            }
-            Ok(_) => {}
-            Err(bad) => {
-                eprintln!("error: {bad}");
-                return ExitCode::from(2);
-            }
-        }
+    if let Err(code) = restart_with_env_file(&cli.env_file) {
+        return code;
     }
     // reqwest, sqlx and sentry are built without a default crypto provider: pick
     // ring once, before any of them opens a connection. It fails only if one is
@@ -128,6 +123,16 @@ fn main() -> ExitCode {
                 ExitCode::from(4)
             } else if let Some(bad) = error.chain().find_map(|e| e.downcast_ref::<BadInput>()) {
                 eprintln!("error: {bad}");
+                ExitCode::from(2)
+            } else if let Some(all) = error.chain().find_map(|e| e.downcast_ref::<BadInputs>()) {
+                for bad in &all.0 {
+                    eprintln!("error: {bad}");
+                }
+                ExitCode::from(2)
+            } else if let Some(OpsError::BadInput(why)) =
+                error.chain().find_map(|e| e.downcast_ref::<OpsError>())
+            {
+                eprintln!("error: {why}");
                 ExitCode::from(2)
             } else if let Some(busy) = error.chain().find_map(|e| e.downcast_ref::<SyncBusy>()) {
                 eprintln!("error: {busy}");
@@ -217,4 +222,53 @@ async fn run_daemon(config: Option<std::path::PathBuf>) -> anyhow::Result<()> {
         shutdown.begin();
     }
     result
+}
+
+/// Replaces this process by itself with `env_file`'s variables added (exec
+/// keeps the pid, which systemd's notify socket needs), once; returns when
+/// there is nothing to add. An error is printed, and its exit code returned.
+fn restart_with_env_file(env_file: &std::path::Path) -> Result<(), ExitCode> {
+    if std::env::var_os(syncward::config::ENV_FILE_LOADED).is_some() {
+        return Ok(());
+    }
+    match syncward::config::variables_to_add(env_file) {
+        Ok(Some(add)) if !add.is_empty() => {
+            use std::os::unix::process::CommandExt;
+            let error = std::process::Command::new("/proc/self/exe")
+                .arg0(std::env::args_os().next().unwrap_or_default())
+                .args(std::env::args_os().skip(1))
+                .envs(add)
+                .env(syncward::config::ENV_FILE_LOADED, "1")
+                .exec();
+            // exec returns only when it failed.
+            eprintln!("error: cannot restart with {}: {error}", env_file.display());
+            Err(ExitCode::FAILURE)
+        }
+        Ok(_) => Ok(()),
+        Err(bad) => {
+            eprintln!("error: {bad}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// The shell's registration of dynamic completion: the script calls
+/// `syncward` back for each completion, so sync ids come from the store.
+fn completion_registration(shell: clap_complete::Shell) -> std::io::Result<()> {
+    use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
+    let completer: &dyn EnvCompleter = match shell {
+        clap_complete::Shell::Bash => &Bash,
+        clap_complete::Shell::Zsh => &Zsh,
+        clap_complete::Shell::Fish => &Fish,
+        clap_complete::Shell::Elvish => &Elvish,
+        clap_complete::Shell::PowerShell => &Powershell,
+        _ => return Err(std::io::Error::other("this shell is not supported")),
+    };
+    completer.write_registration(
+        "COMPLETE",
+        "syncward",
+        "syncward",
+        "syncward",
+        &mut std::io::stdout(),
+    )
 }

@@ -9,14 +9,15 @@ use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::store::runs::RunCounts;
+use crate::store::syncs::{PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncHealth};
 
 /// Buckets of every `_seconds` histogram: from a fast HTTP answer to a long run.
 const SECONDS_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
 ];
 
-/// Per-sync record counters (label `sync`), registered at zero for every
-/// sync the daemon knows at start.
+/// Per-sync record counters (labels `sync`, `workspace`), registered at zero
+/// for every sync the daemon knows.
 const RECORD_COUNTERS: &[(&str, &str)] = &[
     (
         "syncward_records_written_total",
@@ -49,10 +50,6 @@ const COUNTERS: &[(&str, &str)] = &[
     (
         "syncward_lease_takeovers_total",
         "Leases taken over from a holder whose liveness key was gone.",
-    ),
-    (
-        "syncward_breaker_trips_total",
-        "Syncs paused by the circuit breaker.",
     ),
 ];
 
@@ -99,7 +96,19 @@ pub fn install() -> Option<PrometheusHandle> {
             .increment(0);
     }
     metrics::gauge!("syncward_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    process_collector().describe();
     Some(handle)
+}
+
+fn process_collector() -> &'static metrics_process::Collector {
+    static COLLECTOR: std::sync::OnceLock<metrics_process::Collector> = std::sync::OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
+}
+
+/// Reads the process' own figures (`process_cpu_seconds_total`,
+/// `process_resident_memory_bytes`, …) for the scrape about to be rendered.
+pub fn collect_process() {
+    process_collector().collect();
 }
 
 fn describe() {
@@ -194,7 +203,7 @@ fn describe() {
     describe_gauge!(
         "syncward_sync_last_success_timestamp_seconds",
         Unit::Seconds,
-        "When each sync's last run succeeded (Unix time): the dead-man's own signal."
+        "When each sync's last run succeeded (Unix time; 0 until its first success), from the store: the dead-man's own signal."
     );
     describe_gauge!(
         "syncward_source_held_back_seconds",
@@ -202,10 +211,82 @@ fn describe() {
         "At each sync's last run start: how long the source transaction holding its new rows back had been open (0: none)."
     );
     describe_gauge!(
+        "syncward_sync_state",
+        Unit::Count,
+        "Each sync's state from the store: 1 for the one it is in (active, paused_by_breaker, paused_by_person, paused_by_failure, archived), 0 for the others."
+    );
+    describe_gauge!(
+        "syncward_sync_active_since_timestamp_seconds",
+        Unit::Seconds,
+        "When each sync was last made active (published, resumed; Unix time): a sync younger than a day is not silent yet."
+    );
+    describe_gauge!(
+        "syncward_sync_failure_streak",
+        Unit::Count,
+        "Failed runs of each sync since its last success (the breaker pauses it at breaker.consecutive_failures)."
+    );
+    describe_counter!(
+        "syncward_breaker_trips_total",
+        Unit::Count,
+        "Times the circuit breaker paused each sync, from the store's audit log (within retention.audit_log)."
+    );
+    describe_gauge!(
         "syncward_build_info",
         Unit::Count,
         "Always 1, labelled with the running version."
     );
+}
+
+/// The states of `syncward_sync_state`: 1 for the one a sync is in, 0 for
+/// the others.
+pub const SYNC_STATES: [&str; 5] = [
+    "active",
+    "paused_by_breaker",
+    "paused_by_person",
+    "paused_by_failure",
+    "archived",
+];
+
+/// Sets every sync's gauges from the store (`syncs::sync_health`): its state,
+/// last success (0 until its first; archived syncs keep none), when it was
+/// last made active, its failure streak and its breaker trips. Read by every
+/// daemon on each sweep, so a success or a trip in any process shows.
+pub fn record_sync_health(syncs: &[SyncHealth]) {
+    let seconds = |at: Option<chrono::DateTime<chrono::Utc>>| {
+        at.map_or(0.0, |at| at.timestamp_millis() as f64 / 1000.0)
+    };
+    for s in syncs {
+        let labels = [
+            ("sync", s.id.clone()),
+            ("workspace", s.workspace_id.clone()),
+        ];
+        let state = match (s.status.as_str(), s.paused_reason.as_deref()) {
+            ("archived", _) => "archived",
+            ("paused", Some(PAUSED_BY_BREAKER)) => "paused_by_breaker",
+            ("paused", Some(PAUSED_MANUAL) | None) => "paused_by_person",
+            ("paused", Some(_)) => "paused_by_failure",
+            _ => "active",
+        };
+        for candidate in SYNC_STATES {
+            let mut with_state = labels.to_vec();
+            with_state.push(("state", candidate.to_string()));
+            metrics::gauge!("syncward_sync_state", &with_state).set(if candidate == state {
+                1.0
+            } else {
+                0.0
+            });
+        }
+        if state != "archived" {
+            metrics::gauge!("syncward_sync_last_success_timestamp_seconds", &labels)
+                .set(seconds(s.last_success_at));
+            metrics::gauge!("syncward_sync_active_since_timestamp_seconds", &labels)
+                .set(seconds(s.activated_at));
+        }
+        metrics::gauge!("syncward_sync_failure_streak", &labels).set(s.failure_streak as f64);
+        metrics::counter!("syncward_breaker_trips_total", &labels)
+            .absolute(u64::try_from(s.breaker_trips).unwrap_or(0));
+        register_sync(&s.id, &s.workspace_id);
+    }
 }
 
 /// A sync's run succeeded at `at`.
@@ -242,14 +323,15 @@ pub fn record_source_hold(sync: &str, workspace: &str, held_back: Option<std::ti
 
 /// Registers a sync's record counters at zero (so an alert on their
 /// increase can fire on the first record).
-pub fn register_sync(sync: &str) {
+pub fn register_sync(sync: &str, workspace: &str) {
     for (name, _) in RECORD_COUNTERS {
-        metrics::counter!(*name, "sync" => sync.to_owned()).increment(0);
+        metrics::counter!(*name, "sync" => sync.to_owned(), "workspace" => workspace.to_owned())
+            .increment(0);
     }
 }
 
 /// The records a clean page moved, by sync.
-pub fn record_page(sync: &str, before: &RunCounts, now: &RunCounts) {
+pub fn record_page(sync: &str, workspace: &str, before: &RunCounts, now: &RunCounts) {
     let delta = |now: i64, then: i64| u64::try_from(now - then).unwrap_or(0);
     for (name, moved) in [
         (
@@ -269,6 +351,7 @@ pub fn record_page(sync: &str, before: &RunCounts, now: &RunCounts) {
             delta(now.resent, before.resent),
         ),
     ] {
-        metrics::counter!(name, "sync" => sync.to_owned()).increment(moved);
+        metrics::counter!(name, "sync" => sync.to_owned(), "workspace" => workspace.to_owned())
+            .increment(moved);
     }
 }

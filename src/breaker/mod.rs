@@ -70,8 +70,11 @@ pub async fn after_failure(
     if !syncs::trip_breaker(store, sync_id, &trip).await? {
         return Ok(false);
     }
-    info!(sync.id = %sync_id, failures = threshold, reason, "Circuit breaker tripped; sync paused");
-    metrics::counter!("syncward_breaker_trips_total").increment(1);
+    // The sync in the message: the run's span names it too where there is one.
+    info!(
+        failures = threshold,
+        reason, "Circuit breaker tripped; sync {sync_id} paused"
+    );
     let what = code
         .map(FailureCode::what_happened)
         .unwrap_or("The runs failed.");

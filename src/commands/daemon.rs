@@ -72,8 +72,18 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
     if let Ok(policy) = settings.outbound.policy(listener.local_addr()?) {
         crate::outbound::policy::install(policy);
     }
+    // The store's and Redis' outages: logged once each way, answered 503 by
+    // the pages while they last.
+    let outages = crate::outages::Outages::default();
+    shutdown.spawn(outages.watch(
+        &settings.database,
+        &settings.redis,
+        redis.clone(),
+        shutdown.stop_token(),
+    )?);
     let http_state = crate::http::HttpState {
-        store: daemon.store.clone(),
+        store: store::http_pool(&settings.database)?,
+        outages,
         redis: redis.clone(),
         token: settings.http.admin_token.clone(),
         metrics_token: settings.http.metrics_token.clone(),
@@ -83,18 +93,11 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         // daemons in one process) keeps the first.
         metrics: crate::telemetry::install(),
     };
-    // Each sync's record counters at zero and its last success, there before
-    // the first scrape and this daemon's first run.
-    match store::syncs::list_syncs(&daemon.store).await {
-        Ok(syncs) => {
-            for s in syncs {
-                crate::telemetry::register_sync(&s.id);
-                if let Some(at) = s.last_success_at {
-                    crate::telemetry::record_success(&s.id, &s.workspace_id, at);
-                }
-            }
-        }
-        Err(e) => warn!(error = %e, "Reading the syncs' last successes failed"),
+    // Each sync's gauges and record counters, there before the first scrape
+    // and this daemon's first run (the sweeper refreshes them).
+    match store::syncs::sync_health(&daemon.store).await {
+        Ok(syncs) => crate::telemetry::record_sync_health(&syncs),
+        Err(e) => warn!(error = %e, "Reading the syncs' health for the metrics failed"),
     }
     metrics::gauge!("syncward_workers").set(settings.workers.count as f64);
     metrics::gauge!("syncward_workers_busy").set(0.0);
@@ -212,7 +215,8 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
     let cut_off = shutdown.cut_off_runs();
     anyhow::ensure!(
         cut_off == 0,
-        "{cut_off} run(s) were still busy at the drain deadline; they were put back in the queue"
+        "{} still busy at the drain deadline: put back in the queue",
+        crate::views::counted(cut_off, "run was", "runs were")
     );
     info!("Drained; exiting");
     Ok(())
@@ -240,7 +244,7 @@ impl StatusLine {
                 "{depth} run{} queued (oldest {})",
                 if depth == 1 { "" } else { "s" },
                 // Whole seconds: the line is for a glance, not a measurement.
-                humantime::format_duration(Duration::from_secs(oldest.max(0.0) as u64))
+                crate::config::duration_text(Duration::from_secs(oldest.max(0.0) as u64))
             ),
             Err(e) => format!("queue unknown ({e})"),
         };

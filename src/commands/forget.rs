@@ -33,8 +33,9 @@ pub async fn execute(settings: &Settings, args: ForgetArgs) -> anyhow::Result<()
         let deleted: u64 = done.store.deleted.values().sum();
         let rewritten: u64 = done.store.rewritten.values().sum();
         outln!(
-            "Forgot {} address(es) in the store: {deleted} row(s) deleted, {rewritten} rewritten with [forgotten]; audit entry written with their SHA-256 digests.",
-            args.addresses.len()
+            "Forgot {} in the store: {} deleted, {rewritten} rewritten with [forgotten]; audit entry written with their SHA-256 digests.",
+            crate::views::counted(args.addresses.len(), "address", "addresses"),
+            crate::views::counted(deleted, "row", "rows")
         );
         for (table, n) in done.store.deleted.iter() {
             outln!("  deleted {n} from {table}");

@@ -2,6 +2,7 @@
 //! person (or JSON with `--json`).
 
 pub mod daemon;
+mod doctor;
 mod forget;
 pub mod output;
 mod plan;
@@ -66,7 +67,10 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             if applied == 0 {
                 outln!("Schema is current (migration {latest}); nothing to apply.");
             } else {
-                outln!("Applied {applied} migration(s); schema is now at migration {latest}.");
+                outln!(
+                    "Applied {}; schema is now at migration {latest}.",
+                    crate::views::counted(applied, "migration", "migrations")
+                );
             }
             Ok(())
         }
@@ -79,7 +83,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             let purged =
                 store::ledger::purge_completed(&pool, settings.ledger.retention, 10_000).await?;
             if json.json {
-                let retention = humantime::format_duration(settings.ledger.retention).to_string();
+                let retention = crate::config::duration_text(settings.ledger.retention);
                 return print_json(&serde_json::json!({
                     "deleted_keys": purged.keys,
                     "dropped_days": purged.days,
@@ -87,10 +91,14 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
                 }));
             }
             outln!(
-                "Deleted {} completed delivery key(s) older than {} ({} day partition(s) dropped).",
-                purged.keys,
-                humantime::format_duration(settings.ledger.retention),
-                purged.days
+                "Deleted {} older than {} ({} dropped).",
+                crate::views::counted(
+                    purged.keys,
+                    "completed delivery key",
+                    "completed delivery keys"
+                ),
+                crate::config::duration_text(settings.ledger.retention),
+                crate::views::counted(purged.days, "day partition", "day partitions")
             );
             Ok(())
         }
@@ -122,6 +130,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Doctor(json) => doctor::doctor(&settings, json.json).await,
         Command::Runs(command) => {
             let pool = store::connect(&settings.database).await?;
             let door = crate::ops::Door::new(pool, settings.run_attempts());
@@ -138,4 +147,37 @@ pub(crate) use crate::views::when;
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
+}
+
+/// The sync ids starting with what is typed, for the shells' completion
+/// (`COMPLETE=bash syncward`): read from the store the config names, within
+/// two seconds; none when it cannot be read (completion never errs aloud).
+pub fn sync_id_candidates(typed: &std::ffi::OsStr) -> Vec<clap_complete::CompletionCandidate> {
+    let typed = typed.to_string_lossy();
+    let Ok(settings) = Settings::load(&ConfigSource::resolve(None)) else {
+        return Vec::new();
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return Vec::new();
+    };
+    let ids = runtime.block_on(async {
+        let read = async {
+            let pool = store::connect(&settings.database).await.ok()?;
+            store::syncs::all_definitions(&pool).await.ok()
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(2), read)
+            .await
+            .ok()
+            .flatten()
+    });
+    ids.unwrap_or_default()
+        .into_iter()
+        .map(|(id, _)| id)
+        .filter(|id| id.starts_with(typed.as_ref()))
+        .map(clap_complete::CompletionCandidate::new)
+        .collect()
 }

@@ -4,6 +4,7 @@
 use anyhow::Context;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::config::{Settings, SyncDefinition};
@@ -28,7 +29,7 @@ pub async fn enqueue(
     door: &Scoped,
     runnable: &Runnable,
     json: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<i64> {
     let id = runnable.sync.id.as_str();
     let (run_id, new) = door.enqueue(runnable).await?;
     // A queued run waits for a daemon: say so when none is alive to take it.
@@ -42,16 +43,14 @@ pub async fn enqueue(
         );
     }
     if json {
-        outln!(
-            "{}",
-            serde_json::json!({"run": run_id, "sync": id, "queued": new})
-        );
+        // The API's answer to the same ask, field for field.
+        outln!("{}", crate::ops::run_queued(id, run_id, new));
     } else if new {
         outln!("{id}: run {run_id} queued; a running daemon picks it up.");
     } else {
         outln!("{id}: run {run_id} was already queued.");
     }
-    Ok(())
+    Ok(run_id)
 }
 
 /// A foreground run found a live holder of its sync: exit code 3.
@@ -146,7 +145,7 @@ pub async fn foreground(
                 holder: if wait.is_some() {
                     format!(
                         "{holder}; still after waiting {}",
-                        humantime::format_duration(wait.unwrap_or_default())
+                        crate::config::duration_text(wait.unwrap_or_default())
                     )
                 } else {
                     format!("{holder}; `--wait` waits for it")
@@ -158,7 +157,7 @@ pub async fn foreground(
             outln!(
                 "Sync {}: {holder}; waiting up to {}.",
                 sync.id,
-                humantime::format_duration(wait)
+                crate::config::duration_text(wait)
             );
             told = true;
         }
@@ -217,7 +216,8 @@ pub async fn foreground(
                 }
             };
             let report = tokio::select! {
-                report = execute_run(&env, &run, &definition, &mut progress) => report,
+                report = execute_run(&env, &run, &definition, &mut progress)
+                    .instrument(crate::worker::run_span(&run)) => report,
                 never = keep_alive => never,
             };
             // The key and the row would go stale on their own; removing them

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use super::output::outln;
-use crate::failure::{FailureCode, Owner};
+use crate::failure::FailureCode;
 use crate::store::runs::RunCounts;
 use crate::worker::{PageProgress, RunOutcome};
 
@@ -155,8 +155,5 @@ fn round(seconds: f64) -> f64 {
 }
 
 pub fn owner_words(code: FailureCode) -> &'static str {
-    match code.owner() {
-        Owner::Customer => "yours (the sync's owner)",
-        Owner::Operator => "the operators'",
-    }
+    crate::views::whose_job(code.owner())
 }

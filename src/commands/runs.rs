@@ -1,15 +1,33 @@
 //! `syncward runs …`: run history.
 
+use std::time::{Duration, Instant};
+
 use crate::cli::RunsCommand;
-use crate::ops::{OpsError, Scoped};
+use crate::failure::FailureCode;
+use crate::ops::{Cancel, OpsError, RunFilter, RunRow, Scoped};
 
 use super::output::{out, outln};
 use super::{print_json, when};
 
 pub async fn execute(door: &Scoped, command: RunsCommand) -> anyhow::Result<()> {
     match command {
-        RunsCommand::List { sync, limit, json } => {
-            let list = match door.run_list(sync.as_deref(), limit.max(1)).await {
+        RunsCommand::List {
+            sync,
+            workspace,
+            status,
+            since,
+            limit,
+            json,
+        } => {
+            let filter = RunFilter {
+                sync: sync.as_deref(),
+                workspace: workspace.as_deref(),
+                status: status.as_deref(),
+                since,
+                limit: limit.max(1),
+                syncs: None,
+            };
+            let list = match door.run_list(&filter).await {
                 Ok(list) => list,
                 Err(OpsError::NotFound) => {
                     let id = sync.unwrap_or_default();
@@ -55,7 +73,30 @@ pub async fn execute(door: &Scoped, command: RunsCommand) -> anyhow::Result<()> 
             }
             Ok(())
         }
-        RunsCommand::Show { run_id, json } => {
+        RunsCommand::Watch { run_id, json } => watch(door, run_id, None, json.json).await,
+        RunsCommand::Cancel { run_id, json } => {
+            let done = match door.cancel_run(run_id).await {
+                Ok(done) => done,
+                Err(OpsError::NotFound) => {
+                    anyhow::bail!("run {run_id}: no such run (see `syncward runs list`)")
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if json.json {
+                return print_json(&serde_json::json!({ "run_id": run_id, "cancel": done }));
+            }
+            match done {
+                Cancel::Ended => outln!("run {run_id}: cancelled; it was queued and read nothing."),
+                Cancel::Requested => outln!(
+                    "run {run_id}: asked to stop; it stops at its next clean batch (`syncward runs watch {run_id}` follows it)."
+                ),
+                Cancel::AlreadyEnded(status) => {
+                    outln!("run {run_id}: already ended ({status}); nothing to cancel.")
+                }
+            }
+            Ok(())
+        }
+        RunsCommand::Show { run_id, all, json } => {
             let view = match door.run_view(run_id).await {
                 Ok(view) => view,
                 Err(OpsError::NotFound) => {
@@ -66,8 +107,109 @@ pub async fn execute(door: &Scoped, command: RunsCommand) -> anyhow::Result<()> 
             if json.json {
                 return print_json(&view);
             }
-            out!("{}", view.page().to_text());
+            out!("{}", view.page_for(all).to_text());
             Ok(())
         }
     }
+}
+
+/// How often `watch` reads the run.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+
+/// Follows run `id` until it ends (or `limit` passes): one line per change of
+/// state or progress. Ends `Ok` when it succeeded or was skipped for a reason
+/// other than a busy sync; an error otherwise, which sets the exit code
+/// (failed: 1, busy: 3).
+pub async fn watch(
+    door: &Scoped,
+    id: i64,
+    limit: Option<Duration>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut shown: Option<(String, i32, i32, i64)> = None;
+    loop {
+        let run = match door.run(id).await {
+            Ok(run) => run,
+            Err(OpsError::NotFound) => {
+                anyhow::bail!("run {id}: no such run (see `syncward runs list`)")
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let now = (run.status.clone(), run.attempt, run.pages, run.records_read);
+        if shown.as_ref() != Some(&now) {
+            show_progress(&run, json)?;
+            shown = Some(now);
+        }
+        match run.status.as_str() {
+            "succeeded" => return Ok(()),
+            "failed" => anyhow::bail!(
+                "run {id} failed: {}: {}",
+                run.failure_code.unwrap_or_default(),
+                run.failure_detail.unwrap_or_default()
+            ),
+            "skipped" if run.failure_code.as_deref() == Some(FailureCode::LeaseBusy.as_str()) => {
+                return Err(super::run_once::SyncBusy {
+                    sync: run.sync_id,
+                    holder: "another run of it was in progress".into(),
+                }
+                .into());
+            }
+            "skipped" => return Ok(()),
+            _ => {}
+        }
+        if let Some(limit) = limit
+            && started.elapsed() >= limit
+        {
+            anyhow::bail!(
+                "run {id} is still {} after {}; it goes on without you: `syncward runs watch {id}` follows it",
+                run.status,
+                crate::config::duration_text(limit)
+            );
+        }
+        tokio::time::sleep(WATCH_EVERY).await;
+    }
+}
+
+fn show_progress(run: &RunRow, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(&serde_json::json!({
+            "run_id": run.id,
+            "sync": run.sync_id,
+            "status": run.status,
+            "attempt": run.attempt,
+            "pages": run.pages,
+            "read": run.records_read,
+            "written": run.records_written,
+            "replayed": run.records_replayed,
+            "rejected": run.records_rejected,
+            "failure_code": run.failure_code,
+        }));
+    }
+    let counts = format!(
+        "{} read, {} written, {} replayed, {} rejected",
+        run.records_read, run.records_written, run.records_replayed, run.records_rejected
+    );
+    let id = run.id;
+    match run.status.as_str() {
+        "queued" if run.attempt == 0 => outln!("run {id}: queued"),
+        "queued" => outln!(
+            "run {id}: queued again for attempt {} of {} ({})",
+            run.attempt + 1,
+            run.max_attempts,
+            run.failure_code.as_deref().unwrap_or("retry")
+        ),
+        "running" if run.pages == 0 => outln!(
+            "run {id}: running (attempt {} of {})",
+            run.attempt,
+            run.max_attempts
+        ),
+        "running" => outln!("run {id}: page {}: {counts}", run.pages),
+        "succeeded" => outln!("run {id}: succeeded: {counts}"),
+        status => outln!(
+            "run {id}: {status} ({}): {counts}",
+            run.failure_code.as_deref().unwrap_or("-")
+        ),
+    }
+    Ok(())
 }

@@ -112,9 +112,10 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 "LAST SUCCESS"
             );
             for s in list {
-                let status = match &s.paused_reason {
-                    Some(reason) => format!("paused ({reason})"),
-                    None => s.status.clone(),
+                let status = match (&s.paused_reason, &s.paused_note) {
+                    (Some(_), Some(note)) => format!("paused: {note}"),
+                    (Some(reason), None) => format!("paused ({reason})"),
+                    (None, _) => s.status.clone(),
                 };
                 let last = match (&s.last_run_id, &s.last_run_status) {
                     (Some(id), Some(status)) => format!("#{id} {status}"),
@@ -205,8 +206,11 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             }
             Ok(())
         }
-        SyncCommand::Pause { id, json } => {
-            let paused = door.pause(&id).await.map_err(|e| refusal(&id, e))?;
+        SyncCommand::Pause { id, reason, json } => {
+            let paused = door
+                .pause(&id, reason.as_deref())
+                .await
+                .map_err(|e| refusal(&id, e))?;
             if json.json {
                 return print_json(
                     &serde_json::json!({"sync": id, "status": "paused", "changed": paused}),
@@ -248,7 +252,11 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 let Runnable { sync, forced } = runnable;
                 run_once::foreground(settings, &pool, sync, forced, wait, json.json).await
             } else {
-                run_once::enqueue(&pool, &door, &runnable, json.json).await
+                let run_id = run_once::enqueue(&pool, &door, &runnable, json.json).await?;
+                match wait {
+                    Some(limit) => super::runs::watch(&door, run_id, Some(limit), json.json).await,
+                    None => Ok(()),
+                }
             }
         }
         SyncCommand::Preview { id, limit, json } => {
@@ -306,8 +314,8 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "the start".into());
             outln!(
-                "{id}: next page from {from}: {} record(s); showing {}",
-                preview.page_records,
+                "{id}: next page from {from}: {}; showing {}",
+                crate::views::counted(preview.page_records, "record", "records"),
                 preview.records.len()
             );
             for r in &preview.records {
@@ -353,8 +361,8 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 .map(|(code, n)| format!("{n} {code}"))
                 .collect();
             outln!(
-                "{id}: put back {} record(s) ({}); the next run sends them again.",
-                done.records(),
+                "{id}: put back {} ({}); the next run sends them again.",
+                crate::views::counted(done.records(), "record", "records"),
                 codes.join(", ")
             );
             if let Some(cursor) = &done.rewound_to {

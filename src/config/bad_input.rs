@@ -123,3 +123,22 @@ mod tests {
         assert!(!bad.to_string().contains("password"), "{bad}");
     }
 }
+
+/// Several bad inputs found in one go (every bad file of a `sync apply`):
+/// `main` prints each on its line and exits 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadInputs(pub Vec<BadInput>);
+
+impl fmt::Display for BadInputs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, bad) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{bad}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for BadInputs {}

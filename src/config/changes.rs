@@ -88,6 +88,16 @@ pub fn delivery_meaning(changes: &[FieldChange], new: &SyncDefinition) -> Vec<St
                 .iter()
                 .any(|k| f.strip_prefix("source.") == Some(*k))
         });
+    // A page's keys hash where it starts and each record's place on it: a
+    // new page size keeps the keys of records on pages that still start
+    // where an old one did.
+    let (paged, keyed): (Vec<&str>, Vec<&str>) =
+        keyed.into_iter().partition(|f| *f == "source.page_size");
+    if !paged.is_empty() {
+        meanings.push(format!(
+            "source.page_size changed: the cursor stays, so only records read from now on are sent; a rewind (`syncward sync reset-cursor {id}`) would send again the records of every page that now starts where no old page started (halving the size: about half of them), and replay the rest"
+        ));
+    }
     if !keyed.is_empty() {
         meanings.push(format!(
             "{} changed: delivery keys change; the cursor stays, so only records read from now on are sent, and a rewind (`syncward sync reset-cursor {id}`) would send every record again",

@@ -458,9 +458,9 @@ impl HttpSettings {
                     key,
                     format!(
                         "{} is out of range; it must be between {} and {}",
-                        humantime::format_duration(value),
-                        humantime::format_duration(min),
-                        humantime::format_duration(max)
+                        crate::config::duration_text(value),
+                        crate::config::duration_text(min),
+                        crate::config::duration_text(max)
                     ),
                 ));
             }
@@ -715,8 +715,8 @@ impl Settings {
                     key,
                     format!(
                         "{} is longer than the limit of {}",
-                        humantime::format_duration(value),
-                        humantime::format_duration(limit)
+                        crate::config::duration_text(value),
+                        crate::config::duration_text(limit)
                     ),
                 );
             }
@@ -734,8 +734,8 @@ impl Settings {
                 "lease.renew_every",
                 format!(
                     "{} is not shorter than lease.ttl ({}); the lease would expire between renewals",
-                    humantime::format_duration(self.lease.renew_every),
-                    humantime::format_duration(self.lease.ttl)
+                    crate::config::duration_text(self.lease.renew_every),
+                    crate::config::duration_text(self.lease.ttl)
                 ),
             );
         }
@@ -835,7 +835,7 @@ impl Settings {
     fn duration_limits(&self) -> [(&'static str, Duration, Duration); 16] {
         const HOUR: Duration = Duration::from_secs(3600);
         const DAY: Duration = Duration::from_secs(24 * 3600);
-        // humantime's year (365.25 days), so the limit prints as `10years`.
+        // humantime's year (365.25 days), so the limit prints as `10y`.
         const YEAR: Duration = Duration::from_secs(31_557_600);
         [
             ("workers.poll_interval", self.workers.poll_interval, HOUR),
@@ -904,7 +904,7 @@ impl Settings {
     /// The effective settings as TOML with every secret shown as `[redacted]`
     /// (URLs keep everything but their password and secret-looking query values).
     pub fn to_redacted_toml(&self) -> String {
-        let d = |v: Duration| humantime::format_duration(v).to_string();
+        let d = crate::config::duration_text;
         let secret = |s: &Option<SecretString>| s.as_ref().map(|_| REDACTED.to_string());
         let value = serde_json::json!({
             "database": { "url": redact_url(&self.database.url), "max_connections": self.database.max_connections },

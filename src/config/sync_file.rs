@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::bad_input::BadInput;
+use super::bad_input::{BadInput, BadInputs};
 use super::ids::{SyncId, WorkspaceId};
 use super::schedule::{CatchUp, Schedule, Timezone};
 use super::secrets::SecretStore;
@@ -172,7 +172,7 @@ impl SyncDefinition {
                 "silence_window".into(),
                 format!(
                     "{} is longer than the limit of 1year",
-                    humantime::format_duration(window)
+                    crate::config::duration_text(window)
                 ),
             ));
         }
@@ -339,26 +339,37 @@ pub fn sync_files_in(paths: &[impl AsRef<Path>]) -> Result<Vec<std::path::PathBu
 pub fn load_definitions(
     paths: &[impl AsRef<Path>],
     secrets: Option<&SecretStore>,
-) -> Result<Vec<SyncDefinition>, BadInput> {
+) -> Result<Vec<SyncDefinition>, BadInputs> {
     let mut seen: HashSet<SyncId> = HashSet::new();
     let mut definitions = Vec::with_capacity(paths.len());
+    // Every file is read: one apply names every bad file, not the first.
+    let mut bad = Vec::new();
     for path in paths {
         let path = path.as_ref();
         let origin = path.display().to_string();
-        let definition = SyncDefinition::load(path)?;
-        if let Some(secrets) = secrets {
-            definition.check_secrets(&origin, secrets)?;
+        let checked = SyncDefinition::load(path).and_then(|definition| {
+            if let Some(secrets) = secrets {
+                definition.check_secrets(&origin, secrets)?;
+            }
+            if !seen.insert(definition.id.clone()) {
+                return Err(BadInput::new(
+                    origin,
+                    format!("id \"{}\"", definition.id),
+                    "appears in more than one file of this apply",
+                ));
+            }
+            Ok(definition)
+        });
+        match checked {
+            Ok(definition) => definitions.push(definition),
+            Err(e) => bad.push(e),
         }
-        if !seen.insert(definition.id.clone()) {
-            return Err(BadInput::new(
-                origin,
-                format!("id \"{}\"", definition.id),
-                "appears in more than one file of this apply",
-            ));
-        }
-        definitions.push(definition);
     }
-    Ok(definitions)
+    if bad.is_empty() {
+        Ok(definitions)
+    } else {
+        Err(BadInputs(bad))
+    }
 }
 
 /// Refuses a definition any of whose URLs (`destination.base_url`, a

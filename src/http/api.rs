@@ -28,7 +28,13 @@ fn archived(id: &str) -> Response {
         .into_response()
 }
 
-fn internal(e: impl std::fmt::Display) -> Response {
+fn internal(e: impl Into<OpsError>) -> Response {
+    let e = e.into();
+    if let OpsError::Store(store) = &e
+        && crate::outages::unreachable(store)
+    {
+        return crate::outages::unavailable_api(&crate::outages::Outage::unseen(store));
+    }
     tracing::error!(error = %e, "API request failed");
     (
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -99,9 +105,26 @@ fn refused(id: &str, e: OpsError) -> Response {
     }
 }
 
-pub async fn pause(door: Scoped, SyncIdPath(id): SyncIdPath) -> Response {
+/// `POST /api/syncs/{id}/pause`, with an optional body `{"reason": "…"}`.
+pub async fn pause(door: Scoped, SyncIdPath(id): SyncIdPath, body: axum::body::Bytes) -> Response {
     let id = id.as_str();
-    match door.pause(id).await {
+    #[derive(serde::Deserialize)]
+    struct PauseBody {
+        reason: Option<String>,
+    }
+    let reason = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        match serde_json::from_slice::<PauseBody>(&body) {
+            Ok(b) => b.reason,
+            Err(e) => {
+                let why = format!("the body must be {{\"reason\": \"…\"}} or empty: {e}");
+                return (StatusCode::BAD_REQUEST, axum::Json(json!({"error": why})))
+                    .into_response();
+            }
+        }
+    };
+    match door.pause(id, reason.as_deref()).await {
         Ok(changed) => {
             axum::Json(json!({"sync": id, "status": "paused", "changed": changed})).into_response()
         }
@@ -135,7 +158,7 @@ pub async fn run_now(
     match door.run_now(id, query.force).await {
         Ok((run_id, new)) => (
             StatusCode::ACCEPTED,
-            axum::Json(json!({"sync": id, "run_id": run_id, "new": new})),
+            axum::Json(crate::ops::run_queued(id, run_id, new)),
         )
             .into_response(),
         Err(e) => refused(id, e),

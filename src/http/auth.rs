@@ -33,6 +33,11 @@ use crate::store::{runs, syncs, tokens};
 /// A handler's only way to the store: the door entered with the scope this
 /// module decided. A request that reached a handler without one (a route
 /// left outside the access layer) is refused, never served unscoped.
+/// Whether the caller may change anything (pause, resume, run, retry): an
+/// admin token is configured and the caller's token is not read-only.
+#[derive(Debug, Clone, Copy)]
+pub struct CanWrite(pub bool);
+
 impl axum::extract::FromRequestParts<Door> for Scoped {
     type Rejection = Response;
 
@@ -156,6 +161,16 @@ impl AdminAccess {
                 );
             }
         }
+        // The pages offer their buttons only where a press could succeed.
+        let can_write = self.token.is_some()
+            && !matches!(
+                scope,
+                Scope::Workspace {
+                    read_only: true,
+                    ..
+                }
+            );
+        request.extensions_mut().insert(CanWrite(can_write));
         request.extensions_mut().insert(scope);
         next.run(request).await
     }
@@ -321,6 +336,14 @@ fn not_found(surface: Surface) -> Response {
 }
 
 fn store_failed(surface: Surface, e: sqlx::Error) -> Response {
+    // An outage: say so, as the pages do once the watcher has seen it.
+    if crate::outages::unreachable(&e) {
+        let outage = crate::outages::Outage::unseen(&e);
+        return match surface {
+            Surface::Api => crate::outages::unavailable_api(&outage),
+            Surface::Pages => crate::outages::unavailable_page(&outage),
+        };
+    }
     tracing::error!(error = %e, "Checking an access token failed");
     let body = "The store could not be reached to check the token; see the daemon's log";
     match surface {

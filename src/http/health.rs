@@ -25,6 +25,7 @@ pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Resp
     }
     match &state.metrics {
         Some(handle) => {
+            crate::telemetry::collect_process();
             handle.run_upkeep();
             (
                 StatusCode::OK,

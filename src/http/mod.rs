@@ -47,6 +47,8 @@ pub use server::ConnectionLimits;
 #[derive(Clone, Debug)]
 pub struct HttpState {
     pub store: PgPool,
+    /// The store's and Redis' outages, as the daemon's watcher sees them.
+    pub outages: crate::outages::Outages,
     pub redis: RedisPool,
     pub token: Option<SecretString>,
     /// `http.metrics_token`: the scrape token of `/metrics`.
@@ -132,6 +134,10 @@ pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) 
             access.clone(),
             auth::api_access,
         ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.outages.clone(),
+            crate::outages::api_during_outage,
+        ))
         .with_state(door.clone());
     let pages = Router::new()
         .route("/", get(pages::overview))
@@ -141,6 +147,10 @@ pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) 
         .route_layer(axum::middleware::from_fn_with_state(
             access,
             auth::page_access,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.outages.clone(),
+            crate::outages::pages_during_outage,
         ))
         .with_state(door);
     let header = |name, value: &'static str| {

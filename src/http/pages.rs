@@ -4,11 +4,13 @@
 //! running run's page reloads itself (a meta refresh), and the chart of recent
 //! runs is inline SVG.
 
+use axum::Extension;
 use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
+use super::auth::CanWrite;
 use super::path_ids::{RunIdPath, SyncActionPath, SyncIdPath};
 use crate::ops::{OpsError, Scoped};
 use crate::store::rejected::PutBackFilter;
@@ -131,7 +133,14 @@ pub(super) fn not_found(what: &str) -> Response {
         .into_response()
 }
 
-fn internal(e: impl std::fmt::Display) -> Response {
+fn internal(e: impl Into<OpsError>) -> Response {
+    let e = e.into();
+    if let OpsError::Store(store) = &e
+        && crate::outages::unreachable(store)
+    {
+        // The outage itself is logged once by the watcher.
+        return crate::outages::unavailable_page(&crate::outages::Outage::unseen(store));
+    }
     tracing::error!(error = %e, "Page request failed");
     (
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -155,6 +164,7 @@ pub struct VersionQuery {
 
 pub async fn sync_page(
     door: Scoped,
+    Extension(CanWrite(can_write)): Extension<CanWrite>,
     SyncIdPath(id): SyncIdPath,
     Query(query): Query<VersionQuery>,
 ) -> Response {
@@ -162,13 +172,24 @@ pub async fn sync_page(
         Ok(view) if view.sync.status == "archived" => {
             Html(layout(&view.page(), None).into_string()).into_response()
         }
+        // Buttons that could only be refused are not offered.
+        Ok(view) if !can_write => {
+            let note = html! {
+                p { "Read-only here: pausing, resuming and running need the admin token (http.admin_token) or a workspace token that is not read-only." }
+            };
+            Html(layout(&view.page(), Some(note)).into_string()).into_response()
+        }
         Ok(view) => {
             let paused = view.sync.status == "paused";
             let actions = html! {
                 @if paused {
                     form method="post" action={ "/syncs/" (id) "/resume" } { button type="submit" { "Resume" } }
                 } @else {
-                    form method="post" action={ "/syncs/" (id) "/pause" } { button type="submit" { "Pause" } }
+                    form method="post" action={ "/syncs/" (id) "/pause" } {
+                        label { "Why (optional) " input type="text" name="reason" maxlength="500"; }
+                        " "
+                        button type="submit" { "Pause" }
+                    }
                 }
                 // A paused sync runs nothing: resume it first.
                 @if !paused {
@@ -198,10 +219,19 @@ pub async fn run_page(door: Scoped, RunIdPath(id): RunIdPath) -> Response {
 /// `POST /syncs/{id}/pause|resume|run|retry-rejected`: the sync page's
 /// buttons, then back to it. The token and the form's origin were checked
 /// before this runs (`auth`).
-pub async fn action(door: Scoped, SyncActionPath { id, verb }: SyncActionPath) -> Response {
+pub async fn action(
+    door: Scoped,
+    SyncActionPath { id, verb }: SyncActionPath,
+    form: axum::body::Bytes,
+) -> Response {
     let id = id.as_str();
     let done = match verb.as_str() {
-        "pause" => door.pause(id).await.map(drop),
+        "pause" => {
+            let reason = url::form_urlencoded::parse(&form)
+                .find(|(k, _)| k == "reason")
+                .map(|(_, v)| v.into_owned());
+            door.pause(id, reason.as_deref()).await.map(drop)
+        }
         "resume" => door.resume(id).await.map(drop),
         // The page offers no force: a paused sync is resumed first.
         "run" => door.run_now(id, false).await.map(drop),
@@ -220,12 +250,12 @@ pub async fn action(door: Scoped, SyncActionPath { id, verb }: SyncActionPath) -
             "the sync is paused; resume it before running it",
         )
             .into_response(),
+        Err(OpsError::BadInput(why)) => (StatusCode::BAD_REQUEST, why).into_response(),
         Err(
             e @ (OpsError::NoVersion(_)
             | OpsError::Unpublishable(_)
             | OpsError::CannotPublish
-            | OpsError::AdminOnly
-            | OpsError::BadInput(_)),
+            | OpsError::AdminOnly),
         ) => internal(e),
         Err(e @ (OpsError::Archived | OpsError::ReadOnly)) => {
             let status = if matches!(e, OpsError::ReadOnly) {

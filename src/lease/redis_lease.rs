@@ -189,7 +189,7 @@ impl LeaseManager {
         match taken {
             1 => {}
             2 => {
-                tracing::info!(sync.id = %sync_id, "Took over the lease of a dead holder");
+                tracing::info!("Took over the lease of sync {sync_id} from a dead holder");
                 metrics::counter!("syncward_lease_takeovers_total").increment(1);
             }
             _ => return Ok(None),

@@ -17,6 +17,7 @@ pub use crate::store::syncs::{Applied, PublishOutcome, SyncRow, SyncVersion};
 pub use forget::{AccountErasure, AccountOutcome, Forgotten, check_addresses};
 pub use scope::Scope;
 
+pub use crate::store::runs::{Cancel, RunFilter, RunRow};
 use sqlx::PgPool;
 
 use crate::config::SyncDefinition;
@@ -66,6 +67,19 @@ pub enum OpsError {
     #[error(transparent)]
     Store(#[from] sqlx::Error),
 }
+
+/// The answer to "run it now", the API's and `sync run --json`'s alike:
+/// the sync, the queued run, and whether this ask queued it (false: one was
+/// queued already).
+pub fn run_queued(sync: &str, run_id: i64, new: bool) -> serde_json::Value {
+    serde_json::json!({ "sync": sync, "run_id": run_id, "new": new })
+}
+
+/// What a run's status can be.
+const RUN_STATUSES: [&str; 5] = ["queued", "running", "succeeded", "failed", "skipped"];
+
+/// Longest pause reason a person may give (it is shown on the pages).
+const MAX_PAUSE_NOTE: usize = 500;
 
 /// The store, behind the door. Cheap to clone (the pool is shared).
 #[derive(Clone, Debug)]
@@ -168,25 +182,59 @@ impl Scoped {
 
     /// A sync's latest runs, if the scope sees the sync.
     pub async fn sync_runs(&self, id: &str, limit: i64) -> Result<Vec<runs::RunRow>, OpsError> {
-        self.sync(id).await?;
-        Ok(runs::list_runs(&self.store, Some(id), limit).await?)
+        self.run_list(&runs::RunFilter {
+            sync: Some(id),
+            limit,
+            ..Default::default()
+        })
+        .await
     }
 
-    /// The latest runs of `sync`, or of every sync the scope sees.
+    /// The latest runs `filter` asks for, of the syncs the scope sees (a
+    /// sync it does not see is "not found"; `filter.syncs` is the scope's).
     pub async fn run_list(
         &self,
-        sync: Option<&str>,
-        limit: i64,
+        filter: &runs::RunFilter<'_>,
     ) -> Result<Vec<runs::RunRow>, OpsError> {
-        match (sync, &self.scope) {
-            (Some(id), _) => self.sync_runs(id, limit).await,
-            (None, Scope::Cli | Scope::Admin) => {
-                Ok(runs::list_runs(&self.store, None, limit).await?)
-            }
-            (None, Scope::Workspace { .. }) => {
+        if let Some(id) = filter.sync {
+            self.sync(id).await?;
+        }
+        if let Some(status) = filter.status
+            && !RUN_STATUSES.contains(&status)
+        {
+            return Err(OpsError::BadInput(format!(
+                "--status {status}: a run is one of {}",
+                RUN_STATUSES.join(", ")
+            )));
+        }
+        match &self.scope {
+            Scope::Cli | Scope::Admin => Ok(runs::list_runs(&self.store, filter).await?),
+            Scope::Workspace { .. } => {
                 let ids: Vec<String> = self.sync_list().await?.into_iter().map(|s| s.id).collect();
-                Ok(runs::list_runs_of(&self.store, &ids, limit).await?)
+                let filter = runs::RunFilter {
+                    syncs: Some(&ids),
+                    ..*filter
+                };
+                Ok(runs::list_runs(&self.store, &filter).await?)
             }
+        }
+    }
+
+    /// Cancels a run the scope may change (`runs cancel`): a queued one ends
+    /// now, a running one stops at its next checkpoint.
+    pub async fn cancel_run(&self, id: i64) -> Result<runs::Cancel, OpsError> {
+        let run = self.run(id).await?;
+        self.writable_sync(&run.sync_id).await?;
+        runs::cancel_run(&self.store, id, self.scope.actor())
+            .await?
+            .ok_or(OpsError::NotFound)
+    }
+
+    /// One run the scope sees, as stored.
+    pub async fn run(&self, id: i64) -> Result<runs::RunRow, OpsError> {
+        match runs::get_run(&self.store, id).await? {
+            Some(run) if self.scope.sees(&run.workspace_id) => Ok(run),
+            _ => Err(OpsError::NotFound),
         }
     }
 
@@ -231,9 +279,18 @@ impl Scoped {
     }
 
     /// Pauses the sync; false when it was paused already.
-    pub async fn pause(&self, id: &str) -> Result<bool, OpsError> {
+    pub async fn pause(&self, id: &str, note: Option<&str>) -> Result<bool, OpsError> {
+        let note = note.map(str::trim).filter(|n| !n.is_empty());
+        if let Some(note) = note
+            && (note.chars().count() > MAX_PAUSE_NOTE || note.contains(['\n', '\r']))
+        {
+            return Err(OpsError::BadInput(format!(
+                "the pause reason must be one line of at most {MAX_PAUSE_NOTE} characters"
+            )));
+        }
         self.actionable_sync(id).await?;
-        Ok(syncs::pause_sync(&self.store, id, PAUSED_MANUAL, self.scope.actor()).await?)
+        let actor = self.scope.actor();
+        Ok(syncs::pause_sync(&self.store, id, PAUSED_MANUAL, note, actor).await?)
     }
 
     /// Resumes the sync (re-arming its breaker); false when it was not paused.

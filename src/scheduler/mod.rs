@@ -245,7 +245,7 @@ async fn add_deadman_job(daemon: &Daemon, scheduler: &JobScheduler) -> anyhow::R
             .await
             {
                 Ok(report) => {
-                    info!(alerted = ?report.alerted, still_silent = ?report.still_silent, "Dead-man check done")
+                    info!(alerted = %report.alerted.join(" "), still_silent = %report.still_silent.join(" "), "Dead-man check done")
                 }
                 Err(e) => warn!(error = %e, "Dead-man check failed"),
             }

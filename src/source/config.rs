@@ -48,6 +48,15 @@ impl SourceConfig {
     /// The fields whose change changes every delivery key: those the source's
     /// fingerprint is made of, and `page_size` (a record's page cursor and
     /// position are part of its key).
+    /// The connector's name, as sync files write `kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceConfig::Postgres(_) => "postgres",
+            SourceConfig::Shopify(_) => "shopify",
+            SourceConfig::Http(_) => "http",
+        }
+    }
+
     pub fn key_fields(&self) -> &'static [&'static str] {
         match self {
             SourceConfig::Postgres(_) => {

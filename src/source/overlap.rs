@@ -41,8 +41,8 @@ pub fn validate(overlap: Duration) -> Result<(), (String, String)> {
             format!(
                 "{} is longer than {}; a window that long re-reads most of the source every \
                  run (use `syncward sync resync` to send everything again)",
-                humantime::format_duration(overlap),
-                humantime::format_duration(MAX_OVERLAP)
+                crate::config::duration_text(overlap),
+                crate::config::duration_text(MAX_OVERLAP)
             ),
         ));
     }

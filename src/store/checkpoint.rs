@@ -19,7 +19,8 @@ use super::runs::RunCounts;
 ///   writes it, whether or not the cursor moves (the call was made).
 /// - `moved`: the cursor, as `cursors::checkpoint_cursor` moves it, under the
 ///   fence check; it is what every later effect hangs on.
-/// - `progress`: the run's counts and position, only with the cursor.
+/// - `progress`: the run's counts and position, only with the cursor; it
+///   answers whether a person asked the run to stop (`runs cancel`).
 /// - `gone`, `claimed`: the next page's claim, as `ledger::claim_batch` makes
 ///   it, fenced by `moved` instead of a `FOR SHARE` check (the cursor row is
 ///   already locked by its update), and only when one is asked for.
@@ -35,12 +36,14 @@ const CLEAN_PAGE: &str = concat!(
        UPDATE runs SET records_read = $4, records_written = $5, records_replayed = $6,
               records_rejected = $7, records_resent = $9, cursor_end = $8,
               pages = $19, heartbeat_at = now()
-       WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)),
+       WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)
+       RETURNING cancel_requested_at IS NOT NULL AS cancel),
      next_claim AS (SELECT 1 FROM moved WHERE $14 IS NOT NULL), ",
     claim_batch_ctes!(guard: "next_claim", sync: "$2", run: "$1", fence: "$3", page: "$14",
                       packed_keys: "$15", attempts: "$16", superseded: "$17"),
     " SELECT EXISTS (SELECT 1 FROM moved), (SELECT id FROM claimed), ",
-    completed_meanwhile!(watched: "$18")
+    completed_meanwhile!(watched: "$18"),
+    ", coalesce((SELECT cancel FROM progress), false)"
 );
 
 /// One clean page, as the run holds it at its checkpoint.
@@ -67,11 +70,12 @@ pub struct CleanPage<'a> {
 /// page's bulk call (written whether or not the cursor moves: the call was
 /// made); and, when the cursor moved, claims the next page's bulk call.
 /// Returns whether the cursor moved (`false`: a newer fence was issued, and
-/// the run must stop), and the claim.
+/// the run must stop), the claim, and whether the run was asked to stop
+/// (`runs cancel`).
 pub async fn record_clean_page(
     pool: &PgPool,
     page: &CleanPage<'_>,
-) -> sqlx::Result<(bool, Option<BatchClaim>)> {
+) -> sqlx::Result<(bool, Option<BatchClaim>, bool)> {
     let CleanPage {
         run_id,
         sync_id,
@@ -82,7 +86,7 @@ pub async fn record_clean_page(
         completion,
         claim,
     } = *page;
-    let (moved, batch, completed_meanwhile): (bool, Option<i64>, Option<Vec<u8>>) =
+    let (moved, batch, completed_meanwhile, cancel): (bool, Option<i64>, Option<Vec<u8>>, bool) =
         sqlx::query_as(CLEAN_PAGE)
             .bind(run_id)
             .bind(sync_id)
@@ -107,5 +111,5 @@ pub async fn record_clean_page(
             .await?;
     let claimed =
         (moved && claim.is_some()).then(|| BatchClaim::from_row(batch, completed_meanwhile));
-    Ok((moved, claimed))
+    Ok((moved, claimed, cancel))
 }

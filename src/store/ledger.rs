@@ -1,6 +1,7 @@
 //! The delivery ledger. Every claim is a batch row (`delivery_batches`) marked
-//! with the page its keys were read from, and spends one attempt of each key
-//! before the destination is called. A bulk call's keys live in its batch row
+//! with the page its keys were read from, and reserves one attempt of each key
+//! before the destination is called; the attempt is spent as the call starts
+//! (`call_started`, migration 0022). A bulk call's keys live in its batch row
 //! alone and its answer completes that one row; per-record destinations keep
 //! one `deliveries` row per key as well, completed key by key. Every statement
 //! takes a whole page or batch of keys: never one query per record.
@@ -130,7 +131,8 @@ pub async fn lookup_page(
         return Ok(PageLedger::default());
     }
     let rows: Vec<PageRow> = sqlx::query_as(
-        "SELECT id, packed_keys, completed_at IS NOT NULL, attempts, NULL::date
+        "SELECT id, packed_keys, completed_at IS NOT NULL,
+                attempts - (NOT call_started)::int, NULL::date
          FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND NOT per_key
          UNION ALL
          SELECT NULL, NULL, NULL, NULL,
@@ -224,7 +226,9 @@ async fn lookup_keys(
            SELECT d.key, d.status, d.attempts, d.batch_id
            FROM unnest($2::bytea[]) AS k(key)
            CROSS JOIN LATERAL (
-             SELECT d.key, d.status, d.attempts, d.batch_id FROM deliveries d
+             SELECT d.key, d.status, d.attempts - (NOT d.call_started)::int AS attempts,
+                    d.batch_id
+             FROM deliveries d
              WHERE d.key = k.key AND d.sync_id = $1 AND d.completed_on >= $3 OFFSET 0) AS d),
          done AS MATERIALIZED (
            SELECT id FROM delivery_batches
@@ -276,13 +280,13 @@ pub struct KeyClaim<'a> {
     pub fence: i64,
 }
 
-/// Claims keys of one page as `pending` for a run, one row per key, spending
-/// one attempt of each, in one statement that first checks the run's fence is
+/// Claims keys of one page as `pending` for a run, one row per key, reserving
+/// one attempt of each (spent once the call starts, `start_call`), in one statement that first checks the run's fence is
 /// still the newest; the claim's batch row marks the page. `fresh` keys have
 /// no row of their own: they are inserted (a plain insert, a third of the cost
 /// of an upsert) with `spent[i]` attempts already spent on them elsewhere plus
 /// this one. `again` keys were found `pending` (left by a dead run): their
-/// attempts grow by one. A key completed meanwhile is left out; a fresh key
+/// attempts grow by one, unless that run's claim never started its call. A key completed meanwhile is left out; a fresh key
 /// that someone else inserted meanwhile means another run wrote under this
 /// sync: `Fenced`.
 pub async fn claim_keys(pool: &PgPool, claim: &KeyClaim<'_>) -> sqlx::Result<Claim> {
@@ -306,12 +310,14 @@ pub async fn claim_keys(pool: &PgPool, claim: &KeyClaim<'_>) -> sqlx::Result<Cla
                SELECT $1, $3, $4, $6, $2::bytea[] || $5::bytea[], true FROM f
                RETURNING id),
              fresh AS (
-               INSERT INTO deliveries (sync_id, key, status, attempts, run_id, fence, batch_id)
-               SELECT $1, k, 'pending', s + 1, $3, $4, (SELECT id FROM b)
+               INSERT INTO deliveries
+                 (sync_id, key, status, attempts, call_started, run_id, fence, batch_id)
+               SELECT $1, k, 'pending', s + 1, false, $3, $4, (SELECT id FROM b)
                FROM f, unnest($2::bytea[], $7::int4[]) AS k(k, s)
                RETURNING key, attempts),
              again AS (
-               UPDATE deliveries d SET attempts = d.attempts + 1, run_id = $3, fence = $4,
+               UPDATE deliveries d SET attempts = d.attempts + d.call_started::int,
+                      call_started = false, run_id = $3, fence = $4,
                       claimed_at = now(), batch_id = (SELECT id FROM b)
                FROM f WHERE d.sync_id = $1 AND d.key = ANY($5::bytea[]) AND d.status = 'pending'
                  AND d.completed_on = 'infinity'
@@ -380,7 +386,7 @@ pub struct BatchClaimRequest {
     pub watched: Vec<i64>,
 }
 
-/// A bulk call's claim (guarantee 2: the attempt is spent before the call),
+/// A bulk call's claim (guarantee 4: the attempt is reserved before the call),
 /// as two CTEs, `gone` and `claimed`, made only when `guard` (a CTE) has a
 /// row: the superseded open claims are deleted and the claim's batch row is
 /// inserted (`claimed` returns its id). The statement answers with that id
@@ -396,8 +402,8 @@ macro_rules! claim_batch_ctes {
          AND NOT o.per_key),
      claimed AS (
        INSERT INTO delivery_batches
-         (sync_id, run_id, fence, page, keys, packed_keys, attempts, per_key)
-       SELECT ", $sync, ", ", $run, ", ", $fence, ", ", $page, ", '{}', ", $packed, ", ", $attempts, ", false
+         (sync_id, run_id, fence, page, keys, packed_keys, attempts, call_started, per_key)
+       SELECT ", $sync, ", ", $run, ", ", $fence, ", ", $page, ", '{}', ", $packed, ", ", $attempts, ", false, false
        FROM ", $guard, "
        RETURNING id)"
     ) };
@@ -461,6 +467,55 @@ impl BatchClaim {
     }
 }
 
+/// Whose claim a call is: a bulk call's batch row, or per-record calls' own
+/// rows (their keys, claimed by run `run_id`).
+#[derive(Debug, Clone, Copy)]
+pub enum CallClaim<'a> {
+    Batch(i64),
+    Keys {
+        sync_id: &'a str,
+        run_id: i64,
+        keys: &'a [Vec<u8>],
+    },
+}
+
+/// Marks a claim's call as started, as the call goes out (guarantee 4): a
+/// claim reserves its keys' attempt, and only a call that may have left
+/// spends it. A process killed between claim and call leaves a claim that
+/// spent nothing, so random kills cannot run a record out of its budget
+/// before it was ever sent. (A mark that did not land before a death errs
+/// the other way: that attempt is not counted.)
+pub async fn start_call(pool: &PgPool, claim: CallClaim<'_>) -> sqlx::Result<()> {
+    match claim {
+        CallClaim::Batch(batch) => {
+            sqlx::query(
+                "UPDATE delivery_batches SET call_started = true
+                 WHERE id = $1 AND completed_on = 'infinity' AND NOT call_started",
+            )
+            .bind(batch)
+            .execute(pool)
+            .await?
+        }
+        CallClaim::Keys {
+            sync_id,
+            run_id,
+            keys,
+        } => {
+            sqlx::query(
+                "UPDATE deliveries SET call_started = true
+                 WHERE sync_id = $1 AND key = ANY($2) AND completed_on = 'infinity'
+                   AND run_id = $3 AND NOT call_started",
+            )
+            .bind(sync_id)
+            .bind(keys)
+            .bind(run_id)
+            .execute(pool)
+            .await?
+        }
+    };
+    Ok(())
+}
+
 /// Gives back a bulk claim whose call was never made (the run stopped first):
 /// the attempt it spent is not spent.
 pub async fn forget_batch(pool: &PgPool, batch: i64) -> sqlx::Result<()> {
@@ -485,7 +540,7 @@ pub async fn give_back_batch(pool: &PgPool, batch: i64, maybe_written: bool) -> 
         "WITH gone AS (
            DELETE FROM delivery_batches
            WHERE id = $1 AND completed_on = 'infinity' AND NOT per_key AND attempts <= 1 AND NOT $2)
-         UPDATE delivery_batches SET attempts = attempts - 1
+         UPDATE delivery_batches SET attempts = attempts - call_started::int
          WHERE id = $1 AND completed_on = 'infinity' AND NOT per_key AND (attempts > 1 OR $2)",
     )
     .bind(batch)
@@ -509,7 +564,7 @@ pub async fn give_back_keys(
            DELETE FROM deliveries
            WHERE sync_id = $1 AND key = ANY($2) AND completed_on = 'infinity' AND run_id = $3
              AND attempts <= 1 AND NOT $4)
-         UPDATE deliveries SET attempts = attempts - 1
+         UPDATE deliveries SET attempts = attempts - call_started::int
          WHERE sync_id = $1 AND key = ANY($2) AND completed_on = 'infinity' AND run_id = $3
            AND (attempts > 1 OR $4)",
     )
@@ -610,7 +665,7 @@ pub async fn settle_batch_per_key(
            SELECT b.sync_id, k, 'pending', b.attempts - 1, b.run_id, b.fence, $1
            FROM b, unnest($4::bytea[]) AS k WHERE $5 OR b.attempts > 1
            ON CONFLICT (key, sync_id, completed_on) DO UPDATE SET attempts = EXCLUDED.attempts,
-             run_id = EXCLUDED.run_id, fence = EXCLUDED.fence, batch_id = EXCLUDED.batch_id),
+             call_started = true, run_id = EXCLUDED.run_id, fence = EXCLUDED.fence, batch_id = EXCLUDED.batch_id),
          was_pending AS (
            DELETE FROM deliveries d USING b
            WHERE d.sync_id = b.sync_id AND d.key = ANY($2::bytea[]) AND d.completed_on = 'infinity')

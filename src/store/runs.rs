@@ -5,8 +5,10 @@ use serde::Serialize;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
+use super::audit::{Actor, record_audit};
 use super::deadman::IncidentRow;
 use super::fence::issue_fence;
+use crate::failure::FailureCode;
 
 /// The trigger of a run a person started on a paused sync (`sync run --force`):
 /// it runs although the sync is paused.
@@ -76,31 +78,35 @@ pub struct RunEventRow {
 }
 
 /// Newest runs first, of one sync or of all.
-pub async fn list_runs(
-    pool: &PgPool,
-    sync_id: Option<&str>,
-    limit: i64,
-) -> sqlx::Result<Vec<RunRow>> {
-    sqlx::query_as::<_, RunRow>(
-        "SELECT * FROM runs WHERE ($1::text IS NULL OR sync_id = $1) ORDER BY id DESC LIMIT $2",
-    )
-    .bind(sync_id)
-    .bind(limit)
-    .fetch_all(pool)
-    .await
+/// Which runs a listing shows (every condition given must hold), and how
+/// many at most.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunFilter<'a> {
+    pub sync: Option<&'a str>,
+    /// Only runs of these syncs (a workspace token's).
+    pub syncs: Option<&'a [String]>,
+    pub workspace: Option<&'a str>,
+    pub status: Option<&'a str>,
+    /// Queued at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    pub limit: i64,
 }
 
-/// Newest runs first, of the syncs named.
-pub async fn list_runs_of(
-    pool: &PgPool,
-    sync_ids: &[String],
-    limit: i64,
-) -> sqlx::Result<Vec<RunRow>> {
+/// Newest runs first, as `filter` says.
+pub async fn list_runs(pool: &PgPool, filter: &RunFilter<'_>) -> sqlx::Result<Vec<RunRow>> {
     sqlx::query_as::<_, RunRow>(
-        "SELECT * FROM runs WHERE sync_id = ANY($1) ORDER BY id DESC LIMIT $2",
+        "SELECT * FROM runs
+         WHERE ($1::text IS NULL OR sync_id = $1) AND ($2::text[] IS NULL OR sync_id = ANY($2))
+           AND ($3::text IS NULL OR workspace_id = $3) AND ($4::text IS NULL OR status = $4)
+           AND ($5::timestamptz IS NULL OR created_at >= $5)
+         ORDER BY id DESC LIMIT $6",
     )
-    .bind(sync_ids)
-    .bind(limit)
+    .bind(filter.sync)
+    .bind(filter.syncs)
+    .bind(filter.workspace)
+    .bind(filter.status)
+    .bind(filter.since)
+    .bind(filter.limit)
     .fetch_all(pool)
     .await
 }
@@ -649,4 +655,77 @@ pub async fn workspace_of_run(pool: &PgPool, run_id: i64) -> sqlx::Result<Option
     .bind(run_id)
     .fetch_optional(pool)
     .await
+}
+
+/// What `runs cancel` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cancel {
+    /// It was queued: ended now, `skipped` (`run_cancelled`), nothing read.
+    Ended,
+    /// It is running: it stops at its next checkpoint, ended the same way.
+    Requested,
+    /// It had ended already, as this.
+    AlreadyEnded(String),
+}
+
+/// Cancels run `id` for `actor` (recorded in the audit log and the run's
+/// timeline): a queued run ends at once, a running one is asked to stop
+/// at its next checkpoint (`checkpoint::record_clean_page` answers it).
+pub async fn cancel_run(pool: &PgPool, id: i64, actor: Actor) -> sqlx::Result<Option<Cancel>> {
+    let mut tx = pool.begin().await?;
+    let Some((sync_id, status)): Option<(String, String)> =
+        sqlx::query_as("SELECT sync_id, status FROM runs WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+    else {
+        return Ok(None);
+    };
+    let done = match status.as_str() {
+        "queued" => {
+            sqlx::query(
+                "UPDATE runs SET status = 'skipped', failure_code = 'run_cancelled',
+                        failure_detail = $2, finished_at = now()
+                 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(FailureCode::RunCancelled.what_happened())
+            .execute(&mut *tx)
+            .await?;
+            Cancel::Ended
+        }
+        "running" => {
+            sqlx::query(
+                "UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
+                 WHERE id = $1",
+            )
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            Cancel::Requested
+        }
+        _ => return Ok(Some(Cancel::AlreadyEnded(status))),
+    };
+    let kind = match done {
+        Cancel::Ended => "cancelled",
+        _ => "cancel_requested",
+    };
+    sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, $2, $3)")
+        .bind(id)
+        .bind(kind)
+        .bind(Json(serde_json::json!({ "by": actor.label() })))
+        .execute(&mut *tx)
+        .await?;
+    record_audit(
+        &mut tx,
+        actor,
+        "cancel_run",
+        &sync_id,
+        None,
+        serde_json::json!({ "run": id, "was": status }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Some(done))
 }

@@ -21,6 +21,9 @@ pub struct SyncRow {
     pub version: i32,
     pub status: String,
     pub paused_reason: Option<String>,
+    /// What the person who paused it wrote (`sync pause --reason`); read
+    /// only while `paused_reason` is `manual` (the next pause rewrites it).
+    pub paused_note: Option<String>,
     pub paused_at: Option<DateTime<Utc>>,
     pub last_error: Option<Json<serde_json::Value>>,
     pub created_at: DateTime<Utc>,
@@ -51,6 +54,7 @@ pub struct SyncSummary {
     pub version: i32,
     pub status: String,
     pub paused_reason: Option<String>,
+    pub paused_note: Option<String>,
     pub schedule: Option<String>,
     pub last_run_id: Option<i64>,
     pub last_run_status: Option<String>,
@@ -386,7 +390,7 @@ pub async fn all_definitions(
 /// Every sync with its latest run and latest success, ordered by workspace and id.
 pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
     sqlx::query_as::<_, SyncSummary>(
-        "SELECT s.id, s.workspace_id, s.version, s.status, s.paused_reason,
+        "SELECT s.id, s.workspace_id, s.version, s.status, s.paused_reason, s.paused_note,
                 s.definition->>'schedule' AS schedule,
                 last.id AS last_run_id, last.status AS last_run_status,
                 last.finished_at AS last_run_finished_at,
@@ -405,16 +409,24 @@ pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
     .await
 }
 
-/// Pauses an active sync. Returns false when it was already paused (the reason
-/// it already has is kept).
-pub async fn pause_sync(pool: &PgPool, id: &str, reason: &str, actor: Actor) -> sqlx::Result<bool> {
+/// Pauses an active sync, with what the person wrote (`note`). Returns false
+/// when it was already paused (the reason it already has is kept).
+pub async fn pause_sync(
+    pool: &PgPool,
+    id: &str,
+    reason: &str,
+    note: Option<&str>,
+    actor: Actor,
+) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     let paused = sqlx::query(
-        "UPDATE syncs SET status = 'paused', paused_reason = $2, paused_at = now(), updated_at = now()
+        "UPDATE syncs SET status = 'paused', paused_reason = $2, paused_note = $3,
+                paused_at = now(), updated_at = now()
          WHERE id = $1 AND status = 'active'",
     )
     .bind(id)
     .bind(reason)
+    .bind(note)
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -426,7 +438,7 @@ pub async fn pause_sync(pool: &PgPool, id: &str, reason: &str, actor: Actor) -> 
             "pause",
             id,
             Some(reason),
-            serde_json::json!({}),
+            serde_json::json!({ "note": note }),
         )
         .await?;
     }
@@ -439,7 +451,8 @@ pub async fn pause_sync(pool: &PgPool, id: &str, reason: &str, actor: Actor) -> 
 pub async fn resume_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     let previous: Option<Option<String>> = sqlx::query_scalar(
-        "UPDATE syncs s SET status = 'active', paused_reason = NULL, paused_at = NULL,
+        "UPDATE syncs s SET status = 'active', paused_reason = NULL, paused_note = NULL,
+                paused_at = NULL,
                 changed_at = now(), activated_at = now(), updated_at = now()
          FROM (SELECT id, paused_reason FROM syncs WHERE id = $1 FOR UPDATE) old
          WHERE s.id = old.id AND s.status = 'paused'
@@ -487,7 +500,8 @@ pub struct Trip<'a> {
 pub async fn trip_breaker(pool: &PgPool, sync_id: &str, trip: &Trip<'_>) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     let tripped = sqlx::query(
-        "UPDATE syncs SET status = 'paused', paused_reason = $2, paused_at = now(), last_error = $3, updated_at = now()
+        "UPDATE syncs SET status = 'paused', paused_reason = $2, paused_note = NULL, paused_at = now(),
+                last_error = $3, updated_at = now()
          WHERE id = $1 AND status = 'active' AND changed_at = $4",
     )
     .bind(sync_id)
@@ -533,4 +547,41 @@ pub async fn workspace_of_sync(pool: &PgPool, sync_id: &str) -> sqlx::Result<Opt
         .bind(sync_id)
         .fetch_optional(pool)
         .await
+}
+
+/// What the per-sync gauges of `/metrics` say of one sync, read from the
+/// store, so every process (and a run in a foreground command) counts.
+#[derive(Debug, Clone, FromRow)]
+pub struct SyncHealth {
+    pub id: String,
+    pub workspace_id: String,
+    pub status: String,
+    pub paused_reason: Option<String>,
+    /// When it was last made active (published, resumed).
+    pub activated_at: Option<DateTime<Utc>>,
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// Failed runs since its last success.
+    pub failure_streak: i64,
+    /// Times the breaker paused it (within the audit log's retention).
+    pub breaker_trips: i64,
+}
+
+/// Every sync's health, archived ones too (their state says so).
+pub async fn sync_health(pool: &PgPool) -> sqlx::Result<Vec<SyncHealth>> {
+    sqlx::query_as::<_, SyncHealth>(
+        "SELECT s.id, s.workspace_id, s.status, s.paused_reason, s.activated_at,
+                ok.last_success_at,
+                (SELECT count(*) FROM runs r
+                  WHERE r.sync_id = s.id AND r.status = 'failed'
+                    AND r.finished_at > coalesce(ok.last_success_at, '-infinity')) AS failure_streak,
+                (SELECT count(*) FROM audit_log a
+                  WHERE a.sync_id = s.id AND a.action = 'pause' AND a.actor = 'breaker')
+                  AS breaker_trips
+         FROM syncs s
+         LEFT JOIN LATERAL (SELECT max(finished_at) AS last_success_at FROM runs
+                            WHERE sync_id = s.id AND status = 'succeeded') ok ON true
+         ORDER BY s.id",
+    )
+    .fetch_all(pool)
+    .await
 }

@@ -41,7 +41,18 @@ pub async fn run(daemon: Daemon, shutdown: Shutdown) {
             last_purge = Some(std::time::Instant::now());
         }
         match sweep_once(&daemon, purge).await {
-            Ok(report) if report != SweepReport::default() => info!(?report, "Sweep done"),
+            Ok(report) if report != SweepReport::default() => {
+                let ids =
+                    |ids: &[i64]| ids.iter().map(i64::to_string).collect::<Vec<_>>().join(" ");
+                info!(
+                    requeued = %ids(&report.requeued),
+                    failed = %ids(&report.failed),
+                    keys_purged = report.purged,
+                    history_purged = report.history_purged,
+                    imports_ended = report.imports_ended,
+                    "Sweep done"
+                )
+            }
             Ok(_) => {}
             Err(e) => warn!(error = %e, "Sweep failed; trying again next round"),
         }
@@ -110,6 +121,8 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
     metrics::gauge!("syncward_queue_oldest_age_seconds").set(oldest);
     let open = crate::store::deadman::open_incident_count(&daemon.store).await?;
     metrics::gauge!("syncward_deadman_incidents_open").set(open as f64);
+    let health = crate::store::syncs::sync_health(&daemon.store).await?;
+    crate::telemetry::record_sync_health(&health);
     if purge {
         let purged =
             ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000)

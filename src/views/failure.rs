@@ -6,10 +6,11 @@ use serde::Serialize;
 use super::layout::Cell;
 use crate::failure::{FailureCode, Owner};
 
-/// Whose job a failure is, addressed to the page's reader.
+/// Whose job a failure is, in the third person wherever it is read (a page,
+/// the CLI, an alert): the reader may be either.
 pub fn whose_job(owner: Owner) -> &'static str {
     match owner {
-        Owner::Customer => "you",
+        Owner::Customer => "the sync's owner",
         Owner::Operator => "the operators",
     }
 }

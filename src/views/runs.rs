@@ -52,7 +52,14 @@ impl RunView {
         }))
     }
 
+    /// The whole page, every import listed (the HTML page, `runs show --all`).
     pub fn page(&self) -> Page {
+        self.page_for(true)
+    }
+
+    /// The page; without `every_import`, Brevo's imports are summarised by
+    /// status, one row each (a big run has thousands).
+    pub fn page_for(&self, every_import: bool) -> Page {
         let r = &self.run;
         let cursor = |c: &Option<sqlx::types::Json<serde_json::Value>>| {
             cursor_words(c.as_ref().map(|v| &v.0))
@@ -136,13 +143,18 @@ impl RunView {
                 ]),
             });
         }
-        let timeline = if self.events.is_empty() {
+        // Summarised, each import's outcome is left to the imports' table.
+        let events: Vec<_> = self
+            .events
+            .iter()
+            .filter(|e| every_import || e.kind != "import_outcome")
+            .collect();
+        let timeline = if events.is_empty() {
             Body::Note("No events recorded.".into())
         } else {
             Body::Table {
                 headers: vec!["at", "event", "detail"],
-                rows: self
-                    .events
+                rows: events
                     .iter()
                     .map(|e| {
                         vec![
@@ -184,7 +196,7 @@ impl RunView {
         sections.push(Section {
             title: if quarantined > 0 {
                 format!(
-                    "Rejected records ({quarantined} quarantined: `syncward sync retry-rejected {} --run {}` puts them back)",
+                    "Rejected records ({quarantined} quarantined; syncward sync retry-rejected {} --run {} puts them back)",
                     self.run.sync_id, self.run.id
                 )
             } else {
@@ -192,7 +204,9 @@ impl RunView {
             },
             body: rejected,
         });
-        if !self.imports.is_empty() {
+        if !self.imports.is_empty() && !every_import {
+            sections.push(self.imports_summary());
+        } else if !self.imports.is_empty() {
             let rows = self
                 .imports
                 .iter()
@@ -200,7 +214,7 @@ impl RunView {
                     let counts = p
                         .counts
                         .as_ref()
-                        .map(|c| c.0.to_string())
+                        .map(|c| counts_words(&c.0))
                         .unwrap_or_default();
                     let status = match &p.error {
                         Some(e) => format!("{} ({e})", p.status),
@@ -298,6 +312,25 @@ fn event_words(kind: &str, detail: &serde_json::Value) -> String {
             words
         }
         "source_notice" | "destination_notice" => text("message").unwrap_or_default(),
+        // Brevo's counts of one import, in words; zeros left out.
+        "import_outcome" => detail
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| match (k.as_str(), v) {
+                ("counts", serde_json::Value::Object(counts)) => counts
+                    .iter()
+                    .filter(|(_, n)| n.as_i64() != Some(0))
+                    .map(|(c, n)| format!("{} {n}", c.replace('_', " ")))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                (_, serde_json::Value::String(s)) => format!("{} {s}", k.replace('_', " ")),
+                (_, other) => format!("{} {other}", k.replace('_', " ")),
+            })
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join(", "),
         _ => {
             // Finishes (`succeeded`, `failed`, ...) and anything newer: each
             // field as `name value`, without the JSON punctuation.
@@ -318,5 +351,61 @@ fn event_words(kind: &str, detail: &serde_json::Value) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         }
+    }
+}
+
+impl RunView {
+    /// Brevo's imports by status: how many, carrying how many records, with
+    /// how many invalid e-mails, and the last check.
+    fn imports_summary(&self) -> Section {
+        let mut by_status: std::collections::BTreeMap<&str, (usize, i64, i64, Option<_>)> =
+            std::collections::BTreeMap::new();
+        for p in &self.imports {
+            let row = by_status.entry(p.status.as_str()).or_default();
+            row.0 += 1;
+            row.1 += i64::from(p.records);
+            row.2 += p.invalid_emails.map(i64::from).unwrap_or(0);
+            row.3 = row.3.max(p.checked_at);
+        }
+        Section {
+            title: format!(
+                "Brevo imports ({}; runs show {} --all lists each)",
+                crate::views::counted(self.imports.len(), "import", "imports"),
+                self.run.id
+            ),
+            body: Body::Table {
+                headers: vec![
+                    "status",
+                    "imports",
+                    "records",
+                    "invalid e-mails",
+                    "last checked",
+                ],
+                rows: by_status
+                    .into_iter()
+                    .map(|(status, (n, records, invalid, checked))| {
+                        vec![
+                            status.to_string().into(),
+                            n.to_string().into(),
+                            records.to_string().into(),
+                            invalid.to_string().into(),
+                            when(checked).into(),
+                        ]
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+/// An import's counts (`{"created": 3, "updated": 5}`) as words.
+fn counts_words(counts: &serde_json::Value) -> String {
+    match counts.as_object() {
+        Some(map) => map
+            .iter()
+            .map(|(k, v)| format!("{} {v}", k.replace('_', " ")))
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => counts.to_string(),
     }
 }

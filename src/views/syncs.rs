@@ -32,7 +32,14 @@ fn silence_words(silence: &str) -> &'static str {
     }
 }
 
-fn paused_words(reason: &str) -> String {
+fn paused_words(reason: &str, note: Option<&str>) -> String {
+    match (reason, note) {
+        (PAUSED_MANUAL, Some(note)) => format!("paused by a person: {note}"),
+        _ => code_words(reason),
+    }
+}
+
+fn code_words(reason: &str) -> String {
     match reason {
         PAUSED_BY_BREAKER => format!("paused by the circuit breaker ({reason})"),
         PAUSED_MANUAL => format!("paused by a person ({reason})"),
@@ -174,7 +181,15 @@ impl SyncView {
             cursor: cursors::get_cursor(pool, id).await?,
             deadman_incidents: deadman::open_incidents_for_sync(pool, id).await?,
             rejections: rejected::open_rejections(pool, id, REJECTED_SHOWN).await?,
-            recent_runs: runs::list_runs(pool, Some(id), CHARTED_RUNS).await?,
+            recent_runs: runs::list_runs(
+                pool,
+                &runs::RunFilter {
+                    sync: Some(id),
+                    limit: CHARTED_RUNS,
+                    ..Default::default()
+                },
+            )
+            .await?,
             source_notices: runs::latest_source_notices(pool, id).await?,
             versions: syncs::list_versions(pool, id).await?,
             shown_version: None,
@@ -199,7 +214,11 @@ impl SyncView {
         let s = &self.sync;
         let mut sections = Vec::new();
         let status = match &s.paused_reason {
-            Some(reason) => format!("{} since {}", paused_words(reason), when(s.paused_at)),
+            Some(reason) => format!(
+                "{} since {}",
+                paused_words(reason, s.paused_note.as_deref()),
+                when(s.paused_at)
+            ),
             None if s.status == "archived" => format!(
                 "archived since {} (it never runs; applying its file restores it)",
                 when(s.archived_at)
@@ -340,10 +359,10 @@ impl SyncView {
             let now = chrono::Utc::now();
             let bars = self.recent_runs.iter().rev().map(|r| RunBar::of(r, now));
             sections.push(Section {
-                title: format!(
-                    "The last {} runs: duration and records read",
-                    self.recent_runs.len()
-                ),
+                title: match self.recent_runs.len() {
+                    1 => "The last run: duration and records read".to_string(),
+                    n => format!("The last {n} runs: duration and records read"),
+                },
                 body: Body::Chart(bars.collect()),
             });
         }
@@ -426,7 +445,7 @@ impl SyncView {
 /// A sync's status in words: paused (and by whom), silent, or as stored.
 fn status_words(s: &SyncSummary) -> String {
     let mut status = match &s.paused_reason {
-        Some(reason) => paused_words(reason),
+        Some(reason) => paused_words(reason, s.paused_note.as_deref()),
         None => s.status.clone(),
     };
     if let Some(silence) = &s.silence {

@@ -1,5 +1,5 @@
-//! Claims: how a destination call spends its records' attempts before it is
-//! made, and how its answers settle them after. A bulk call is one `batches`
+//! Claims: how a destination call reserves its records' attempts before it
+//! is made, spends them as it goes out, and how its answers settle them after. A bulk call is one `batches`
 //! row holding the page's packed keys (one insert instead of a thousand);
 //! per-record calls get a `deliveries` row per key. The next page's bulk
 //! claim rides in this page's checkpoint statement, so a clean page costs
@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
+use tracing::warn;
 
 use super::delivery_key::DeliveryKey;
 use super::prepared_page::{Pending, PreparedPage};
@@ -15,7 +16,9 @@ use super::run::RunContext;
 use super::run_failure::RunFailure;
 use crate::destination::{DestinationError, FollowUp};
 use crate::store::imports;
-use crate::store::ledger::{self, BatchClaim, BatchClaimRequest, BatchCompletion, Claim};
+use crate::store::ledger::{
+    self, BatchClaim, BatchClaimRequest, BatchCompletion, CallClaim, Claim,
+};
 
 impl PreparedPage {
     /// The claim of this page's bulk call (suspects first, as the run sends
@@ -44,6 +47,7 @@ pub(super) struct PageClaims<'a> {
 }
 
 /// How a call's records were claimed.
+#[derive(Debug, Clone, Copy)]
 pub(super) enum Claimed {
     /// One batch row holds the keys (a bulk call): its answer completes it.
     Whole(i64),
@@ -140,6 +144,32 @@ impl PageClaims<'_> {
                     .collect();
                 Ok((Claimed::PerKey, batch))
             }
+        }
+    }
+}
+
+impl Claimed {
+    /// Marks the call of these records as started, just before it goes
+    /// out: the attempt the claim reserved is now spent. A mark that fails
+    /// costs nothing but the count (the run settles the call next).
+    pub async fn start_call(self, cx: &RunContext<'_>, keys: &[DeliveryKey]) {
+        let packed: Vec<Vec<u8>>;
+        let claim = match self {
+            Claimed::Whole(batch) => CallClaim::Batch(batch),
+            Claimed::PerKey => {
+                packed = keys.iter().map(|k| k.0.to_vec()).collect();
+                CallClaim::Keys {
+                    sync_id: &cx.run.sync_id,
+                    run_id: cx.run.id,
+                    keys: &packed,
+                }
+            }
+        };
+        if let Err(e) = ledger::start_call(&cx.env.store, claim).await {
+            warn!(
+                error = %e,
+                "Could not mark a call as started: a death during it would not count against its records' attempts"
+            );
         }
     }
 }

@@ -21,5 +21,5 @@ pub use delivery_key::{DeliveryKey, PageKeys};
 pub use outcome::{QUARANTINE_ALERT, Recorded, Thresholds, record_outcome, run_retry};
 pub use pool::{catching_panic, start_workers};
 pub use preview::{Preview, PreviewRecord, preview};
-pub use run::execute_run;
+pub use run::{execute_run, run_span};
 pub use run_env::{PageProgress, RunEnv, RunOutcome, RunReport};

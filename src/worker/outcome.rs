@@ -115,13 +115,13 @@ pub async fn record_outcome(
         if let Err(e) =
             crate::breaker::after_failure(alerter, &run.sync_id, thresholds.breaker_failures).await
         {
-            tracing::error!(error = %e, sync.id = %run.sync_id, "The circuit breaker check failed");
+            tracing::error!(error = %e, "The circuit breaker check of sync {} failed", run.sync_id);
         }
     }
     if report.counts.rejected > 0
         && let Err(e) = alert_quarantine(alerter, run, thresholds.record_attempts).await
     {
-        tracing::error!(error = %e, sync.id = %run.sync_id, "The quarantine alert check failed");
+        tracing::error!(error = %e, "The quarantine alert check of sync {} failed", run.sync_id);
     }
     Ok(recorded)
 }
@@ -151,9 +151,10 @@ async fn alert_quarantine(
             sync: Some(sync.clone()),
             run_id: Some(run.id),
             message: format!(
-                "Sync {sync}: {quarantined} record(s) quarantined after killing the worker {record_attempts} times \
+                "Sync {sync}: {} quarantined after killing the worker {record_attempts} times \
                  (run {}). They are not sent again until someone puts them back: find what kills the worker \
                  on them, then run `syncward sync retry-rejected {sync}`.",
+                crate::views::counted(quarantined, "record", "records"),
                 run.id
             ),
             failure: Some(FailureCode::RecordsQuarantined),

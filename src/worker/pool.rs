@@ -176,8 +176,7 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
         sync_paused,
         sync_archived,
     } = claimed;
-    let span =
-        info_span!("claimed", run.id = run.id, sync.id = %run.sync_id, attempt = run.attempt);
+    let span = super::run::run_span(&run);
     async {
         let definition = match sync_definition {
             Some(stored) => serde_json::from_value::<SyncDefinition>(stored.0)

@@ -265,7 +265,7 @@ impl SortedRecords {
 /// Adds the source's notices to the run's timeline.
 async fn record_notices(cx: &RunContext<'_>, notices: Vec<String>) -> Result<(), RunFailure> {
     for notice in notices {
-        warn!(sync = %cx.run.sync_id, notice = %notice, "Source notice");
+        warn!(notice = %notice, "Source notice");
         runs::add_run_event(
             &cx.env.store,
             cx.run.id,

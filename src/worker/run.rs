@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{debug, info, info_span, warn};
 
 use super::checkpoint_pacing::CheckpointPacing;
 use super::claims::{CallAnswers, PageClaims, complete_alone};
@@ -37,7 +37,7 @@ use crate::lease::Lease;
 use crate::source::{AnySource, Source};
 use crate::store::checkpoint::{self, CleanPage};
 use crate::store::cursors;
-use crate::store::ledger::{BatchClaim, BatchClaimRequest, BatchCompletion};
+use crate::store::ledger::{self, BatchClaim, BatchClaimRequest, BatchCompletion};
 use crate::store::record_states::{self, RecordState, StateScope};
 use crate::store::rejected::{self, Rejection};
 use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
@@ -69,13 +69,6 @@ pub async fn execute_run(
     definition: &SyncDefinition,
     progress: &mut (dyn FnMut(&PageProgress) + Send),
 ) -> RunReport {
-    let span = info_span!(
-        "run",
-        run.id = run.id,
-        sync.id = %run.sync_id,
-        workspace = %run.workspace_id,
-        attempt = run.attempt
-    );
     async {
         let failed = |e: RunFailure| {
             RunReport::ended(RunOutcome::Failed {
@@ -176,8 +169,19 @@ pub async fn execute_run(
         report.lease = Some(lease);
         report
     }
-    .instrument(span)
     .await
+}
+
+/// The span a run's log lines carry, made by whoever runs it (a worker, a
+/// foreground command): its ids appear once per line.
+pub fn run_span(run: &RunRow) -> tracing::Span {
+    info_span!(
+        "run",
+        run.id = run.id,
+        sync.id = %run.sync_id,
+        workspace = %run.workspace_id,
+        attempt = run.attempt
+    )
 }
 
 /// Where a run stands: its counts, last written cursor and page number.
@@ -200,8 +204,9 @@ async fn record_dropped_values(
 ) {
     for (attribute, count, why) in destination.take_dropped() {
         let notice = format!(
-            "attribute {attribute}: {count} value(s) not written, {why} (Brevo would ignore them); \
-             fix the mapping or the attribute's type"
+            "attribute {attribute}: {} not written, {why} (Brevo would ignore them); \
+             fix the mapping or the attribute's type",
+            crate::views::counted(count, "value", "values")
         );
         warn!(notice = %notice, "Destination notice");
         crate::telemetry::record_values_dropped(
@@ -235,6 +240,11 @@ async fn run_with_lease(
     };
     let outcome = match result {
         Ok(outcome) => outcome,
+        // Stopped at a checkpoint it wrote: nothing failed.
+        Err(RunFailure(FailureCode::RunCancelled, detail)) => {
+            info!(detail = %detail, "Run cancelled");
+            RunOutcome::Skipped(FailureCode::RunCancelled)
+        }
         Err(RunFailure(code, detail)) => {
             // Persist the last clean cursor once more before the failure is
             // recorded (refused, harmlessly, if the fence moved on).
@@ -371,7 +381,7 @@ async fn page_loop(
                 page.claimed = claimed;
             }
         }
-        info!(
+        debug!(
             page = state.page,
             records,
             written = state.counts.written - before.written,
@@ -379,7 +389,12 @@ async fn page_loop(
             rejected = state.counts.rejected - before.rejected,
             "Page done"
         );
-        crate::telemetry::record_page(&cx.run.sync_id, &before, &state.counts);
+        crate::telemetry::record_page(
+            &cx.run.sync_id,
+            &cx.run.workspace_id,
+            &before,
+            &state.counts,
+        );
         progress(&PageProgress {
             page: state.page,
             records,
@@ -430,11 +445,21 @@ async fn checkpoint(
         completion: with_checkpoint.as_ref(),
         claim: claim_next,
     };
-    let (moved, claimed) = checkpoint::record_clean_page(&cx.env.store, &page).await?;
+    let (moved, claimed, cancel) = checkpoint::record_clean_page(&cx.env.store, &page).await?;
     if !moved {
         return Err(RunFailure::lease_lost("a newer fence wrote the cursor"));
     }
     state.cursor = at.clone();
+    if cancel {
+        // The next page's claim, if any, was made: give it back unsent.
+        if let Some(BatchClaim::Claimed { batch, .. }) = claimed {
+            ledger::forget_batch(&cx.env.store, batch).await?;
+        }
+        return Err(RunFailure(
+            FailureCode::RunCancelled,
+            format!("cancelled by a person; stopped after page {}", state.page),
+        ));
+    }
     Ok(claimed)
 }
 
@@ -554,8 +579,12 @@ async fn send_page(
         record_states::keep_page_digest(&cx.env.store, &page_id, &digest).await?;
     }
     if exhausted > 0 {
-        metrics::counter!("syncward_records_quarantined_total", "sync" => run.sync_id.clone())
-            .increment(exhausted as u64);
+        metrics::counter!(
+            "syncward_records_quarantined_total",
+            "sync" => run.sync_id.clone(),
+            "workspace" => run.workspace_id.clone()
+        )
+        .increment(exhausted as u64);
     }
     if rejections.len() < records {
         return Ok(None);
@@ -630,7 +659,10 @@ async fn deliver_batch(
     let sent = records.len();
     let (keys, outbound): (Vec<DeliveryKey>, Vec<Outbound>) =
         records.into_iter().map(|p| (p.key, p.outbound)).unzip();
-    // A call that failed as a whole failed for each of its records.
+    // The claim's attempt is spent as the call goes out: marked first, so a
+    // record whose call kills the process at once is counted. A call that
+    // failed as a whole failed for each of its records.
+    claimed.start_call(cx, &keys).await;
     let outcomes = cx
         .destination
         .deliver(&outbound)

@@ -604,20 +604,20 @@ async fn values_that_do_not_fit_their_attribute_type_are_converted_or_reported()
         assert!(
             notices
                 .iter()
-                .any(|n| n.starts_with("attribute DOB: 15 value(s) not written")
+                .any(|n| n.starts_with("attribute DOB: 15 values not written")
                     && n.contains("not a date")),
             "{mode}: {notices:?}"
         );
         assert!(
             notices
                 .iter()
-                .any(|n| n.starts_with("attribute GENDER: 10 value(s) not written")),
+                .any(|n| n.starts_with("attribute GENDER: 10 values not written")),
             "{mode}: {notices:?}"
         );
         let run_id = run["id"].as_i64().unwrap_or_default().to_string();
         let shown = s.cli.run(&["runs", "show", &run_id]).await?.ok()?.stdout;
         assert!(
-            shown.contains("attribute DOB: 15 value(s) not written"),
+            shown.contains("attribute DOB: 15 values not written"),
             "{shown}"
         );
     }

@@ -39,6 +39,9 @@ async fn check_config_prints_the_defaults_of_the_design() -> anyhow::Result<()> 
     assert_eq!(printed["shutdown"]["hard_exit_after"].as_str(), Some("25s"));
     assert_eq!(printed["redis"]["key_prefix"].as_str(), Some("syncward"));
     assert_eq!(printed["http"]["listen"].as_str(), Some("127.0.0.1:8080"));
+    // Durations as they are written, never `2months 29days 2h 52m 48s`.
+    assert_eq!(printed["ledger"]["retention"].as_str(), Some("7d"));
+    assert_eq!(printed["retention"]["alerts"].as_str(), Some("90d"));
     Ok(())
 }
 
@@ -197,15 +200,15 @@ async fn absurd_durations_and_counts_are_refused_naming_key_and_limit() -> anyho
     let cases: &[(&str, &str)] = &[
         (
             "[shutdown]\ndrain_deadline = \"500000000000y\"\n",
-            "shutdown.drain_deadline: 500000000000years is longer than the limit of 1h",
+            "shutdown.drain_deadline: 500000000000y is longer than the limit of 1h",
         ),
         (
             "[ledger]\nretention = \"11y\"\n",
-            "ledger.retention: 11years is longer than the limit of 10years",
+            "ledger.retention: 11y is longer than the limit of 10y",
         ),
         (
             "[lease]\nttl = \"2d\"\n",
-            "lease.ttl: 2days is longer than the limit of 1day",
+            "lease.ttl: 2d is longer than the limit of 1d",
         ),
         (
             "[workers]\ncount = 100000\n",

@@ -85,11 +85,7 @@ async fn forget_leaves_no_address_in_a_data_only_dump_and_deletes_the_brevo_cont
         ])
         .await?
         .ok()?;
-    assert!(
-        out.stdout.contains("Forgot 2 address(es)"),
-        "{}",
-        out.stdout
-    );
+    assert!(out.stdout.contains("Forgot 2 addresses"), "{}", out.stdout);
     assert!(
         out.stdout.contains("user7@example.com: deleted"),
         "{}",

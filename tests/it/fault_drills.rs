@@ -338,3 +338,100 @@ async fn a_source_connection_dropped_mid_page_fails_the_attempt_and_the_retry_de
     daemon.wait(Duration::from_secs(30)).await?;
     Ok(())
 }
+
+/// The daemon's log lines that contain `needle`.
+fn log_lines(daemon: &DaemonProcess, needle: &str) -> Vec<String> {
+    std::fs::read_to_string(daemon.log.path())
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A GET of `url`: its status, body and how long it took.
+async fn timed_get(url: &str) -> anyhow::Result<(u16, String, Duration)> {
+    let started = std::time::Instant::now();
+    let answer = reqwest::get(url).await?;
+    let status = answer.status().as_u16();
+    let body = answer.text().await?;
+    Ok((status, body, started.elapsed()))
+}
+
+/// The store stopped, then Redis killed, under an idle daemon: while each is
+/// down the pages answer 503 at once naming it (the API too for the store),
+/// the log says so at ERROR once with the cause however long it lasts, and
+/// once more when it ends; then the pages are back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_or_redis_outage_is_answered_503_naming_it_and_logged_once_each_way()
+-> anyhow::Result<()> {
+    let pg = PrivatePostgres::start().await?;
+    let mut redis = PrivateRedis::start().await?;
+    let db = TestDb::at(&pg.admin_url()).await?;
+    let s = Scenario::on(SLOW, db, TestRedis::at(&redis.url()).await?).await?;
+    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    let base = format!("http://{}", daemon.http_address().await?);
+    let page = format!("{base}/syncs/{SYNC_ID}");
+    assert_eq!(timed_get(&page).await?.0, 200);
+
+    pg.stop().await?;
+    // Asked at once (before the watcher has looked) and while it lasts:
+    // 503 naming the store, never a wait on the runs' 10 s pool timeout.
+    // (The margin is generous; the design is 1.5 s.)
+    let mut lasted = Duration::ZERO;
+    let outage_started = std::time::Instant::now();
+    while lasted < Duration::from_secs(4) {
+        let (status, body, took) = timed_get(&page).await?;
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("The store (Postgres"), "{body}");
+        assert!(took < Duration::from_secs(5), "answered after {took:?}");
+        lasted = outage_started.elapsed();
+    }
+    let (status, body, _) = timed_get(&format!("{base}/api/syncs")).await?;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("Connection refused"), "the cause: {body}");
+    let errors = log_lines(&daemon, "The store (Postgres at");
+    assert_eq!(errors.len(), 1, "one ERROR for the outage: {errors:#?}");
+    assert!(
+        errors[0].contains("ERROR") && errors[0].contains("Connection refused"),
+        "{errors:#?}"
+    );
+    pg.start_again().await?;
+    daemon
+        .eventually(Duration::from_secs(20), "the pages back", || async {
+            Ok(timed_get(&page).await?.0 == 200)
+        })
+        .await?;
+    daemon
+        .eventually(Duration::from_secs(20), "the recovery line", || async {
+            Ok(log_lines(&daemon, "The store is reachable again after").len() == 1)
+        })
+        .await?;
+
+    redis.kill().await?;
+    daemon
+        .eventually(Duration::from_secs(20), "Redis' outage seen", || async {
+            let (status, body, _) = timed_get(&page).await?;
+            Ok(status == 503 && body.contains("Redis (redis://127.0.0.1:"))
+        })
+        .await?;
+    // The API needs only the store.
+    assert_eq!(timed_get(&format!("{base}/api/syncs")).await?.0, 200);
+    redis.start_again().await?;
+    daemon
+        .eventually(Duration::from_secs(20), "the pages back", || async {
+            Ok(timed_get(&page).await?.0 == 200)
+        })
+        .await?;
+    daemon
+        .eventually(Duration::from_secs(20), "the recovery line", || async {
+            Ok(log_lines(&daemon, "Redis is reachable again after").len() == 1)
+        })
+        .await?;
+    let errors = log_lines(&daemon, "Redis (redis://");
+    assert_eq!(errors.len(), 1, "one ERROR for the outage: {errors:#?}");
+    assert!(errors[0].contains("ERROR"), "{errors:#?}");
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    Ok(())
+}

@@ -145,7 +145,7 @@ async fn every_endpoint_answers_and_the_api_requires_the_token() -> anyhow::Resu
             .unwrap_or(-1.0)
     };
     assert_eq!(
-        value("syncward_records_written_total{sync=\"acme-contacts\"} "),
+        value("syncward_records_written_total{sync=\"acme-contacts\",workspace=\"acme\"} "),
         30.0,
         "{text}"
     );

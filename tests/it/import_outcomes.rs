@@ -157,12 +157,27 @@ async fn a_failed_import_shows_on_its_run_as_a_rejected_page_within_the_check_bu
         .await?,
         5
     );
-    let text = s
-        .cli
-        .run(&["runs", "show", &run_id.to_string()])
-        .await?
-        .ok()?
-        .stdout;
+    // Summarised by status; each import with its error under --all.
+    let show = |all: bool| {
+        let mut args = vec!["runs".to_string(), "show".into(), run_id.to_string()];
+        if all {
+            args.push("--all".into());
+        }
+        let cli = s.cli.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            anyhow::Ok(cli.run(&args).await?.ok()?.stdout)
+        }
+    };
+    let text = show(false).await?;
+    assert!(
+        text.contains("Brevo imports (") && text.contains("--all lists each"),
+        "{text}"
+    );
+    // Each import's outcome is under --all only (the rejected records still
+    // say why theirs did not arrive).
+    assert!(!text.contains("import_outcome"), "{text}");
+    let text = show(true).await?;
     assert!(
         text.contains("Brevo imports") && text.contains("failed (The file could not be processed"),
         "{text}"

@@ -134,7 +134,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         "one holder at a time"
     );
     // Page 1 is clean: the cursor moves, and page 2's claim rides along.
-    let (moved, claimed) = checkpoint::record_clean_page(
+    let (moved, claimed, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 1,
@@ -163,7 +163,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         !old_daemon.prove(&first).await?,
         "the old holder can tell it lost the lease"
     );
-    let (moved, _) = checkpoint::record_clean_page(
+    let (moved, _, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 2,
@@ -187,7 +187,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         result: json!({"processId": 7}),
         import: None,
     };
-    let (moved, claimed) = checkpoint::record_clean_page(
+    let (moved, claimed, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 1,

@@ -4,7 +4,7 @@
 //! still probed key by key.
 
 use serde_json::json;
-use syncward::store::ledger::{self, BatchClaim, Claim, KeyState};
+use syncward::store::ledger::{self, BatchClaim, CallClaim, Claim, KeyState};
 use syncward::worker::PageKeys;
 
 use crate::helpers::{TestDb, start_fenced_run};
@@ -370,6 +370,8 @@ async fn keys_from_before_page_marks_are_still_found_key_by_key() -> anyhow::Res
 /// What became of one destination call in the budget property.
 #[derive(Debug, Clone, Copy)]
 enum CallEnd {
+    /// The process died between the claim and the call: nothing was sent.
+    DeathBeforeCall,
     /// The process died mid-call: no run saw the outcome.
     Death,
     /// Any answer (401, 429, 5xx) or a refused connection: nothing written.
@@ -382,6 +384,7 @@ enum CallEnd {
 fn call_end() -> impl proptest::strategy::Strategy<Value = CallEnd> {
     use proptest::prelude::*;
     prop_oneof![
+        Just(CallEnd::DeathBeforeCall),
         Just(CallEnd::Death),
         Just(CallEnd::Refused),
         Just(CallEnd::Unanswered),
@@ -391,7 +394,8 @@ fn call_end() -> impl proptest::strategy::Strategy<Value = CallEnd> {
 
 /// One run over a page of keys, as the run loop makes it: look the page up,
 /// quarantine keys whose spent attempts reached `budget`, claim the rest
-/// (one bulk claim, or one row per key), then end the call as `end` says.
+/// (one bulk claim, or one row per key), mark the call started as it goes
+/// out (unless the process died first), then end it as `end` says.
 /// Returns the keys quarantined by this run.
 async fn budget_run(
     pool: &sqlx::PgPool,
@@ -449,8 +453,11 @@ async fn budget_run(
         else {
             anyhow::bail!("fenced");
         };
+        if !matches!(end, CallEnd::DeathBeforeCall) {
+            ledger::start_call(pool, CallClaim::Batch(batch)).await?;
+        }
         match end {
-            CallEnd::Death => {}
+            CallEnd::DeathBeforeCall | CallEnd::Death => {}
             CallEnd::Refused => ledger::give_back_batch(pool, batch, false).await?,
             CallEnd::Unanswered => ledger::give_back_batch(pool, batch, true).await?,
             CallEnd::Delivered => {
@@ -478,8 +485,16 @@ async fn budget_run(
         };
         let claim = ledger::claim_keys(pool, &request).await?;
         anyhow::ensure!(matches!(claim, Claim::Claimed { .. }), "fenced");
+        if !matches!(end, CallEnd::DeathBeforeCall) {
+            let call = CallClaim::Keys {
+                sync_id: sync,
+                run_id,
+                keys: &sent,
+            };
+            ledger::start_call(pool, call).await?;
+        }
         match end {
-            CallEnd::Death => {}
+            CallEnd::DeathBeforeCall | CallEnd::Death => {}
             CallEnd::Refused => ledger::give_back_keys(pool, sync, run_id, &sent, false).await?,
             CallEnd::Unanswered => ledger::give_back_keys(pool, sync, run_id, &sent, true).await?,
             CallEnd::Delivered => {
@@ -493,8 +508,9 @@ async fn budget_run(
 
 /// Guarantee 4's budget, over random sequences of call ends in both claim
 /// shapes: a key is quarantined exactly when `budget` of its sends died with
-/// their process; answers, refusals and timeouts never count, and a key that
-/// may have been written stays pending until it is delivered.
+/// their process; answers, refusals, timeouts and deaths before the call
+/// never count, and a key that may have been written stays pending until it
+/// is delivered.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_record_is_given_up_only_after_budget_sends_no_run_saw_end() -> anyhow::Result<()> {
     use proptest::prelude::*;
@@ -552,7 +568,10 @@ async fn a_record_is_given_up_only_after_budget_sends_no_run_saw_end() -> anyhow
                         deaths < budget,
                         "{deaths} deaths and still sent (budget {budget})"
                     );
+                    // The last claim's call never left: its keys stay claimed.
+                    let claimed_unsent = matches!(end, CallEnd::DeathBeforeCall);
                     match end {
+                        CallEnd::DeathBeforeCall => {}
                         CallEnd::Death => {
                             deaths += 1;
                             maybe_written = true;
@@ -568,11 +587,16 @@ async fn a_record_is_given_up_only_after_budget_sends_no_run_saw_end() -> anyhow
                         let ok = match now {
                             KeyState::Completed => delivered,
                             KeyState::Pending { attempts, .. } => {
-                                !delivered && attempts == deaths && (maybe_written || deaths > 0)
+                                !delivered
+                                    && attempts == deaths
+                                    && (maybe_written || deaths > 0 || claimed_unsent)
                             }
                             // A key that may have been written is never forgotten.
                             KeyState::Absent => {
-                                !delivered && deaths == 0 && !matches!(end, CallEnd::Unanswered)
+                                !delivered
+                                    && deaths == 0
+                                    && !claimed_unsent
+                                    && !matches!(end, CallEnd::Unanswered)
                             }
                         };
                         anyhow::ensure!(

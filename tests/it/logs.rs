@@ -111,3 +111,50 @@ async fn json_lines_carry_run_id_sync_id_workspace_and_attempt_at_the_top_level(
     assert!(!text.contains("Some("), "Debug-formatted values:\n{text}");
     Ok(())
 }
+
+/// In text, a daemon run's lines name its ids once each (one span holds
+/// them), pages are logged at DEBUG only, and no INFO line holds a Rust
+/// Debug dump (`Report { a: [] }`, `Some(…)`).
+#[tokio::test(flavor = "multi_thread")]
+async fn text_lines_name_the_run_once_and_keep_pages_and_debug_dumps_out_of_info()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        page_size: 10,
+        rows: 40,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let mut daemon = crate::helpers::daemon::DaemonProcess::spawn(&s.cli).await?;
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    daemon
+        .eventually(Duration::from_secs(30), "the run succeeding", || async {
+            Ok(s.last_run().await?["status"] == "succeeded")
+        })
+        .await?;
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
+    let text = std::fs::read_to_string(daemon.log.path())?;
+    let run_lines: Vec<&str> = text.lines().filter(|l| l.contains("run.id=")).collect();
+    assert!(
+        run_lines.iter().any(|l| l.contains("Run finished")),
+        "the run's lines carry its id:\n{text}"
+    );
+    for line in &run_lines {
+        for field in ["run.id=", "sync.id=", "workspace=", "attempt="] {
+            assert_eq!(line.matches(field).count(), 1, "{field} once: {line}");
+        }
+    }
+    let info: Vec<&str> = text.lines().filter(|l| l.contains(" INFO ")).collect();
+    assert!(!info.is_empty(), "{text}");
+    for line in info {
+        assert!(!line.contains("Page done"), "a page at INFO: {line}");
+        let dump = line.contains("Some(")
+            || line.contains(": [")
+            || line.contains("=[")
+            || line.split_whitespace().any(|w| {
+                w.ends_with('{') && w.len() > 1 && w.starts_with(|c: char| c.is_ascii_uppercase())
+            });
+        assert!(!dump, "a Debug dump at INFO: {line}");
+    }
+    Ok(())
+}

@@ -32,6 +32,7 @@ mod ledger;
 mod liveness;
 mod logs;
 mod metrics;
+mod operator_cli;
 mod outages;
 mod overlap_window;
 mod pages;

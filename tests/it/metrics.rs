@@ -60,8 +60,13 @@ async fn metrics_pass_promtool_with_help_text_histograms_and_counters_at_zero() 
     let first = scrape(&base).await?;
     for line in [
         "syncward_lease_losses_total 0",
-        "syncward_breaker_trips_total 0",
-        "syncward_records_quarantined_total{sync=\"acme-contacts\"} 0",
+        "syncward_breaker_trips_total{sync=\"acme-contacts\",workspace=\"acme\"} 0",
+        "syncward_records_quarantined_total{sync=\"acme-contacts\",workspace=\"acme\"} 0",
+        // Never succeeded yet: the series is there, at 0, for the silence rule.
+        "syncward_sync_last_success_timestamp_seconds{sync=\"acme-contacts\",workspace=\"acme\"} 0",
+        "syncward_sync_state{sync=\"acme-contacts\",workspace=\"acme\",state=\"active\"} 1",
+        "syncward_sync_state{sync=\"acme-contacts\",workspace=\"acme\",state=\"paused_by_breaker\"} 0",
+        "syncward_sync_failure_streak{sync=\"acme-contacts\",workspace=\"acme\"} 0",
         "syncward_workers 4",
         "syncward_ledger_purged_keys_total 0",
         "syncward_import_checks_total{outcome=\"budget_spent\"} 0",
@@ -70,6 +75,16 @@ async fn metrics_pass_promtool_with_help_text_histograms_and_counters_at_zero() 
         assert!(first.contains(line), "{line} missing:\n{first}");
     }
     assert!(first.contains("syncward_build_info{version=\""), "{first}");
+    for process in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+    ] {
+        assert!(
+            first.contains(&format!("\n{process} ")),
+            "{process} missing:\n{first}"
+        );
+    }
     assert_eq!(
         promtool_findings(&first)?,
         "",
@@ -102,7 +117,9 @@ async fn metrics_pass_promtool_with_help_text_histograms_and_counters_at_zero() 
         "{after}"
     );
     assert!(
-        after.contains("syncward_records_written_total{sync=\"acme-contacts\"} 30"),
+        after.contains(
+            "syncward_records_written_total{sync=\"acme-contacts\",workspace=\"acme\"} 30"
+        ),
         "{after}"
     );
     assert_eq!(promtool_findings(&after)?, "", "promtool after a run");
@@ -188,5 +205,78 @@ fn the_shipped_grafana_dashboard_queries_are_valid_promql_over_syncwards_metrics
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    Ok(())
+}
+
+/// What happens in another process shows in a daemon's metrics: the store
+/// is read each sweep. A foreground run's breaker trip (in the CLI process)
+/// moves the sync's state, streak and trips; its later success (after a
+/// resume) moves its last success.
+#[tokio::test(flavor = "multi_thread")]
+async fn per_sync_metrics_come_from_the_store_so_a_foreground_run_counts() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__SWEEPER__EVERY", "300ms")
+        .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "2");
+    let mut daemon = DaemonProcess::spawn(&cli).await?;
+    let base = format!("http://{}", daemon.http_address().await?);
+    sqlx::raw_sql("ALTER TABLE contacts RENAME TO contacts_gone")
+        .execute(&s.db.pool)
+        .await?;
+    for _ in 0..2 {
+        let out = cli.run(&["sync", "run", SYNC_ID, "--foreground"]).await?;
+        assert_eq!(out.code, 1, "{}", out.stderr);
+    }
+    let labels = format!("sync=\"{SYNC_ID}\",workspace=\"acme\"");
+    let wanted = [
+        format!("syncward_sync_state{{{labels},state=\"paused_by_breaker\"}} 1"),
+        format!("syncward_sync_state{{{labels},state=\"active\"}} 0"),
+        format!("syncward_sync_failure_streak{{{labels}}} 2"),
+        format!("syncward_breaker_trips_total{{{labels}}} 1"),
+    ];
+    daemon
+        .eventually(
+            Duration::from_secs(20),
+            "the trip in the metrics",
+            || async {
+                let text = scrape(&base).await?;
+                Ok(wanted.iter().all(|w| text.contains(w.as_str())))
+            },
+        )
+        .await?;
+    sqlx::raw_sql("ALTER TABLE contacts_gone RENAME TO contacts")
+        .execute(&s.db.pool)
+        .await?;
+    cli.run(&["sync", "resume", SYNC_ID]).await?.ok()?;
+    assert_eq!(
+        cli.run(&["sync", "run", SYNC_ID, "--foreground"])
+            .await?
+            .code,
+        0
+    );
+    let prefix = format!("syncward_sync_last_success_timestamp_seconds{{{labels}}} ");
+    daemon
+        .eventually(
+            Duration::from_secs(20),
+            "the success in the metrics",
+            || async {
+                let text = scrape(&base).await?;
+                let last: f64 = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix(prefix.as_str()))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0.0);
+                Ok(last > 0.0
+                    && text.contains(&format!("syncward_sync_failure_streak{{{labels}}} 0"))
+                    && text.contains(&format!(
+                        "syncward_sync_state{{{labels},state=\"active\"}} 1"
+                    )))
+            },
+        )
+        .await?;
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(30)).await?;
     Ok(())
 }

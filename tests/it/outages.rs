@@ -403,7 +403,7 @@ async fn poison_through_the_daemon(mode: &'static str) -> anyhow::Result<()> {
         .await?
         .ok()?;
     assert!(
-        put_back.stdout.contains("put back 1 record(s)"),
+        put_back.stdout.contains("put back 1 record ("),
         "{}",
         put_back.stdout
     );

@@ -13,7 +13,7 @@ async fn migrate_twice_is_a_no_op_the_second_time() -> anyhow::Result<()> {
     assert!(
         first
             .stdout
-            .starts_with(&format!("Applied {all} migration(s)")),
+            .starts_with(&format!("Applied {all} migrations")),
         "{}",
         first.stdout
     );
@@ -410,7 +410,7 @@ async fn runs_list_and_show_print_a_stored_run() -> anyhow::Result<()> {
         "written: 7",
         "failure: destination_auth_failed",
         "what next: Renew the API key",
-        "whose job: you",
+        "whose job: the sync's owner",
     ] {
         assert!(flat.contains(expected), "{expected:?} in:\n{text}");
     }

@@ -206,7 +206,7 @@ async fn every_printing_command_answers_in_json_with_json() -> anyhow::Result<()
         .run(&["sync", "run", "acme-contacts", "--json"])
         .await?
         .ok()?;
-    assert_eq!(out.json()?["queued"], true);
+    assert_eq!(out.json()?["new"], true);
     assert!(
         out.stderr.contains("no syncward daemon is alive to run it"),
         "{}",

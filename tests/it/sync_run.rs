@@ -226,7 +226,7 @@ async fn a_revoked_key_fails_the_run_as_destination_auth_failed() -> anyhow::Res
     );
     assert!(out.stdout.contains("Renew the API key"), "{}", out.stdout);
     assert!(
-        out.stdout.contains("yours"),
+        out.stdout.contains("Whose job:     the sync's owner"),
         "the owner is the customer: {}",
         out.stdout
     );
@@ -475,8 +475,7 @@ async fn ledger_purge_deletes_only_completed_keys_past_retention() -> anyhow::Re
     .await?;
     let out = s.cli.run(&["ledger", "purge"]).await?.ok()?;
     assert!(
-        out.stdout
-            .starts_with("Deleted 12 completed delivery key(s)"),
+        out.stdout.starts_with("Deleted 12 completed delivery keys"),
         "{}",
         out.stdout
     );
@@ -530,8 +529,7 @@ async fn ledger_purge_deletes_completed_bulk_batches_past_retention() -> anyhow:
     .await?;
     let out = s.cli.run(&["ledger", "purge"]).await?.ok()?;
     assert!(
-        out.stdout
-            .starts_with("Deleted 10 completed delivery key(s)"),
+        out.stdout.starts_with("Deleted 10 completed delivery keys"),
         "{}",
         out.stdout
     );
@@ -584,7 +582,7 @@ async fn a_foreground_run_with_json_prints_an_object_per_page_and_a_summary() ->
         serde_json::from_str(out.stdout.lines().last().unwrap_or_default())?;
     assert_eq!(last["status"], "failed");
     assert_eq!(last["failure"]["code"], "source_query_failed");
-    assert_eq!(last["failure"]["whose_job"], "yours (the sync's owner)");
+    assert_eq!(last["failure"]["whose_job"], "the sync's owner");
     assert!(
         last["failure"]["what_next"]
             .as_str()
@@ -598,7 +596,8 @@ async fn a_foreground_run_with_json_prints_an_object_per_page_and_a_summary() ->
         .await?
         .ok()?
         .json()?;
-    assert_eq!(queued["queued"], true);
+    assert_eq!(queued["new"], true);
+    assert_eq!(queued["sync"], SYNC_ID);
     let again = s
         .cli
         .run(&["sync", "run", SYNC_ID, "--json"])
@@ -606,8 +605,8 @@ async fn a_foreground_run_with_json_prints_an_object_per_page_and_a_summary() ->
         .ok()?
         .json()?;
     assert_eq!(
-        (again["run"].clone(), again["queued"].clone()),
-        (queued["run"].clone(), false.into())
+        (again["run_id"].clone(), again["new"].clone()),
+        (queued["run_id"].clone(), false.into())
     );
     Ok(())
 }

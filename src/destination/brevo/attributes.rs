@@ -57,6 +57,20 @@ pub async fn account_check<'a>(
     )
 }
 
+/// Whether the account takes the sync's API key: the number of attributes
+/// it lists (`syncward doctor`). A key missing from the workspace's secrets
+/// here, or refused (401/403), is the error.
+pub async fn key_check(
+    destination: &DestinationConfig,
+    secrets: &WorkspaceSecrets,
+) -> Result<usize, DestinationError> {
+    let DestinationConfig::Brevo(config) = destination else {
+        return Ok(0);
+    };
+    let brevo = BrevoDestination::open(config, DESTINATION_RETRY, secrets)?;
+    Ok(brevo.account_attributes().await?.len())
+}
+
 /// The mapped attributes the account lacks, sorted (see `account_check`).
 pub async fn missing_attributes<'a>(
     destination: &DestinationConfig,

@@ -6,6 +6,6 @@ mod client;
 mod config;
 
 pub use attribute_types::AttributeType;
-pub use attributes::{AccountCheck, account_check, missing_attributes};
+pub use attributes::{AccountCheck, account_check, key_check, missing_attributes};
 pub use client::{BrevoDestination, Deleted, IMPORT_BODY_LIMIT};
 pub use config::{BrevoDestinationConfig, BrevoMode};

@@ -148,8 +148,8 @@ impl PostgresSourceConfig {
                 "source.commit_wait".into(),
                 format!(
                     "{} is longer than {}",
-                    humantime::format_duration(self.commit_wait),
-                    humantime::format_duration(MAX_COMMIT_WAIT)
+                    crate::config::duration_text(self.commit_wait),
+                    crate::config::duration_text(MAX_COMMIT_WAIT)
                 ),
             ));
         }

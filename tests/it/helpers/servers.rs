@@ -133,6 +133,15 @@ impl PrivatePostgres {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// Stops the server (fast: every connection is cut); `start_again` brings it back.
+    pub async fn stop(&self) -> anyhow::Result<()> {
+        self.pg_ctl(&["stop"]).await
+    }
+
+    pub async fn start_again(&self) -> anyhow::Result<()> {
+        self.pg_ctl(&["start"]).await
+    }
+
     /// Stops the server (fast: every connection is cut) and starts it again.
     pub async fn restart(&self) -> anyhow::Result<()> {
         self.pg_ctl(&["restart"]).await
@@ -251,6 +260,11 @@ impl PrivateRedis {
             child.kill().await?;
         }
         Ok(())
+    }
+
+    /// Starts an empty server on the same port after `kill`.
+    pub async fn start_again(&mut self) -> anyhow::Result<()> {
+        self.launch().await
     }
 
     /// Kills the server (every key is lost) and starts an empty one on the same port.

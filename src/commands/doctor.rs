@@ -1,0 +1,162 @@
+//! `syncward doctor`: tries what the daemon needs, one line each — the
+//! store (reachable, schema current), Redis, and each sync's source (a page
+//! read as `sync preview` reads it: nothing written) and destination
+//! credentials (Brevo: the key lists the account's attributes; a webhook
+//! has no call that sends nothing, so it is not called). Exit 1 when any
+//! check fails.
+
+use serde::Serialize;
+
+use super::output::outln;
+use super::print_json;
+use crate::config::{Settings, redact_url};
+use crate::destination::DestinationConfig;
+use crate::store;
+
+/// One check's verdict.
+#[derive(Debug, Serialize)]
+struct Check {
+    /// `store`, `redis`, or `SYNC source` / `SYNC destination`.
+    what: String,
+    /// `ok`, `fail`, or `skip` (cannot be tried from here).
+    verdict: &'static str,
+    detail: String,
+}
+
+/// Some checks failed (exit 1); each was printed on its line.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} of the checks failed")]
+pub struct ChecksFailed(usize);
+
+pub async fn doctor(settings: &Settings, json: bool) -> anyhow::Result<()> {
+    let mut checks = Vec::new();
+    let store_at = redact_url(&settings.database.url);
+    let pool = match store::connect_for_migrate(&settings.database).await {
+        Ok(pool) => match store::pending_migrations(&pool).await {
+            Ok(pending) if pending.is_empty() => {
+                checks.push(ok(
+                    "store",
+                    format!("{store_at}: reachable, schema current"),
+                ));
+                Some(pool)
+            }
+            Ok(pending) => {
+                checks.push(fail(
+                    "store",
+                    format!(
+                        "{store_at}: schema behind (migrations {pending:?} pending): run `syncward migrate`"
+                    ),
+                ));
+                None
+            }
+            Err(e) => {
+                checks.push(fail("store", format!("{store_at}: {e:#}")));
+                None
+            }
+        },
+        Err(e) => {
+            checks.push(fail("store", format!("{e:#}")));
+            None
+        }
+    };
+    let redis_at = redact_url(&settings.redis.url);
+    match crate::lease::connect_redis(&settings.redis).await {
+        Ok(_) => checks.push(ok("redis", format!("{redis_at}: answers"))),
+        Err(e) => checks.push(fail("redis", format!("{e:#}"))),
+    }
+    if let Some(pool) = &pool {
+        check_syncs(pool, settings, &mut checks).await?;
+    }
+    let failed = checks.iter().filter(|c| c.verdict == "fail").count();
+    if json {
+        print_json(&checks)?;
+    } else {
+        for c in &checks {
+            outln!("{:<4}  {}: {}", c.verdict, c.what, c.detail);
+        }
+    }
+    if failed > 0 {
+        return Err(ChecksFailed(failed).into());
+    }
+    Ok(())
+}
+
+/// Each sync that is not archived: its source, then its destination.
+async fn check_syncs(
+    pool: &sqlx::PgPool,
+    settings: &Settings,
+    checks: &mut Vec<Check>,
+) -> anyhow::Result<()> {
+    let secrets = settings.secrets.store();
+    let door =
+        crate::ops::Door::new(pool.clone(), settings.run_attempts()).enter(crate::ops::Scope::Cli);
+    for summary in door.sync_list().await? {
+        if summary.status == "archived" {
+            continue;
+        }
+        let sync = door.sync(&summary.id).await?;
+        let id = &sync.id;
+        let definition = match sync.definition() {
+            Ok(d) => d,
+            Err(e) => {
+                checks.push(fail(
+                    &format!("{id} definition"),
+                    format!("no longer validates: {e}; apply its file again"),
+                ));
+                continue;
+            }
+        };
+        let workspace = secrets.workspace(&definition.workspace);
+        let source = format!("{id} source");
+        match crate::worker::preview(pool, &definition, &workspace, sync.ledger_epoch, 0).await {
+            Ok(page) => checks.push(ok(
+                &source,
+                format!(
+                    "{}: a page read ({})",
+                    definition.source.kind(),
+                    crate::views::counted(page.page_records, "record", "records")
+                ),
+            )),
+            Err(e) => checks.push(fail(&source, format!("{e:#}"))),
+        }
+        let destination = format!("{id} destination");
+        match &definition.destination {
+            DestinationConfig::Brevo(_) => {
+                match crate::destination::brevo::key_check(&definition.destination, &workspace)
+                    .await
+                {
+                    Ok(attributes) => checks.push(ok(
+                        &destination,
+                        format!(
+                            "brevo: the API key is accepted ({} in the account)",
+                            crate::views::counted(attributes, "attribute", "attributes")
+                        ),
+                    )),
+                    Err(e) => checks.push(fail(&destination, format!("brevo: {e}"))),
+                }
+            }
+            DestinationConfig::Webhook(_) => checks.push(Check {
+                what: destination,
+                verdict: "skip",
+                detail: "webhook: not called (every call delivers); its first run tells".into(),
+            }),
+        }
+    }
+    Ok(())
+}
+
+fn ok(what: &str, detail: String) -> Check {
+    Check {
+        what: what.into(),
+        verdict: "ok",
+        detail,
+    }
+}
+
+fn fail(what: &str, detail: String) -> Check {
+    Check {
+        what: what.into(),
+        verdict: "fail",
+        detail,
+    }
+}
