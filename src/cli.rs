@@ -1,4 +1,4 @@
-//! The command line (DESIGN §3), as clap types only; `commands/` carries them out.
+//! The command line (docs/contract.md §3), as clap types only; `commands/` carries them out.
 
 use std::path::PathBuf;
 

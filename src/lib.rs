@@ -1,7 +1,7 @@
 //! syncward: a daemon that moves records from sources to destinations on
 //! schedules, for many workspaces, without ever writing a record twice.
 //!
-//! Parts (DESIGN §2): `breaker` (pauses failing syncs), `alerts`, `config` (settings and sync files), `store` (every SQL
+//! Parts (docs/contract.md §2): `breaker` (pauses failing syncs), `alerts`, `config` (settings and sync files), `store` (every SQL
 //! statement: syncs, runs, cursors, ledger, audit, alerts), `lease` (Redis
 //! leases and fencing), `worker` (one run's batch loop and delivery keys),
 //! `source` and `destination` (connectors), `outbound` (the HTTP client, webhook

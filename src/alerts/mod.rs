@@ -251,7 +251,7 @@ impl Alerter {
         store_alert(&self.store, alert, severity, Value::Object(channels)).await
     }
 
-    /// POSTs the alert as JSON (DESIGN §3), signed, with a few retries; returns
+    /// POSTs the alert as JSON (docs/contract.md §3), signed, with a few retries; returns
     /// the outcome to record.
     async fn post_webhook(
         &self,

@@ -1,4 +1,4 @@
-//! Daemon settings (DESIGN §3): a TOML file overlaid by `SYNCWARD__SECTION__KEY`
+//! Daemon settings (docs/contract.md §3): a TOML file overlaid by `SYNCWARD__SECTION__KEY`
 //! environment variables, deserialized strictly (unknown keys refused) and then
 //! checked for values that parse but cannot work together.
 

@@ -1,4 +1,4 @@
-//! Sync definition files (DESIGN §3): parsed strictly from TOML into a
+//! Sync definition files (docs/contract.md §3): parsed strictly from TOML into a
 //! `SyncDefinition`, checked by a pure `validate`, and only then checked against
 //! the environment for the secrets they name.
 

@@ -14,7 +14,7 @@ pub struct Contact {
 }
 
 /// The person's marketing consent, by the mapping's `consent` rule: three
-/// states (DESIGN §1.10), and none without a rule. Destinations that add
+/// states (docs/contract.md §1.10), and none without a rule. Destinations that add
 /// contacts to marketing lists must honour it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]

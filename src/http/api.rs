@@ -1,4 +1,4 @@
-//! The JSON API (DESIGN §3).
+//! The JSON API (docs/contract.md §3).
 
 use axum::extract::Query;
 use axum::http::StatusCode;

@@ -310,7 +310,7 @@ impl SyncView {
             rows.truncate(REJECTED_ON_SYNC_PAGE);
             sections.push(Section {
                 title: format!(
-                    "Records not delivered: {} quarantined, {} rejected (`syncward sync retry-rejected {}` puts them back)",
+                    "Records not delivered: {} quarantined, {} rejected (syncward sync retry-rejected {} puts them back)",
                     open.quarantined, open.rejected, s.id
                 ),
                 body: Body::Table {
@@ -398,7 +398,7 @@ impl SyncView {
         });
         sections.push(Section {
             title: format!(
-                "Versions (`syncward sync rollback {} N` publishes one again)",
+                "Versions (syncward sync rollback {} N publishes one again)",
                 s.id
             ),
             body: Body::Table {

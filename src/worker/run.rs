@@ -1,5 +1,5 @@
 //! One run of one sync: from the saved cursor to the end of the source, safe to
-//! kill at any instant. This file is the guarantee path (DESIGN §1), top to
+//! kill at any instant. This file is the guarantee path (docs/contract.md §1), top to
 //! bottom:
 //!
 //! 1. take the lease, and with it a fence and the saved cursor;

@@ -613,7 +613,7 @@ async fn a_destination_hang_hits_the_timeout(kind: DestinationKind) -> anyhow::R
 const CONSENT_SHOPIFY: &str =
     r#"consent = { field = "defaultEmailAddress.marketingState", subscribed = ["SUBSCRIBED"] }"#;
 
-/// Consent has three states (issue 31.1, DESIGN §1.10): a `subscribed`
+/// Consent has three states (issue 31.1, docs/contract.md §1.10): a `subscribed`
 /// value joins the lists; an `unsubscribed` one (an explicit opt-out) is
 /// blocklisted and on no list; any other value is on no list and left
 /// alone. Brevo: `listIds` and `emailBlacklisted: true` (`createContact`,

@@ -1,4 +1,4 @@
-//! Fault drills (DESIGN §4): the daemon's own Postgres restarted mid-run, Redis
+//! Fault drills (docs/contract.md §4): the daemon's own Postgres restarted mid-run, Redis
 //! restarted mid-run with every key lost, a Sentinel set's primary killed
 //! mid-run under two daemons, a destination answering garbage and cut-off
 //! bodies, a source connection dropped mid-page. Each ends with every contact

@@ -1,4 +1,4 @@
-//! The shape the contract promises (STYLE.md "Layout"): imports between the
+//! The shape the contract promises (docs/contract.md §5): imports between the
 //! parts of `src/` run one way, with no loop, and connectors know nothing of
 //! the store, the ledger, leases or the run loop. Read from the source text,
 //! so a change that breaks the shape fails here, not in review.
@@ -170,5 +170,67 @@ fn http_handlers_and_cli_reach_syncs_and_runs_only_through_ops() -> anyhow::Resu
             );
         }
     }
+    Ok(())
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Comments name files that exist: a doc cited as `docs/x.md`, a migration,
+/// a script or a deploy file is there, and nothing cites the design documents
+/// kept outside the repository (`docs/contract.md` is the repository's copy).
+#[test]
+fn comments_cite_only_files_that_exist() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    for dir in ["src", "tests", "benches"] {
+        for path in rust_files(&root.join(dir))? {
+            let text = std::fs::read_to_string(&path)?;
+            for (n, line) in text.lines().enumerate() {
+                let Some(comment) = line.trim_start().strip_prefix("//") else {
+                    continue;
+                };
+                let at = format!("{}:{}", path.strip_prefix(root)?.display(), n + 1);
+                if comment.contains("DESIGN") || comment.contains("STYLE.md") {
+                    missing.push(format!("{at}: cites a document outside the repository"));
+                }
+                for word in comment.split(|c: char| c.is_whitespace() || "`()[],;:\"'".contains(c))
+                {
+                    let cited = word.trim_end_matches('.');
+                    let is_path = [
+                        "docs/",
+                        "migrations/",
+                        "scripts/",
+                        "deploy/",
+                        "config/",
+                        "benches/",
+                    ]
+                    .iter()
+                    .any(|p| cited.starts_with(p))
+                        && cited.contains('.')
+                        && !cited.contains('*')
+                        && !cited.contains('{');
+                    if is_path && !root.join(cited).exists() {
+                        missing.push(format!("{at}: {cited} does not exist"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
     Ok(())
 }

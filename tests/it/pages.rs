@@ -138,6 +138,11 @@ async fn a_browser_shows_the_paused_reason_the_three_sentences_and_the_owner() -
         );
     }
     assert!(!sync.contains("</button>"), "{sync}");
+    // Headings are words, not Markdown: no literal backticks.
+    for heading in sync.split("<h2>").skip(1) {
+        let heading = heading.split("</h2>").next().unwrap_or_default();
+        assert!(!heading.contains('`'), "{heading}");
+    }
     // The chart of recent runs: two bars per run (duration, records read),
     // red for the five failures, each linking to its run; summed up in words.
     let chart = &sync[sync.find("<svg").expect("an inline SVG chart")..];

@@ -1,4 +1,4 @@
-//! Signals and systemd (DESIGN §1.8, issue 17): SIGHUP reloads the log filter
+//! Signals and systemd (docs/contract.md §1.8, issue 17): SIGHUP reloads the log filter
 //! and the alert channels and never stops the daemon; a broken config on
 //! SIGHUP changes nothing; SIGTERM still drains; the daemon tells systemd it
 //! is ready and how busy it is (sd_notify STATUS). The real binary, real

@@ -317,7 +317,7 @@ impl BrevoDestination {
             "attributes": self.attributes_of(record),
             "updateEnabled": true,
         });
-        // Consent (DESIGN §1.10): a subscribed contact (or any, without a
+        // Consent (docs/contract.md §1.10): a subscribed contact (or any, without a
         // rule) joins the lists; an opted-out one is blocklisted and on no
         // list; any other is on no list and its blocklist status is left
         // alone. `emailBlacklisted: false` is never sent: it would undo an

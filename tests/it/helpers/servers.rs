@@ -169,7 +169,7 @@ impl Drop for PrivatePostgres {
 }
 
 /// A redis-server of the test's own that keeps nothing on disk (`--save ""`),
-/// so a restart loses every key, as DESIGN allows. Killed when dropped.
+/// so a restart loses every key, as docs/contract.md allows. Killed when dropped.
 pub struct PrivateRedis {
     pub port: u16,
     /// `--replicaof` a primary's port, for a replica.
