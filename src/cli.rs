@@ -77,7 +77,7 @@ pub enum Command {
 
 /// The shells complete sync ids from the store (`COMPLETE=bash syncward`).
 fn sync_ids() -> clap_complete::ArgValueCompleter {
-    clap_complete::ArgValueCompleter::new(crate::commands::sync_id_candidates)
+    clap_complete::ArgValueCompleter::new(crate::completion::sync_id_candidates)
 }
 
 #[derive(Debug, Args)]

@@ -27,10 +27,6 @@ use crate::lease::RedisPool;
 const EVERY: Duration = Duration::from_secs(1);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(900);
 
-/// Longest wait of a page's or API call's store query for a connection:
-/// an outage the watcher has not seen yet still answers within 2 s.
-pub const HTTP_ACQUIRE_TIMEOUT: Duration = Duration::from_millis(1500);
-
 /// The services a run cannot do without.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Service {

@@ -216,7 +216,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
     anyhow::ensure!(
         cut_off == 0,
         "{} still busy at the drain deadline: put back in the queue",
-        crate::views::counted(cut_off, "run was", "runs were")
+        crate::words::counted(cut_off, "run was", "runs were")
     );
     info!("Drained; exiting");
     Ok(())
@@ -244,7 +244,7 @@ impl StatusLine {
                 "{depth} run{} queued (oldest {})",
                 if depth == 1 { "" } else { "s" },
                 // Whole seconds: the line is for a glance, not a measurement.
-                crate::config::duration_text(Duration::from_secs(oldest.max(0.0) as u64))
+                crate::words::duration_text(Duration::from_secs(oldest.max(0.0) as u64))
             ),
             Err(e) => format!("queue unknown ({e})"),
         };

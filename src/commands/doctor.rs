@@ -114,7 +114,7 @@ async fn check_syncs(
                 format!(
                     "{}: a page read ({})",
                     definition.source.kind(),
-                    crate::views::counted(page.page_records, "record", "records")
+                    crate::words::counted(page.page_records, "record", "records")
                 ),
             )),
             Err(e) => checks.push(fail(&source, format!("{e:#}"))),
@@ -129,7 +129,7 @@ async fn check_syncs(
                         &destination,
                         format!(
                             "brevo: the API key is accepted ({} in the account)",
-                            crate::views::counted(attributes, "attribute", "attributes")
+                            crate::words::counted(attributes, "attribute", "attributes")
                         ),
                     )),
                     Err(e) => checks.push(fail(&destination, format!("brevo: {e}"))),

@@ -34,8 +34,8 @@ pub async fn execute(settings: &Settings, args: ForgetArgs) -> anyhow::Result<()
         let rewritten: u64 = done.store.rewritten.values().sum();
         outln!(
             "Forgot {} in the store: {} deleted, {rewritten} rewritten with [forgotten]; audit entry written with their SHA-256 digests.",
-            crate::views::counted(args.addresses.len(), "address", "addresses"),
-            crate::views::counted(deleted, "row", "rows")
+            crate::words::counted(args.addresses.len(), "address", "addresses"),
+            crate::words::counted(deleted, "row", "rows")
         );
         for (table, n) in done.store.deleted.iter() {
             outln!("  deleted {n} from {table}");

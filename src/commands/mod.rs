@@ -69,7 +69,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             } else {
                 outln!(
                     "Applied {}; schema is now at migration {latest}.",
-                    crate::views::counted(applied, "migration", "migrations")
+                    crate::words::counted(applied, "migration", "migrations")
                 );
             }
             Ok(())
@@ -83,7 +83,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             let purged =
                 store::ledger::purge_completed(&pool, settings.ledger.retention, 10_000).await?;
             if json.json {
-                let retention = crate::config::duration_text(settings.ledger.retention);
+                let retention = crate::words::duration_text(settings.ledger.retention);
                 return print_json(&serde_json::json!({
                     "deleted_keys": purged.keys,
                     "dropped_days": purged.days,
@@ -92,13 +92,13 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
             }
             outln!(
                 "Deleted {} older than {} ({} dropped).",
-                crate::views::counted(
+                crate::words::counted(
                     purged.keys,
                     "completed delivery key",
                     "completed delivery keys"
                 ),
-                crate::config::duration_text(settings.ledger.retention),
-                crate::views::counted(purged.days, "day partition", "day partitions")
+                crate::words::duration_text(settings.ledger.retention),
+                crate::words::counted(purged.days, "day partition", "day partitions")
             );
             Ok(())
         }
@@ -147,37 +147,4 @@ pub(crate) use crate::views::when;
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
-}
-
-/// The sync ids starting with what is typed, for the shells' completion
-/// (`COMPLETE=bash syncward`): read from the store the config names, within
-/// two seconds; none when it cannot be read (completion never errs aloud).
-pub fn sync_id_candidates(typed: &std::ffi::OsStr) -> Vec<clap_complete::CompletionCandidate> {
-    let typed = typed.to_string_lossy();
-    let Ok(settings) = Settings::load(&ConfigSource::resolve(None)) else {
-        return Vec::new();
-    };
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
-        return Vec::new();
-    };
-    let ids = runtime.block_on(async {
-        let read = async {
-            let pool = store::connect(&settings.database).await.ok()?;
-            store::syncs::all_definitions(&pool).await.ok()
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(2), read)
-            .await
-            .ok()
-            .flatten()
-    });
-    ids.unwrap_or_default()
-        .into_iter()
-        .map(|(id, _)| id)
-        .filter(|id| id.starts_with(typed.as_ref()))
-        .map(clap_complete::CompletionCandidate::new)
-        .collect()
 }

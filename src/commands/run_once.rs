@@ -145,7 +145,7 @@ pub async fn foreground(
                 holder: if wait.is_some() {
                     format!(
                         "{holder}; still after waiting {}",
-                        crate::config::duration_text(wait.unwrap_or_default())
+                        crate::words::duration_text(wait.unwrap_or_default())
                     )
                 } else {
                     format!("{holder}; `--wait` waits for it")
@@ -157,7 +157,7 @@ pub async fn foreground(
             outln!(
                 "Sync {}: {holder}; waiting up to {}.",
                 sync.id,
-                crate::config::duration_text(wait)
+                crate::words::duration_text(wait)
             );
             told = true;
         }

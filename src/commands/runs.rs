@@ -164,7 +164,7 @@ pub async fn watch(
             anyhow::bail!(
                 "run {id} is still {} after {}; it goes on without you: `syncward runs watch {id}` follows it",
                 run.status,
-                crate::config::duration_text(limit)
+                crate::words::duration_text(limit)
             );
         }
         tokio::time::sleep(WATCH_EVERY).await;

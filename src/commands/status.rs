@@ -111,7 +111,7 @@ pub async fn execute(settings: &Settings, json: bool) -> anyhow::Result<()> {
 
 fn since(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let secs = (now - at).num_seconds().max(0) as u64;
-    let up = crate::config::duration_text(std::time::Duration::from_secs(secs));
+    let up = crate::words::duration_text(std::time::Duration::from_secs(secs));
     format!("{} (up {up})", at.format("%Y-%m-%d %H:%M:%SZ"))
 }
 
@@ -142,7 +142,7 @@ fn print_text(s: &Status) {
     }
     outln!(
         "Queue: {}{}",
-        crate::views::counted(s.queue_depth, "run", "runs"),
+        crate::words::counted(s.queue_depth, "run", "runs"),
         if s.queue_depth > 0 {
             format!("; the oldest due {:.0} s ago", s.queue_oldest_age_seconds)
         } else {

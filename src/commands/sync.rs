@@ -315,7 +315,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 .unwrap_or_else(|| "the start".into());
             outln!(
                 "{id}: next page from {from}: {}; showing {}",
-                crate::views::counted(preview.page_records, "record", "records"),
+                crate::words::counted(preview.page_records, "record", "records"),
                 preview.records.len()
             );
             for r in &preview.records {
@@ -362,7 +362,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 .collect();
             outln!(
                 "{id}: put back {} ({}); the next run sends them again.",
-                crate::views::counted(done.records(), "record", "records"),
+                crate::words::counted(done.records(), "record", "records"),
                 codes.join(", ")
             );
             if let Some(cursor) = &done.rewound_to {

@@ -3,7 +3,6 @@
 
 mod bad_input;
 mod changes;
-mod duration_text;
 mod env_file;
 mod ids;
 mod redis_address;
@@ -15,7 +14,6 @@ mod url_secrets;
 
 pub use bad_input::{BadInput, BadInputs};
 pub use changes::{FieldChange, delivery_meaning, field_changes};
-pub use duration_text::duration_text;
 pub use env_file::{DEFAULT_ENV_FILE, ENV_FILE_LOADED, variables_to_add};
 pub use ids::{SyncId, WorkspaceId};
 pub use redis_address::{RedisAddress, SENTINEL_PORT, SENTINEL_SCHEME, SentinelAddress};

@@ -458,9 +458,9 @@ impl HttpSettings {
                     key,
                     format!(
                         "{} is out of range; it must be between {} and {}",
-                        crate::config::duration_text(value),
-                        crate::config::duration_text(min),
-                        crate::config::duration_text(max)
+                        crate::words::duration_text(value),
+                        crate::words::duration_text(min),
+                        crate::words::duration_text(max)
                     ),
                 ));
             }
@@ -668,8 +668,13 @@ impl Settings {
         if let Err(problem) = self.redis.address() {
             return bad("redis.url", problem);
         }
-        if self.database.max_connections == 0 {
-            return bad("database.max_connections", "must be at least 1".into());
+        // LISTEN for queued runs holds one of the pool's connections for
+        // good: with one alone, no run would ever get one.
+        if self.database.max_connections < 2 {
+            return bad(
+                "database.max_connections",
+                "must be at least 2 (LISTEN for queued runs holds one of them)".into(),
+            );
         }
         if let Err(problem) = self.outbound.policy(self.http.listen) {
             return bad("outbound.allow", problem);
@@ -715,8 +720,8 @@ impl Settings {
                     key,
                     format!(
                         "{} is longer than the limit of {}",
-                        crate::config::duration_text(value),
-                        crate::config::duration_text(limit)
+                        crate::words::duration_text(value),
+                        crate::words::duration_text(limit)
                     ),
                 );
             }
@@ -734,8 +739,8 @@ impl Settings {
                 "lease.renew_every",
                 format!(
                     "{} is not shorter than lease.ttl ({}); the lease would expire between renewals",
-                    crate::config::duration_text(self.lease.renew_every),
-                    crate::config::duration_text(self.lease.ttl)
+                    crate::words::duration_text(self.lease.renew_every),
+                    crate::words::duration_text(self.lease.ttl)
                 ),
             );
         }
@@ -904,7 +909,7 @@ impl Settings {
     /// The effective settings as TOML with every secret shown as `[redacted]`
     /// (URLs keep everything but their password and secret-looking query values).
     pub fn to_redacted_toml(&self) -> String {
-        let d = crate::config::duration_text;
+        let d = crate::words::duration_text;
         let secret = |s: &Option<SecretString>| s.as_ref().map(|_| REDACTED.to_string());
         let value = serde_json::json!({
             "database": { "url": redact_url(&self.database.url), "max_connections": self.database.max_connections },
@@ -1072,6 +1077,12 @@ mod tests {
         s.ledger.retention = Duration::from_secs(10 * 365 * 86400);
         s.retry.max_attempts = 100;
         s.validate("t.toml").unwrap();
+        // One store connection would be LISTEN's alone.
+        let mut s = Settings::default();
+        s.database.max_connections = 1;
+        let err = s.validate("t.toml").unwrap_err();
+        assert_eq!(err.key, "database.max_connections");
+        assert!(err.problem.contains("at least 2"), "{err}");
     }
 
     #[test]

@@ -172,7 +172,7 @@ impl SyncDefinition {
                 "silence_window".into(),
                 format!(
                     "{} is longer than the limit of 1year",
-                    crate::config::duration_text(window)
+                    crate::words::duration_text(window)
                 ),
             ));
         }

@@ -161,7 +161,7 @@ async fn judge(
         report.still_silent.push(target);
         return Ok(());
     };
-    let window_text = crate::config::duration_text(window);
+    let window_text = crate::words::duration_text(window);
     let (subject, next) = match sync {
         Some(id) => (
             format!("Sync {id} (workspace {workspace})"),

@@ -41,8 +41,8 @@ pub fn validate(overlap: Duration) -> Result<(), (String, String)> {
             format!(
                 "{} is longer than {}; a window that long re-reads most of the source every \
                  run (use `syncward sync resync` to send everything again)",
-                crate::config::duration_text(overlap),
-                crate::config::duration_text(MAX_OVERLAP)
+                crate::words::duration_text(overlap),
+                crate::words::duration_text(MAX_OVERLAP)
             ),
         ));
     }

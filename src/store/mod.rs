@@ -94,16 +94,20 @@ pub async fn connect_for_migrate(settings: &DatabaseSettings) -> anyhow::Result<
         .connect_lazy_with(options))
 }
 
+/// Longest wait of a page's or API call's store query for a connection:
+/// an outage the daemon's watcher has not seen yet still answers 503 within
+/// 2 s, not after the runs' 10 s.
+const HTTP_ACQUIRE_TIMEOUT: Duration = Duration::from_millis(1500);
+
 /// The admin HTTP's own small pool: its queries wait at most
-/// `outages::HTTP_ACQUIRE_TIMEOUT` for a connection (a page answers 503
-/// within 2 s of an outage, not after the runs' 10 s), and never queue
-/// behind runs for one. The schema was checked by `connect`.
+/// `HTTP_ACQUIRE_TIMEOUT` for a connection, and never queue behind runs for
+/// one. The schema was checked by `connect`.
 pub fn http_pool(settings: &DatabaseSettings) -> anyhow::Result<PgPool> {
     let options = PgConnectOptions::from_str(settings.url.expose_secret())
         .with_context(|| format!("cannot reach Postgres at {}", redact_url(&settings.url)))?;
     Ok(PgPoolOptions::new()
         .max_connections(4)
-        .acquire_timeout(crate::outages::HTTP_ACQUIRE_TIMEOUT)
+        .acquire_timeout(HTTP_ACQUIRE_TIMEOUT)
         .test_before_acquire(false)
         .connect_lazy_with(options))
 }

@@ -1,7 +1,8 @@
 //! The sweeper: puts back runs whose worker is gone, and purges the ledger.
 //!
-//! Two rules. Fast: a `running` run whose daemon's liveness key has expired
-//! belongs to a dead process; its lease is broken (only if it still holds the
+//! Two rules. Fast: a `running` run whose daemon is dead by both judges (its
+//! liveness key gone from Redis and its heartbeat stale in Postgres) belongs
+//! to a dead process; its lease is broken (only if it still holds the
 //! value the run recorded) and the run is re-queued at once. Slow: a `running`
 //! run started longer ago than `sweeper.stuck_after` whose lease is free is
 //! re-queued. A run that already spent its last attempt is failed instead.

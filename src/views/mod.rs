@@ -13,11 +13,5 @@ pub use layout::{Body, Cell, Page, RunBar, Section, chart_words, when};
 pub use runs::RunView;
 pub use syncs::{OverviewView, SyncView};
 
-/// `n` and its noun, singular or plural: "1 run", "3 runs", "0 runs".
-pub fn counted(n: impl TryInto<u64>, one: &str, many: &str) -> String {
-    let n: u64 = n.try_into().unwrap_or(0);
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
 /// How many rejected records a run's page lists (and a sync's page reads).
 const REJECTED_SHOWN: i64 = 100;

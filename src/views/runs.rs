@@ -370,7 +370,7 @@ impl RunView {
         Section {
             title: format!(
                 "Brevo imports ({}; runs show {} --all lists each)",
-                crate::views::counted(self.imports.len(), "import", "imports"),
+                crate::words::counted(self.imports.len(), "import", "imports"),
                 self.run.id
             ),
             body: Body::Table {

@@ -1,6 +1,7 @@
 //! Claims: how a destination call reserves its records' attempts before it
-//! is made, spends them as it goes out, and how its answers settle them after. A bulk call is one `batches`
-//! row holding the page's packed keys (one insert instead of a thousand);
+//! is made, spends them as it goes out, and how its answers settle them
+//! after. A bulk call is one `delivery_batches` row holding the page's
+//! packed keys (one insert instead of a thousand);
 //! per-record calls get a `deliveries` row per key. The next page's bulk
 //! claim rides in this page's checkpoint statement, so a clean page costs
 //! one commit for both.

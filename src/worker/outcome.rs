@@ -154,7 +154,7 @@ async fn alert_quarantine(
                 "Sync {sync}: {} quarantined after killing the worker {record_attempts} times \
                  (run {}). They are not sent again until someone puts them back: find what kills the worker \
                  on them, then run `syncward sync retry-rejected {sync}`.",
-                crate::views::counted(quarantined, "record", "records"),
+                crate::words::counted(quarantined, "record", "records"),
                 run.id
             ),
             failure: Some(FailureCode::RecordsQuarantined),

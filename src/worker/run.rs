@@ -206,7 +206,7 @@ async fn record_dropped_values(
         let notice = format!(
             "attribute {attribute}: {} not written, {why} (Brevo would ignore them); \
              fix the mapping or the attribute's type",
-            crate::views::counted(count, "value", "values")
+            crate::words::counted(count, "value", "values")
         );
         warn!(notice = %notice, "Destination notice");
         crate::telemetry::record_values_dropped(

@@ -190,7 +190,7 @@ fn rust_files(dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
     Ok(found)
 }
 
-/// Comments name files that exist: a doc cited as `docs/x.md`, a migration,
+/// Comments name files that exist: a document under docs/, a migration,
 /// a script or a deploy file is there, and nothing cites the design documents
 /// kept outside the repository (`docs/contract.md` is the repository's copy).
 #[test]

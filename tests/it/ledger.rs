@@ -121,6 +121,16 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     else {
         anyhow::bail!("fenced");
     };
+    // Claimed only: the attempt is reserved, not spent, until the call starts.
+    let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
+    assert_eq!(
+        state(&looked, &keys[0]),
+        KeyState::Pending {
+            attempts: 0,
+            per_key: false
+        }
+    );
+    ledger::start_call(&db.pool, CallClaim::Batch(first)).await?;
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(
         state(&looked, &keys[0]),
@@ -156,6 +166,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
         anyhow::bail!("fenced");
     };
     assert!(completed_meanwhile.is_empty());
+    ledger::start_call(&db.pool, CallClaim::Batch(second)).await?;
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(
         state(&looked, &keys[4]),
@@ -319,6 +330,12 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
     let mut attempts: Vec<i32> = claimed.iter().map(|(_, a)| *a).collect();
     attempts.sort();
     assert_eq!(attempts, vec![1, 3]);
+    let call = CallClaim::Keys {
+        sync_id: "s1",
+        run_id: 2,
+        keys: &keys[2..],
+    };
+    ledger::start_call(&db.pool, call).await?;
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(
         state(&looked, &keys[2]),
@@ -702,6 +719,12 @@ async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it() 
     complete(&db, batch, 8).await?;
     let (pending_page, pending_keys) = page(40, 1);
     claim_fresh(&db, &pending_page, &pending_keys, fence).await?;
+    let call = CallClaim::Keys {
+        sync_id: "s1",
+        run_id: 1,
+        keys: &pending_keys,
+    };
+    ledger::start_call(&db.pool, call).await?;
     sqlx::query(
         "UPDATE deliveries SET claimed_at = now() - interval '8 days' WHERE status = 'pending'",
     )

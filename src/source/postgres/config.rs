@@ -148,8 +148,8 @@ impl PostgresSourceConfig {
                 "source.commit_wait".into(),
                 format!(
                     "{} is longer than {}",
-                    crate::config::duration_text(self.commit_wait),
-                    crate::config::duration_text(MAX_COMMIT_WAIT)
+                    crate::words::duration_text(self.commit_wait),
+                    crate::words::duration_text(MAX_COMMIT_WAIT)
                 ),
             ));
         }

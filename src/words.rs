@@ -1,8 +1,15 @@
-//! Durations printed the way people write them in the config: `90d`, `15m`,
-//! `1h 30m`, `500ms` (humantime's own format turns 90 days into
-//! `2months 29days 2h 52m 48s`). What it prints, humantime parses back.
+//! Numbers and durations as people write them: `1 run`, `3 runs`; `90d`,
+//! `15m`, `1h 30m`, `500ms` (humantime's own format turns 90 days into
+//! `2months 29days 2h 52m 48s`; what this prints, humantime parses back).
+//! A leaf: every part may use it.
 
 use std::time::Duration;
+
+/// `n` and its noun, singular or plural: "1 run", "3 runs", "0 runs".
+pub fn counted(n: impl TryInto<u64>, one: &str, many: &str) -> String {
+    let n: u64 = n.try_into().unwrap_or(0);
+    format!("{n} {}", if n == 1 { one } else { many })
+}
 
 /// The duration in years, days, hours, minutes, seconds and milliseconds, largest
 /// first, each unit that is not zero; `0s` for nothing.
