@@ -349,6 +349,21 @@ fn log_lines(daemon: &DaemonProcess, needle: &str) -> Vec<String> {
         .collect()
 }
 
+/// After an outage: the page answers 200 again and the daemon logged the
+/// recovery (`line`) once.
+async fn back_after_outage(daemon: &DaemonProcess, page: &str, line: &str) -> anyhow::Result<()> {
+    daemon
+        .eventually(Duration::from_secs(20), "the pages back", || async {
+            Ok(timed_get(page).await?.0 == 200)
+        })
+        .await?;
+    daemon
+        .eventually(Duration::from_secs(20), "the recovery line", || async {
+            Ok(log_lines(daemon, line).len() == 1)
+        })
+        .await
+}
+
 /// A GET of `url`: its status, body and how long it took.
 async fn timed_get(url: &str) -> anyhow::Result<(u16, String, Duration)> {
     let started = std::time::Instant::now();
@@ -397,16 +412,7 @@ async fn a_store_or_redis_outage_is_answered_503_naming_it_and_logged_once_each_
         "{errors:#?}"
     );
     pg.start_again().await?;
-    daemon
-        .eventually(Duration::from_secs(20), "the pages back", || async {
-            Ok(timed_get(&page).await?.0 == 200)
-        })
-        .await?;
-    daemon
-        .eventually(Duration::from_secs(20), "the recovery line", || async {
-            Ok(log_lines(&daemon, "The store is reachable again after").len() == 1)
-        })
-        .await?;
+    back_after_outage(&daemon, &page, "The store is reachable again after").await?;
 
     redis.kill().await?;
     daemon
@@ -418,16 +424,7 @@ async fn a_store_or_redis_outage_is_answered_503_naming_it_and_logged_once_each_
     // The API needs only the store.
     assert_eq!(timed_get(&format!("{base}/api/syncs")).await?.0, 200);
     redis.start_again().await?;
-    daemon
-        .eventually(Duration::from_secs(20), "the pages back", || async {
-            Ok(timed_get(&page).await?.0 == 200)
-        })
-        .await?;
-    daemon
-        .eventually(Duration::from_secs(20), "the recovery line", || async {
-            Ok(log_lines(&daemon, "Redis is reachable again after").len() == 1)
-        })
-        .await?;
+    back_after_outage(&daemon, &page, "Redis is reachable again after").await?;
     let errors = log_lines(&daemon, "Redis (redis://");
     assert_eq!(errors.len(), 1, "one ERROR for the outage: {errors:#?}");
     assert!(errors[0].contains("ERROR"), "{errors:#?}");
