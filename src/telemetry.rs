@@ -250,7 +250,7 @@ pub const SYNC_STATES: [&str; 5] = [
 /// Sets every sync's gauges from the store (`syncs::sync_health`): its state,
 /// last success (0 until its first; archived syncs keep none), when it was
 /// last made active, its failure streak and its breaker trips. Read by every
-/// daemon on each sweep, so a success or a trip in any process shows.
+/// daemon when scraped, so a success or a trip in any process shows.
 pub fn record_sync_health(syncs: &[SyncHealth]) {
     let seconds = |at: Option<chrono::DateTime<chrono::Utc>>| {
         at.map_or(0.0, |at| at.timestamp_millis() as f64 / 1000.0)

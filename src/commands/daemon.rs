@@ -92,13 +92,8 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         // One recorder per process; a second install (tests running two
         // daemons in one process) keeps the first.
         metrics: crate::telemetry::install(),
+        sync_health_read_at: Default::default(),
     };
-    // Each sync's gauges and record counters, there before the first scrape
-    // and this daemon's first run (the sweeper refreshes them).
-    match store::syncs::sync_health(&daemon.store).await {
-        Ok(syncs) => crate::telemetry::record_sync_health(&syncs),
-        Err(e) => warn!(error = %e, "Reading the syncs' health for the metrics failed"),
-    }
     metrics::gauge!("syncward_workers").set(settings.workers.count as f64);
     metrics::gauge!("syncward_workers_busy").set(0.0);
     shutdown.spawn(crate::http::serve(listener, http_state, shutdown.clone()));

@@ -58,6 +58,8 @@ pub struct HttpState {
     pub secrets: crate::config::secrets::SecretStore,
     /// The Prometheus recorder's handle; `None` where none is installed.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// When `/metrics` last read every sync's health from the store.
+    pub sync_health_read_at: std::sync::Arc<tokio::sync::Mutex<Option<std::time::Instant>>>,
 }
 
 /// How long readiness waits for each service.

@@ -122,8 +122,6 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
     metrics::gauge!("syncward_queue_oldest_age_seconds").set(oldest);
     let open = crate::store::deadman::open_incident_count(&daemon.store).await?;
     metrics::gauge!("syncward_deadman_incidents_open").set(open as f64);
-    let health = crate::store::syncs::sync_health(&daemon.store).await?;
-    crate::telemetry::record_sync_health(&health);
     if purge {
         let purged =
             ledger::purge_completed(&daemon.store, daemon.settings.ledger.retention, 10_000)

@@ -209,7 +209,7 @@ fn the_shipped_grafana_dashboard_queries_are_valid_promql_over_syncwards_metrics
 }
 
 /// What happens in another process shows in a daemon's metrics: the store
-/// is read each sweep. A foreground run's breaker trip (in the CLI process)
+/// is read when scraped. A foreground run's breaker trip (in the CLI process)
 /// moves the sync's state, streak and trips; its later success (after a
 /// resume) moves its last success.
 #[tokio::test(flavor = "multi_thread")]
@@ -218,7 +218,6 @@ async fn per_sync_metrics_come_from_the_store_so_a_foreground_run_counts() -> an
     let cli = s
         .cli
         .clone()
-        .with_env("SYNCWARD__SWEEPER__EVERY", "300ms")
         .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "2");
     let mut daemon = DaemonProcess::spawn(&cli).await?;
     let base = format!("http://{}", daemon.http_address().await?);
