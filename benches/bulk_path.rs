@@ -123,7 +123,14 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
         async move {
             let id = definition.id.to_string();
             cursors::reset_cursor(&pool, &id, Actor::Cli).await?;
-            let run = runs::create_claimed_run(&pool, &id, "bench", 1, &executor).await?;
+            let run = runs::create_claimed_run(
+                &pool,
+                &id,
+                syncward::states::RunTrigger::Foreground,
+                1,
+                &executor,
+            )
+            .await?;
             let started = Instant::now();
             let report = execute_run(&env, &run, &definition, &mut |_| {}).await;
             let elapsed = started.elapsed();

@@ -46,7 +46,8 @@ async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
     )
     .execute(&pool)
     .await?;
-    let (run_id, _) = runs::enqueue_run(&pool, SYNC, "manual", 5).await?;
+    let (run_id, _) =
+        runs::enqueue_run(&pool, SYNC, syncward::states::RunTrigger::Manual, 5).await?;
     let started = runs::begin_leased_runs(
         &pool,
         &[runs::LeaseStart {

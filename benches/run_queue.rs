@@ -83,7 +83,13 @@ email = "email"
                 .execute(&pool)
                 .await?;
             for d in &definitions {
-                runs::enqueue_run(&pool, d.id.as_str(), "manual", 5).await?;
+                runs::enqueue_run(
+                    &pool,
+                    d.id.as_str(),
+                    syncward::states::RunTrigger::Manual,
+                    5,
+                )
+                .await?;
             }
             let shutdown = Shutdown::new(Duration::from_secs(15));
             let started_at: chrono::DateTime<chrono::Utc> =

@@ -7,7 +7,8 @@
 //! `source` and `destination` (connectors), `outbound` (the HTTP client, webhook
 //! signing and retry policy shared by connectors and `alerts`), `connector_config`
 //! (what connector configs are made of, below them and `config`), `mapping` (record → contact), `canonical_json` (the bytes a delivery key hashes),
-//! `failure` (the failure catalogue), `scheduler` (cron → queue), `sweeper`
+//! `failure` (the failure catalogue), `states` (the stored states and run
+//! triggers, as enums), `scheduler` (cron → queue), `sweeper`
 //! (stuck and dead runs, ledger purge), `shutdown` (the drain), `reload`
 //! (SIGHUP: log filter and alert channels), `daemon` (what the workers,
 //! scheduler and sweeper of one daemon share, and how it is built),
@@ -44,6 +45,7 @@ pub mod reload;
 pub mod scheduler;
 pub mod shutdown;
 pub mod source;
+pub mod states;
 pub mod store;
 pub mod sweeper;
 pub mod telemetry;

@@ -8,6 +8,7 @@
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::states::SyncStatus;
 use crate::store::runs::RunCounts;
 use crate::store::syncs::{PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncHealth};
 
@@ -260,12 +261,12 @@ pub fn record_sync_health(syncs: &[SyncHealth]) {
             ("sync", s.id.clone()),
             ("workspace", s.workspace_id.clone()),
         ];
-        let state = match (s.status.as_str(), s.paused_reason.as_deref()) {
-            ("archived", _) => "archived",
-            ("paused", Some(PAUSED_BY_BREAKER)) => "paused_by_breaker",
-            ("paused", Some(PAUSED_MANUAL) | None) => "paused_by_person",
-            ("paused", Some(_)) => "paused_by_failure",
-            _ => "active",
+        let state = match (s.status, s.paused_reason.as_deref()) {
+            (SyncStatus::Archived, _) => "archived",
+            (SyncStatus::Paused, Some(PAUSED_BY_BREAKER)) => "paused_by_breaker",
+            (SyncStatus::Paused, Some(PAUSED_MANUAL) | None) => "paused_by_person",
+            (SyncStatus::Paused, Some(_)) => "paused_by_failure",
+            (SyncStatus::Active, _) => "active",
         };
         for candidate in SYNC_STATES {
             let mut with_state = labels.to_vec();
@@ -276,7 +277,7 @@ pub fn record_sync_health(syncs: &[SyncHealth]) {
                 0.0
             });
         }
-        if state != "archived" {
+        if s.status != SyncStatus::Archived {
             metrics::gauge!("syncward_sync_last_success_timestamp_seconds", &labels)
                 .set(seconds(s.last_success_at));
             metrics::gauge!("syncward_sync_active_since_timestamp_seconds", &labels)

@@ -158,7 +158,14 @@ pub async fn timed_run(
     definition: &syncward::config::SyncDefinition,
 ) -> anyhow::Result<(std::time::Duration, syncward::store::runs::RunCounts)> {
     let id = definition.id.to_string();
-    let run = syncward::store::runs::create_claimed_run(pool, &id, "bench", 1, executor).await?;
+    let run = syncward::store::runs::create_claimed_run(
+        pool,
+        &id,
+        syncward::states::RunTrigger::Foreground,
+        1,
+        executor,
+    )
+    .await?;
     let started = std::time::Instant::now();
     let report = syncward::worker::execute_run(env, &run, definition, &mut |_| {}).await;
     let elapsed = started.elapsed();

@@ -12,6 +12,7 @@ use tracing::info;
 
 use crate::alerts::{Alert, Alerter};
 use crate::failure::FailureCode;
+use crate::states::{RunStatus, SyncStatus};
 use crate::store::{runs, syncs};
 
 /// Called after a failure of `sync_id` was recorded. Returns whether this call
@@ -46,17 +47,17 @@ pub async fn after_failure(
         "owner": code.map(|c| c.owner()),
         "at": last.finished_at,
     });
-    if last.status == "failed" {
+    if last.status == RunStatus::Failed {
         syncs::set_last_error(store, sync_id, &last_error).await?;
     }
-    let at_once = last.status == "failed" && code.is_some_and(FailureCode::pauses_at_once);
+    let at_once = last.status == RunStatus::Failed && code.is_some_and(FailureCode::pauses_at_once);
     let (recent, threshold, reason) = match code {
         Some(code) if at_once => (&recent[..1], 1, code.as_str()),
         _ => (&recent[..], threshold, syncs::PAUSED_BY_BREAKER),
     };
-    if sync.status != "active"
+    if sync.status != SyncStatus::Active
         || recent.len() < threshold as usize
-        || recent.iter().any(|r| r.status != "failed")
+        || recent.iter().any(|r| r.status != RunStatus::Failed)
     {
         return Ok(false);
     }

@@ -11,6 +11,7 @@ use super::output::outln;
 use super::print_json;
 use crate::config::{Settings, redact_url};
 use crate::destination::DestinationConfig;
+use crate::states::SyncStatus;
 use crate::store;
 
 /// One check's verdict.
@@ -91,7 +92,7 @@ async fn check_syncs(
     let door =
         crate::ops::Door::new(pool.clone(), settings.run_attempts()).enter(crate::ops::Scope::Cli);
     for summary in door.sync_list().await? {
-        if summary.status == "archived" {
+        if summary.status == SyncStatus::Archived {
             continue;
         }
         let sync = door.sync(&summary.id).await?;

@@ -2,6 +2,7 @@
 //! store and printed; nothing is written.
 
 use crate::ops::{OpsError, Scoped};
+use crate::states::SyncStatus;
 use serde::Serialize;
 
 use crate::config::{FieldChange, SyncDefinition, delivery_meaning, field_changes};
@@ -56,7 +57,9 @@ pub async fn plan(
     let mut plans = Vec::new();
     if prune {
         for s in door.sync_list().await? {
-            if s.status != "archived" && !definitions.iter().any(|d| d.id.as_str() == s.id) {
+            if s.status != SyncStatus::Archived
+                && !definitions.iter().any(|d| d.id.as_str() == s.id)
+            {
                 plans.push(SyncPlan {
                     sync: s.id,
                     action: PlannedAction::Archive,
@@ -91,12 +94,12 @@ pub async fn plan(
         };
         let changes = field_changes(&stored.definition.0, &new);
         let mut meaning = delivery_meaning(&changes, definition);
-        let action = if stored.status == "archived" {
+        let action = if stored.status == SyncStatus::Archived {
             meaning.insert(0, "archived now: the apply brings it back".into());
             PlannedAction::Restore
         } else if !changes.is_empty() {
             PlannedAction::Change
-        } else if stored.status == "paused" {
+        } else if stored.status == SyncStatus::Paused {
             meaning.push(format!(
                 "same definition, but paused ({}): the apply makes it active again and re-arms its breaker",
                 stored.paused_reason.as_deref().unwrap_or("paused")

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use super::output::outln;
 use super::run_progress::RunProgress;
 use crate::lease::{LeaseManager, clear_liveness, connect_redis, is_alive, refresh_liveness};
+use crate::states::{RunStatus, RunTrigger};
 use crate::store::processes::{self, ProcessKind};
-use crate::store::runs::{self, Executor, FORCED_TRIGGER, RunCounts};
+use crate::store::runs::{self, Executor, RunCounts};
 use crate::store::syncs;
 use crate::worker::{
     PageProgress, Recorded, RunEnv, RunOutcome, RunReport, Thresholds, execute_run, record_outcome,
@@ -171,7 +172,11 @@ pub async fn foreground(
         boot_id,
     };
     let max_attempts = settings.run_attempts();
-    let trigger = if forced { FORCED_TRIGGER } else { "foreground" };
+    let trigger = if forced {
+        RunTrigger::Forced
+    } else {
+        RunTrigger::Foreground
+    };
     let run = runs::create_claimed_run(pool, &sync.id, trigger, max_attempts, &executor)
         .await
         .context("creating the run failed")?;
@@ -258,7 +263,7 @@ pub async fn foreground(
         tracing::warn!(error = %e, "Releasing the lease failed; it expires on its own");
     }
     if let Recorded::Finished {
-        status: "succeeded",
+        status: RunStatus::Succeeded,
         closed_incidents,
         ..
     } = &recorded

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use crate::cli::RunsCommand;
 use crate::failure::FailureCode;
 use crate::ops::{Cancel, OpsError, RunFilter, RunRow, Scoped};
+use crate::states::RunStatus;
 
 use super::output::{out, outln};
 use super::{print_json, when};
@@ -127,7 +128,7 @@ pub async fn watch(
     json: bool,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let mut shown: Option<(String, i32, i32, i64)> = None;
+    let mut shown: Option<(RunStatus, i32, i32, i64)> = None;
     loop {
         let run = match door.run(id).await {
             Ok(run) => run,
@@ -136,27 +137,29 @@ pub async fn watch(
             }
             Err(e) => return Err(e.into()),
         };
-        let now = (run.status.clone(), run.attempt, run.pages, run.records_read);
+        let now = (run.status, run.attempt, run.pages, run.records_read);
         if shown.as_ref() != Some(&now) {
             show_progress(&run, json)?;
             shown = Some(now);
         }
-        match run.status.as_str() {
-            "succeeded" => return Ok(()),
-            "failed" => anyhow::bail!(
+        match run.status {
+            RunStatus::Succeeded => return Ok(()),
+            RunStatus::Failed => anyhow::bail!(
                 "run {id} failed: {}: {}",
                 run.failure_code.unwrap_or_default(),
                 run.failure_detail.unwrap_or_default()
             ),
-            "skipped" if run.failure_code.as_deref() == Some(FailureCode::LeaseBusy.as_str()) => {
+            RunStatus::Skipped
+                if run.failure_code.as_deref() == Some(FailureCode::LeaseBusy.as_str()) =>
+            {
                 return Err(super::run_once::SyncBusy {
                     sync: run.sync_id,
                     holder: "another run of it was in progress".into(),
                 }
                 .into());
             }
-            "skipped" => return Ok(()),
-            _ => {}
+            RunStatus::Skipped => return Ok(()),
+            RunStatus::Queued | RunStatus::Running => {}
         }
         if let Some(limit) = limit
             && started.elapsed() >= limit
@@ -191,22 +194,22 @@ fn show_progress(run: &RunRow, json: bool) -> anyhow::Result<()> {
         run.records_read, run.records_written, run.records_replayed, run.records_rejected
     );
     let id = run.id;
-    match run.status.as_str() {
-        "queued" if run.attempt == 0 => outln!("run {id}: queued"),
-        "queued" => outln!(
+    match run.status {
+        RunStatus::Queued if run.attempt == 0 => outln!("run {id}: queued"),
+        RunStatus::Queued => outln!(
             "run {id}: queued again for attempt {} of {} ({})",
             run.attempt + 1,
             run.max_attempts,
             run.failure_code.as_deref().unwrap_or("retry")
         ),
-        "running" if run.pages == 0 => outln!(
+        RunStatus::Running if run.pages == 0 => outln!(
             "run {id}: running (attempt {} of {})",
             run.attempt,
             run.max_attempts
         ),
-        "running" => outln!("run {id}: page {}: {counts}", run.pages),
-        "succeeded" => outln!("run {id}: succeeded: {counts}"),
-        status => outln!(
+        RunStatus::Running => outln!("run {id}: page {}: {counts}", run.pages),
+        RunStatus::Succeeded => outln!("run {id}: succeeded: {counts}"),
+        status @ (RunStatus::Failed | RunStatus::Skipped) => outln!(
             "run {id}: {status} ({}): {counts}",
             run.failure_code.as_deref().unwrap_or("-")
         ),

@@ -10,6 +10,7 @@ use super::output::outln;
 use super::print_json;
 use crate::config::Settings;
 use crate::ops::{Door, Scope};
+use crate::states::SyncStatus;
 use crate::store;
 use crate::store::deadman::{self, IncidentRow};
 use crate::store::processes::{self, ProcessRow};
@@ -89,7 +90,7 @@ pub async fn execute(settings: &Settings, json: bool) -> anyhow::Result<()> {
         running: running.into_iter().map(RunningRun::from).collect(),
         paused: syncs
             .into_iter()
-            .filter(|s| s.status == "paused")
+            .filter(|s| s.status == SyncStatus::Paused)
             .map(|s| PausedSync {
                 id: s.id,
                 workspace_id: s.workspace_id,

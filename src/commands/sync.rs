@@ -115,7 +115,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 let status = match (&s.paused_reason, &s.paused_note) {
                     (Some(_), Some(note)) => format!("paused: {note}"),
                     (Some(reason), None) => format!("paused ({reason})"),
-                    (None, _) => s.status.clone(),
+                    (None, _) => s.status.to_string(),
                 };
                 let last = match (&s.last_run_id, &s.last_run_status) {
                     (Some(id), Some(status)) => format!("#{id} {status}"),

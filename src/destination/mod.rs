@@ -15,7 +15,7 @@ pub use any::AnyDestination;
 pub use config::DestinationConfig;
 pub use delivery::Destination;
 pub use record::{
-    Consent, Contact, DestinationError, FollowUp, FollowUpPage, IMPORT_UNKNOWN, ImportOutcome,
-    Outbound, RecordOutcome,
+    Consent, Contact, DestinationError, FollowUp, FollowUpPage, ImportOutcome, Outbound,
+    RecordOutcome,
 };
 pub use retry::DESTINATION_RETRY;

@@ -3,6 +3,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::states::ImportStatus;
+
 /// A record mapped for a destination.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Contact {
@@ -77,8 +79,8 @@ pub struct FollowUp(pub i64);
 /// How a follow-up (an import) ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportOutcome {
-    /// `completed`, `failed`, `cancelled`, or `IMPORT_UNKNOWN`.
-    pub status: String,
+    /// Completed, failed, cancelled, or unknown (its end cannot be learned).
+    pub status: ImportStatus,
     /// What the destination counted (Brevo's `info.import`: imported,
     /// updated, invalid_emails, duplicates).
     pub counts: Option<Value>,
@@ -93,10 +95,6 @@ pub struct FollowUpPage {
     pub listed: Vec<(i64, Option<ImportOutcome>)>,
     pub more: bool,
 }
-
-/// The status of an import whose end syncward cannot learn: the destination
-/// no longer knows it, or it stayed unfinished past the checks allowed.
-pub const IMPORT_UNKNOWN: &str = "unknown";
 
 /// Why a call failed as a whole, classified for the run loop.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -13,6 +13,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use super::auth::CanWrite;
 use super::path_ids::{RunIdPath, SyncActionPath, SyncIdPath};
 use crate::ops::{OpsError, Scoped};
+use crate::states::{RunStatus, SyncStatus};
 use crate::store::rejected::PutBackFilter;
 use crate::views::{Body, Cell, Page, RunBar, chart_words};
 
@@ -77,12 +78,12 @@ fn body(b: &Body) -> Markup {
 }
 
 /// Colour of a run's bar by how it ended.
-fn colour(status: &str) -> &'static str {
+fn colour(status: RunStatus) -> &'static str {
     match status {
-        "succeeded" => "#2da44e",
-        "failed" => "#cf222e",
-        "running" => "#0969da",
-        _ => "#8c959f",
+        RunStatus::Succeeded => "#2da44e",
+        RunStatus::Failed => "#cf222e",
+        RunStatus::Running => "#0969da",
+        RunStatus::Queued | RunStatus::Skipped => "#8c959f",
     }
 }
 
@@ -113,8 +114,8 @@ fn chart(bars: &[RunBar]) -> Markup {
                     @let h2 = (bar.records as f64 / most * (ROW - 16.0)).max(1.0);
                     a href={ "/runs/" (bar.run) } {
                         title { "run #" (bar.run) ": " (bar.status) ", " (format!("{:.1}", bar.seconds)) " s, " (bar.records) " records" }
-                        rect x=(x) y=(ROW - h1 + 14.0) width=(w) height=(h1) fill=(colour(&bar.status)) {}
-                        rect x=(x) y=(2.0 * ROW - h2 + 28.0) width=(w) height=(h2) fill=(colour(&bar.status)) {}
+                        rect x=(x) y=(ROW - h1 + 14.0) width=(w) height=(h1) fill=(colour(bar.status)) {}
+                        rect x=(x) y=(2.0 * ROW - h2 + 28.0) width=(w) height=(h2) fill=(colour(bar.status)) {}
                     }
                 }
             }
@@ -169,7 +170,7 @@ pub async fn sync_page(
     Query(query): Query<VersionQuery>,
 ) -> Response {
     match door.sync_view(id.as_str(), query.version).await {
-        Ok(view) if view.sync.status == "archived" => {
+        Ok(view) if view.sync.status == SyncStatus::Archived => {
             Html(layout(&view.page(), None).into_string()).into_response()
         }
         // Buttons that could only be refused are not offered.
@@ -180,7 +181,7 @@ pub async fn sync_page(
             Html(layout(&view.page(), Some(note)).into_string()).into_response()
         }
         Ok(view) => {
-            let paused = view.sync.status == "paused";
+            let paused = view.sync.status == SyncStatus::Paused;
             let actions = html! {
                 @if paused {
                     form method="post" action={ "/syncs/" (id) "/resume" } { button type="submit" { "Resume" } }

@@ -22,9 +22,10 @@ use sqlx::PgPool;
 
 use crate::config::SyncDefinition;
 use crate::config::secrets::SecretStore;
+use crate::states::{RunStatus, RunTrigger, SyncStatus};
 use crate::store::cursors;
 use crate::store::rejected::{self, PutBack, PutBackFilter};
-use crate::store::runs::{self, FORCED_TRIGGER};
+use crate::store::runs;
 use crate::store::syncs::{self, PAUSED_MANUAL};
 use crate::views::{OverviewView, RunView, SyncView};
 
@@ -74,9 +75,6 @@ pub enum OpsError {
 pub fn run_queued(sync: &str, run_id: i64, new: bool) -> serde_json::Value {
     serde_json::json!({ "sync": sync, "run_id": run_id, "new": new })
 }
-
-/// What a run's status can be.
-const RUN_STATUSES: [&str; 5] = ["queued", "running", "succeeded", "failed", "skipped"];
 
 /// Longest pause reason a person may give (it is shown on the pages).
 const MAX_PAUSE_NOTE: usize = 500;
@@ -200,12 +198,9 @@ impl Scoped {
             self.sync(id).await?;
         }
         if let Some(status) = filter.status
-            && !RUN_STATUSES.contains(&status)
+            && let Err(e) = status.parse::<RunStatus>()
         {
-            return Err(OpsError::BadInput(format!(
-                "--status {status}: a run is one of {}",
-                RUN_STATUSES.join(", ")
-            )));
+            return Err(OpsError::BadInput(format!("--status: {e}")));
         }
         match &self.scope {
             Scope::Cli | Scope::Admin => Ok(runs::list_runs(&self.store, filter).await?),
@@ -272,7 +267,7 @@ impl Scoped {
     /// The sync `id`, if the scope may act on it: seen, writable, not archived.
     async fn actionable_sync(&self, id: &str) -> Result<SyncRow, OpsError> {
         let sync = self.writable_sync(id).await?;
-        if sync.status == "archived" {
+        if sync.status == SyncStatus::Archived {
             return Err(OpsError::Archived);
         }
         Ok(sync)
@@ -302,7 +297,7 @@ impl Scoped {
     /// Whether the sync may run now: a paused one only when `force` is given.
     pub async fn runnable(&self, id: &str, force: bool) -> Result<Runnable, OpsError> {
         let sync = self.actionable_sync(id).await?;
-        let paused = sync.status == "paused";
+        let paused = sync.status == SyncStatus::Paused;
         if paused && !force {
             let reason = sync
                 .paused_reason
@@ -326,9 +321,9 @@ impl Scoped {
     /// Queues a run of a sync `runnable` cleared.
     pub async fn enqueue(&self, runnable: &Runnable) -> Result<(i64, bool), OpsError> {
         let trigger = if runnable.forced {
-            FORCED_TRIGGER
+            RunTrigger::Forced
         } else {
-            "manual"
+            RunTrigger::Manual
         };
         Ok(runs::enqueue_run(&self.store, &runnable.sync.id, trigger, self.max_attempts).await?)
     }

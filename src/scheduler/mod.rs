@@ -18,6 +18,7 @@ use crate::config::{CatchUp, Schedule, Timezone};
 use crate::daemon::Daemon;
 use crate::failure::FailureCode;
 use crate::shutdown::Shutdown;
+use crate::states::RunTrigger;
 use crate::store::{runs, schedule};
 
 /// Syncs one tick's statement takes at most; a fuller second takes several.
@@ -210,7 +211,9 @@ fn read_timing(
 /// breaker counts.
 async fn record_unbuildable(daemon: &Daemon, sync_id: &str, detail: &str) {
     let code = FailureCode::ConfigInvalid.as_str();
-    match runs::record_failed_enqueue(&daemon.store, sync_id, "schedule", code, detail).await {
+    match runs::record_failed_enqueue(&daemon.store, sync_id, RunTrigger::Schedule, code, detail)
+        .await
+    {
         Ok(run_id) => {
             warn!(sync.id = %sync_id, run.id = run_id, detail = %detail, "Scheduled run could not be built");
             if let Err(e) = crate::breaker::after_failure(

@@ -5,6 +5,8 @@ use serde::Serialize;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
+use crate::states::ImportStatus;
+
 #[derive(Debug, Clone, Serialize, FromRow)]
 pub struct ImportProcessRow {
     pub id: i64,
@@ -12,7 +14,7 @@ pub struct ImportProcessRow {
     pub run_id: i64,
     pub process_id: i64,
     pub records: i32,
-    pub status: String,
+    pub status: ImportStatus,
     pub counts: Option<Json<serde_json::Value>>,
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
@@ -82,7 +84,7 @@ pub async fn mark_import_checked(pool: &PgPool, id: i64) -> sqlx::Result<()> {
 pub async fn finish_import_process(
     pool: &PgPool,
     process: &ImportProcessRow,
-    status: &str,
+    status: ImportStatus,
     counts: Option<&serde_json::Value>,
     error: Option<&str>,
 ) -> sqlx::Result<bool> {
@@ -114,7 +116,7 @@ pub async fn finish_import_process(
         .bind(Json(&detail))
         .execute(&mut *tx)
         .await?;
-    if status == "completed" {
+    if status == ImportStatus::Completed {
         // Brevo's report counts the rows it skipped but does not name them:
         // one row per count with its code, and the run's rejected count
         // grows by each.
@@ -143,8 +145,8 @@ pub async fn finish_import_process(
                 .await?;
         }
     }
-    if status != "completed" {
-        let message = if status == crate::destination::IMPORT_UNKNOWN {
+    if status != ImportStatus::Completed {
+        let message = if status == ImportStatus::Unknown {
             format!(
                 "Brevo import process {}: outcome unknown{}: whether the {} records it carried \
                  arrived cannot be learned; they leave the ledger, so a cursor reset and a new \

@@ -25,12 +25,13 @@ use sqlx::{FromRow, PgPool};
 use super::fence::fence_guard;
 use super::history::delete_in_batches;
 use super::ledger_days::{self, completion_day};
+use crate::states::DeliveryStatus;
 
 /// A key's per-key row in the ledger.
 #[derive(Debug, Clone, FromRow)]
 pub struct LedgerEntry {
     pub key: Vec<u8>,
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempts: i32,
 }
 
@@ -181,7 +182,7 @@ pub async fn lookup_page(
     {
         let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
         for entry in lookup_keys(pool, sync_id, &keys, since).await? {
-            let state = if entry.status == "completed" {
+            let state = if entry.status == DeliveryStatus::Completed {
                 KeyState::Completed
             } else {
                 KeyState::Pending {

@@ -9,10 +9,7 @@ use super::audit::{Actor, record_audit};
 use super::deadman::IncidentRow;
 use super::fence::issue_fence;
 use crate::failure::FailureCode;
-
-/// The trigger of a run a person started on a paused sync (`sync run --force`):
-/// it runs although the sync is paused.
-pub const FORCED_TRIGGER: &str = "forced";
+use crate::states::{RunStatus, RunTrigger};
 
 /// A run as stored.
 #[derive(Debug, Clone, Serialize, FromRow)]
@@ -23,8 +20,8 @@ pub struct RunRow {
     pub sync_version: i32,
     /// The sync's ledger epoch the run keys its records in (set at its claim).
     pub ledger_epoch: i32,
-    pub status: String,
-    pub trigger: String,
+    pub status: RunStatus,
+    pub trigger: RunTrigger,
     pub attempt: i32,
     pub max_attempts: i32,
     pub created_at: DateTime<Utc>,
@@ -162,7 +159,7 @@ pub struct Executor {
 pub async fn create_claimed_run(
     pool: &PgPool,
     sync_id: &str,
-    trigger: &str,
+    trigger: RunTrigger,
     max_attempts: i32,
     executor: &Executor,
 ) -> sqlx::Result<RunRow> {
@@ -263,7 +260,7 @@ pub struct Finish {
     pub run_id: i64,
     /// The claim the caller saw (`RunRow::started_at`).
     pub started_at: Option<DateTime<Utc>>,
-    pub status: String,
+    pub status: RunStatus,
     pub counts: RunCounts,
     /// Failure code and detail.
     pub failure: Option<(String, String)>,
@@ -282,7 +279,7 @@ pub struct Finish {
 pub async fn finish_run(
     pool: &PgPool,
     run: &RunRow,
-    status: &str,
+    status: RunStatus,
     counts: &RunCounts,
     failure: Option<(&str, &str)>,
     event: &serde_json::Value,
@@ -290,7 +287,7 @@ pub async fn finish_run(
     let finish = Finish {
         run_id: run.id,
         started_at: run.started_at,
-        status: status.to_owned(),
+        status,
         counts: *counts,
         failure: failure.map(|(code, detail)| (code.to_owned(), detail.to_owned())),
         event: event.clone(),
@@ -370,7 +367,7 @@ pub async fn add_run_event(
 pub async fn enqueue_run(
     pool: &PgPool,
     sync_id: &str,
-    trigger: &str,
+    trigger: RunTrigger,
     max_attempts: i32,
 ) -> sqlx::Result<(i64, bool)> {
     let inserted: Option<i64> = sqlx::query_scalar(
@@ -519,7 +516,7 @@ pub struct Requeue<'a> {
     /// The attempt it spent is returned (a clean stop at a batch boundary,
     /// or a wait for its account, is not a failed attempt).
     pub give_back_attempt: bool,
-    pub trigger: &'a str,
+    pub trigger: RunTrigger,
     /// Why, on the run's timeline.
     pub reason: &'a str,
     /// The account slot it reserved, this long from now (`runs.slot_at`).
@@ -609,7 +606,7 @@ pub async fn running_runs(
 pub async fn record_failed_enqueue(
     pool: &PgPool,
     sync_id: &str,
-    trigger: &str,
+    trigger: RunTrigger,
     code: &str,
     detail: &str,
 ) -> sqlx::Result<i64> {
@@ -678,7 +675,7 @@ pub enum Cancel {
     /// It is running: it stops at its next checkpoint, ended the same way.
     Requested,
     /// It had ended already, as this.
-    AlreadyEnded(String),
+    AlreadyEnded(RunStatus),
 }
 
 /// Cancels run `id` for `actor` (recorded in the audit log and the run's
@@ -686,7 +683,7 @@ pub enum Cancel {
 /// at its next checkpoint (`checkpoint::record_clean_page` answers it).
 pub async fn cancel_run(pool: &PgPool, id: i64, actor: Actor) -> sqlx::Result<Option<Cancel>> {
     let mut tx = pool.begin().await?;
-    let Some((sync_id, status)): Option<(String, String)> =
+    let Some((sync_id, status)): Option<(String, RunStatus)> =
         sqlx::query_as("SELECT sync_id, status FROM runs WHERE id = $1 FOR UPDATE")
             .bind(id)
             .fetch_optional(&mut *tx)
@@ -694,8 +691,8 @@ pub async fn cancel_run(pool: &PgPool, id: i64, actor: Actor) -> sqlx::Result<Op
     else {
         return Ok(None);
     };
-    let done = match status.as_str() {
-        "queued" => {
+    let done = match status {
+        RunStatus::Queued => {
             sqlx::query(
                 "UPDATE runs SET status = 'skipped', failure_code = 'run_cancelled',
                         failure_detail = $2, finished_at = now()
@@ -707,7 +704,7 @@ pub async fn cancel_run(pool: &PgPool, id: i64, actor: Actor) -> sqlx::Result<Op
             .await?;
             Cancel::Ended
         }
-        "running" => {
+        RunStatus::Running => {
             sqlx::query(
                 "UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
                  WHERE id = $1",

@@ -7,6 +7,7 @@ use sqlx::{FromRow, PgConnection, PgPool};
 
 use super::audit::{Actor, record_audit};
 use crate::config::SyncDefinition;
+use crate::states::{RunStatus, SyncStatus};
 
 /// Why a paused sync is paused.
 pub const PAUSED_MANUAL: &str = "manual";
@@ -19,7 +20,7 @@ pub struct SyncRow {
     pub workspace_id: String,
     pub definition: Json<serde_json::Value>,
     pub version: i32,
-    pub status: String,
+    pub status: SyncStatus,
     pub paused_reason: Option<String>,
     /// What the person who paused it wrote (`sync pause --reason`); read
     /// only while `paused_reason` is `manual` (the next pause rewrites it).
@@ -52,12 +53,12 @@ pub struct SyncSummary {
     pub id: String,
     pub workspace_id: String,
     pub version: i32,
-    pub status: String,
+    pub status: SyncStatus,
     pub paused_reason: Option<String>,
     pub paused_note: Option<String>,
     pub schedule: Option<String>,
     pub last_run_id: Option<i64>,
-    pub last_run_status: Option<String>,
+    pub last_run_status: Option<RunStatus>,
     pub last_run_finished_at: Option<DateTime<Utc>>,
     pub last_success_at: Option<DateTime<Utc>>,
     /// The silence of an open dead-man incident touching this sync (its own or
@@ -555,7 +556,7 @@ pub async fn workspace_of_sync(pool: &PgPool, sync_id: &str) -> sqlx::Result<Opt
 pub struct SyncHealth {
     pub id: String,
     pub workspace_id: String,
-    pub status: String,
+    pub status: SyncStatus,
     pub paused_reason: Option<String>,
     /// When it was last made active (published, resumed).
     pub activated_at: Option<DateTime<Utc>>,

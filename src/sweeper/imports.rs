@@ -11,9 +11,8 @@ use crate::alerts::Alert;
 use crate::daemon::Daemon;
 use std::collections::HashMap;
 
-use crate::destination::{
-    AnyDestination, DESTINATION_RETRY, Destination, IMPORT_UNKNOWN, ImportOutcome,
-};
+use crate::destination::{AnyDestination, DESTINATION_RETRY, Destination, ImportOutcome};
+use crate::states::ImportStatus;
 use crate::store::imports::ImportProcessRow;
 use crate::store::{imports, syncs};
 
@@ -233,7 +232,7 @@ async fn record(
     // unreadable) after it is given up as unknown.
     let last_check = process.checks + 1 >= MAX_CHECKS_PER_IMPORT;
     let unknown = |error: String| ImportOutcome {
-        status: IMPORT_UNKNOWN.to_string(),
+        status: ImportStatus::Unknown,
         counts: None,
         error: Some(error),
     };
@@ -257,7 +256,7 @@ async fn record(
     let recorded = imports::finish_import_process(
         &daemon.store,
         process,
-        &outcome.status,
+        outcome.status,
         outcome.counts.as_ref(),
         outcome.error.as_deref(),
     )
@@ -265,14 +264,14 @@ async fn record(
     if !recorded {
         return Ok(false);
     }
-    if outcome.status != "completed" {
+    if outcome.status != ImportStatus::Completed {
         warn!(
             run.id = process.run_id, sync.id = %process.sync_id,
             process = process.process_id, status = %outcome.status,
             "An import did not complete; its page is recorded as rejected"
         );
     }
-    if outcome.status == IMPORT_UNKNOWN {
+    if outcome.status == ImportStatus::Unknown {
         alert_unknown(daemon, workspace, process, outcome.error.as_deref()).await;
     }
     Ok(true)

@@ -17,6 +17,7 @@ use crate::daemon::Daemon;
 use crate::failure::FailureCode;
 use crate::lease::is_alive;
 use crate::shutdown::Shutdown;
+use crate::states::{RunStatus, RunTrigger};
 use crate::store::runs::{self, RunRow};
 use crate::store::{history, ledger, processes};
 
@@ -96,7 +97,7 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
             put_back(
                 daemon,
                 &run,
-                "recovery",
+                RunTrigger::Recovery,
                 "its daemon stopped showing signs of life",
                 &mut report,
             )
@@ -109,7 +110,7 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
             put_back(
                 daemon,
                 &run,
-                "sweeper",
+                RunTrigger::Sweeper,
                 "running for longer than sweeper.stuck_after with a free lease",
                 &mut report,
             )
@@ -159,7 +160,7 @@ const PURGE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 async fn put_back(
     daemon: &Daemon,
     run: &RunRow,
-    trigger: &str,
+    trigger: RunTrigger,
     reason: &str,
     report: &mut SweepReport,
 ) -> anyhow::Result<()> {
@@ -170,7 +171,7 @@ async fn put_back(
         if runs::finish_run(
             &daemon.store,
             run,
-            "failed",
+            RunStatus::Failed,
             &run.counts(),
             Some((FailureCode::Interrupted.as_str(), &detail)),
             &serde_json::json!({"failure_code": "interrupted", "reason": reason}),
@@ -202,7 +203,7 @@ async fn put_back(
     )
     .await?
     {
-        warn!(run.id = run.id, sync.id = %run.sync_id, trigger, "Re-queued a run whose worker is gone");
+        warn!(run.id = run.id, sync.id = %run.sync_id, trigger = trigger.as_str(), "Re-queued a run whose worker is gone");
         report.requeued.push(run.id);
     }
     Ok(())

@@ -2,6 +2,8 @@
 //! tables, text or a note, with the links between pages. `to_text` is the
 //! terminal's rendering; `http::pages` renders the same value as HTML.
 
+use crate::states::RunStatus;
+
 /// One page: a title and its sections, in reading order.
 #[derive(Debug, Clone)]
 pub struct Page {
@@ -38,8 +40,7 @@ pub enum Body {
 #[derive(Debug, Clone)]
 pub struct RunBar {
     pub run: i64,
-    /// `succeeded`, `failed`, `skipped`, `running`, ...
-    pub status: String,
+    pub status: RunStatus,
     /// From start to finish (or to now, while running); 0 when it never started.
     pub seconds: f64,
     /// Records read.
@@ -131,11 +132,11 @@ pub fn chart_words(bars: &[RunBar]) -> String {
     if bars.is_empty() {
         return "No runs yet.".into();
     }
-    let mut ended: Vec<(&str, usize)> = Vec::new();
+    let mut ended: Vec<(RunStatus, usize)> = Vec::new();
     for bar in bars {
         match ended.iter_mut().find(|(s, _)| *s == bar.status) {
             Some((_, n)) => *n += 1,
-            None => ended.push((&bar.status, 1)),
+            None => ended.push((bar.status, 1)),
         }
     }
     let ended: Vec<String> = ended.iter().map(|(s, n)| format!("{n} {s}")).collect();
@@ -232,16 +233,16 @@ mod tests {
 
     #[test]
     fn a_chart_sums_up_its_runs_in_one_line() {
-        let bar = |run, status: &str, seconds, records| RunBar {
+        let bar = |run, status, seconds, records| RunBar {
             run,
-            status: status.into(),
+            status,
             seconds,
             records,
         };
         let bars = [
-            bar(1, "succeeded", 1.0, 10),
-            bar(2, "failed", 3.0, 0),
-            bar(3, "succeeded", 2.0, 5),
+            bar(1, RunStatus::Succeeded, 1.0, 10),
+            bar(2, RunStatus::Failed, 3.0, 0),
+            bar(3, RunStatus::Succeeded, 2.0, 5),
         ];
         assert_eq!(
             chart_words(&bars),

@@ -10,6 +10,7 @@ use super::failure::FailureView;
 use super::layout::{
     Body, Cell, Page, RunBar, Section, cursor_words, duration_words, sync_link, when,
 };
+use crate::states::RunStatus;
 use crate::store::imports::{self, ImportProcessRow};
 use crate::store::rejected::{self, RejectedRow};
 use crate::store::runs::{self, RunEventRow, RunRow};
@@ -64,7 +65,7 @@ impl RunView {
         let cursor = |c: &Option<sqlx::types::Json<serde_json::Value>>| {
             cursor_words(c.as_ref().map(|v| &v.0))
         };
-        let running = r.status == "running";
+        let running = r.status == RunStatus::Running;
         let bar = RunBar::of(r, chrono::Utc::now());
         let mut sections = vec![Section {
             title: "Run".into(),
@@ -79,8 +80,8 @@ impl RunView {
                 ),
                 ("ledger epoch", r.ledger_epoch.to_string().into()),
                 ("workspace", r.workspace_id.clone().into()),
-                ("status", r.status.clone().into()),
-                ("trigger", r.trigger.clone().into()),
+                ("status", r.status.as_str().into()),
+                ("trigger", r.trigger.as_str().into()),
                 (
                     "attempt",
                     format!("{} of {}", r.attempt, r.max_attempts).into(),
@@ -218,7 +219,7 @@ impl RunView {
                         .unwrap_or_default();
                     let status = match &p.error {
                         Some(e) => format!("{} ({e})", p.status),
-                        None => p.status.clone(),
+                        None => p.status.to_string(),
                     };
                     vec![
                         p.process_id.to_string().into(),
@@ -269,7 +270,7 @@ impl RunBar {
         };
         RunBar {
             run: run.id,
-            status: run.status.clone(),
+            status: run.status,
             seconds,
             records: run.records_read,
         }

@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use super::REJECTED_SHOWN;
 use super::failure::FailureView;
 use super::layout::{Body, Cell, Page, RunBar, Section, cursor_words, run_link, sync_link, when};
+use crate::states::SyncStatus;
 use crate::store::audit::{self, AuditRow};
 use crate::store::cursors::{self, CursorRow};
 use crate::store::deadman::{self, IncidentRow};
@@ -219,7 +220,7 @@ impl SyncView {
                 paused_words(reason, s.paused_note.as_deref()),
                 when(s.paused_at)
             ),
-            None if s.status == "archived" => format!(
+            None if s.status == SyncStatus::Archived => format!(
                 "archived since {} (it never runs; applying its file restores it)",
                 when(s.archived_at)
             ),
@@ -446,7 +447,7 @@ impl SyncView {
 fn status_words(s: &SyncSummary) -> String {
     let mut status = match &s.paused_reason {
         Some(reason) => paused_words(reason, s.paused_note.as_deref()),
-        None => s.status.clone(),
+        None => s.status.to_string(),
     };
     if let Some(silence) = &s.silence {
         status.push_str(&format!("; silent: {}", silence_words(silence)));
@@ -457,8 +458,8 @@ fn status_words(s: &SyncSummary) -> String {
 fn run_row(r: &RunRow) -> Vec<Cell> {
     vec![
         run_link(r.id),
-        r.status.clone().into(),
-        r.trigger.clone().into(),
+        r.status.as_str().into(),
+        r.trigger.as_str().into(),
         format!("{}/{}", r.attempt, r.max_attempts).into(),
         when(r.finished_at.or(r.started_at).or(Some(r.scheduled_at))).into(),
         r.failure_code.clone().unwrap_or_default().into(),

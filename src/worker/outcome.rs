@@ -9,6 +9,7 @@ use super::run_env::{RunOutcome, RunReport};
 use crate::config::RetrySettings;
 use crate::failure::FailureCode;
 use crate::outbound::RetryPolicy;
+use crate::states::{RunStatus, RunTrigger};
 use crate::store::grouped::RunStatements;
 use crate::store::rejected;
 use crate::store::runs::{self, RunCounts, RunRow};
@@ -17,7 +18,7 @@ use crate::store::runs::{self, RunCounts, RunRow};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Recorded {
     Finished {
-        status: &'static str,
+        status: RunStatus,
         failure: Option<FailureCode>,
         /// Dead-man incidents a success closed (for their recovery notices).
         closed_incidents: Vec<crate::store::deadman::IncidentRow>,
@@ -100,14 +101,15 @@ pub async fn record_outcome(
         metrics::counter!("syncward_lease_losses_total").increment(1);
     }
     if let Recorded::Finished {
-        status: "succeeded",
+        status: RunStatus::Succeeded,
         ..
     } = &recorded
     {
         crate::telemetry::record_success(&run.sync_id, &run.workspace_id, chrono::Utc::now());
     }
     if let Recorded::Finished {
-        status: "failed", ..
+        status: RunStatus::Failed,
+        ..
     } = &recorded
     {
         // The breaker reads what was just recorded; its own failure must not
@@ -176,10 +178,17 @@ async fn record(
 ) -> sqlx::Result<Recorded> {
     let counts = &report.counts;
     match &report.outcome {
-        RunOutcome::Succeeded => finish(statements, run, "succeeded", counts, None).await,
+        RunOutcome::Succeeded => finish(statements, run, RunStatus::Succeeded, counts, None).await,
         RunOutcome::Skipped(code) => {
             let detail = code.what_happened().to_string();
-            finish(statements, run, "skipped", counts, Some((*code, detail))).await
+            finish(
+                statements,
+                run,
+                RunStatus::Skipped,
+                counts,
+                Some((*code, detail)),
+            )
+            .await
         }
         // Back in the queue until the account's slot nears, its attempt
         // returned: waiting for a budget is neither a failure nor a try.
@@ -193,7 +202,7 @@ async fn record(
             let requeue = runs::Requeue {
                 due_in,
                 give_back_attempt: true,
-                trigger: &run.trigger,
+                trigger: run.trigger,
                 reason: &reason,
                 slot_in: Some(*wait),
             };
@@ -208,7 +217,7 @@ async fn record(
                 let requeue = runs::Requeue {
                     due_in: Duration::ZERO,
                     give_back_attempt: true,
-                    trigger: "shutdown",
+                    trigger: RunTrigger::Shutdown,
                     reason: "stopped at a clean batch boundary",
                     slot_in: None,
                 };
@@ -220,7 +229,7 @@ async fn record(
                 finish(
                     statements,
                     run,
-                    "failed",
+                    RunStatus::Failed,
                     counts,
                     Some((FailureCode::Interrupted, detail)),
                 )
@@ -239,7 +248,7 @@ async fn record(
                 let requeue = runs::Requeue {
                     due_in,
                     give_back_attempt: false,
-                    trigger: "retry",
+                    trigger: RunTrigger::Retry,
                     reason: &reason,
                     slot_in: None,
                 };
@@ -253,7 +262,7 @@ async fn record(
                 finish(
                     statements,
                     run,
-                    "failed",
+                    RunStatus::Failed,
                     counts,
                     Some((*code, detail.clone())),
                 )
@@ -275,7 +284,7 @@ fn requeued(done: bool, due_in: Duration, trigger: &'static str) -> sqlx::Result
 async fn finish(
     statements: &RunStatements,
     run: &RunRow,
-    status: &'static str,
+    status: RunStatus,
     counts: &RunCounts,
     failure: Option<(FailureCode, String)>,
 ) -> sqlx::Result<Recorded> {
@@ -283,7 +292,7 @@ async fn finish(
     let finish = runs::Finish {
         run_id: run.id,
         started_at: run.started_at,
-        status: status.to_owned(),
+        status,
         counts: *counts,
         failure: failure
             .as_ref()
@@ -295,7 +304,7 @@ async fn finish(
     };
     metrics::counter!(
         "syncward_runs_finished_total",
-        "outcome" => status,
+        "outcome" => status.as_str(),
         "failure_code" => failure.as_ref().map(|f| f.0.as_str()).unwrap_or("")
     )
     .increment(1);

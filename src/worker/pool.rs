@@ -20,7 +20,8 @@ use crate::config::SyncDefinition;
 use crate::daemon::Daemon;
 use crate::failure::FailureCode;
 use crate::shutdown::Shutdown;
-use crate::store::runs::{self, ClaimedRun, Executor, FORCED_TRIGGER, RunCounts, RunRow};
+use crate::states::{RunStatus, RunTrigger};
+use crate::store::runs::{self, ClaimedRun, Executor, RunCounts, RunRow};
 
 /// Wait between tries to record a run's outcome while the store is away.
 const RECORD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -192,7 +193,7 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
                 lease: None,
             },
             // A run queued before the pause: nothing is read or sent.
-            _ if sync_paused == Some(true) && run.trigger != FORCED_TRIGGER => RunReport {
+            _ if sync_paused == Some(true) && run.trigger != RunTrigger::Forced => RunReport {
                 outcome: RunOutcome::Skipped(FailureCode::SyncPaused),
                 counts: RunCounts::default(),
                 cursor: None,
@@ -258,8 +259,8 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
         };
         let told = async { match recorded {
             Ok(Recorded::Finished { status, failure, closed_incidents }) => {
-                info!(status, failure = failure.map(|f| f.as_str()).unwrap_or(""), "Run finished");
-                if status == "succeeded"
+                info!(status = status.as_str(), failure = failure.map(|f| f.as_str()).unwrap_or(""), "Run finished");
+                if status == RunStatus::Succeeded
                     && let Err(e) = crate::deadman::on_success(
                         &daemon.alerter,
                         daemon.leases.shared(),
@@ -301,7 +302,7 @@ async fn cut_off(daemon: &Daemon, run: &RunRow) {
         runs::Requeue {
             due_in: Duration::ZERO,
             give_back_attempt: false,
-            trigger: "shutdown",
+            trigger: RunTrigger::Shutdown,
             reason: "cut off at the drain deadline",
             slot_in: None,
         },

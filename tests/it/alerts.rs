@@ -385,7 +385,14 @@ async fn a_panicking_run_reaches_sentry_tagged_with_its_run_and_sync() -> anyhow
         worker_id: "panic-test".into(),
         boot_id: uuid::Uuid::new_v4(),
     };
-    let run = create_claimed_run(&s.db.pool, SYNC_ID, "manual", 5, &executor).await?;
+    let run = create_claimed_run(
+        &s.db.pool,
+        SYNC_ID,
+        syncward::states::RunTrigger::Manual,
+        5,
+        &executor,
+    )
+    .await?;
     syncward::logging::init(
         &syncward::config::LogSettings::default(),
         syncward::logging::Audience::Daemon,

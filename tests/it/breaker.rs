@@ -200,7 +200,7 @@ async fn two_daemons_recording_failures_at_once_trip_the_breaker_once() -> anyho
         syncward::store::runs::record_failed_enqueue(
             &s.db.pool,
             SYNC_ID,
-            "schedule",
+            syncward::states::RunTrigger::Schedule,
             "config_invalid",
             "test",
         )

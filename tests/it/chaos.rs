@@ -203,7 +203,13 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
             if succeeded >= round {
                 finished_round += 1;
             } else if busy == 0 {
-                syncward::store::runs::enqueue_run(&s.db.pool, sync, "manual", 5).await?;
+                syncward::store::runs::enqueue_run(
+                    &s.db.pool,
+                    sync,
+                    syncward::states::RunTrigger::Manual,
+                    5,
+                )
+                .await?;
             }
         }
         if finished_round == 2 {
@@ -477,7 +483,13 @@ async fn writers_committing_out_of_order_under_kills_lose_no_row() -> anyhow::Re
             break;
         }
         if busy == 0 {
-            syncward::store::runs::enqueue_run(&s.db.pool, SYNC_ID, "manual", 5).await?;
+            syncward::store::runs::enqueue_run(
+                &s.db.pool,
+                SYNC_ID,
+                syncward::states::RunTrigger::Manual,
+                5,
+            )
+            .await?;
         }
         anyhow::ensure!(
             Instant::now() < deadline,

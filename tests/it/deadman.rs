@@ -33,7 +33,7 @@ async fn only_failed_runs_alert_once_until_a_success_ends_the_incident() -> anyh
         syncward::store::runs::record_failed_enqueue(
             &s.db.pool,
             SYNC_ID,
-            "schedule",
+            syncward::states::RunTrigger::Schedule,
             "config_invalid",
             "x",
         )

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use syncward::states::RunStatus;
 use syncward::store::grouped::RunStatements;
 use syncward::store::runs::{self, Executor, Finish, RunCounts};
 use uuid::Uuid;
@@ -35,8 +36,10 @@ async fn one_claim_statement_gives_each_worker_a_different_run_oldest_first() ->
 {
     let db = TestDb::new().await?;
     seed_syncs(&db, &["s1", "s2", "s3"]).await?;
-    let (older, _) = runs::enqueue_run(&db.pool, "s1", "manual", 5).await?;
-    let (newer, _) = runs::enqueue_run(&db.pool, "s2", "manual", 5).await?;
+    let (older, _) =
+        runs::enqueue_run(&db.pool, "s1", syncward::states::RunTrigger::Manual, 5).await?;
+    let (newer, _) =
+        runs::enqueue_run(&db.pool, "s2", syncward::states::RunTrigger::Manual, 5).await?;
     // Not due yet: never claimed, even with an executor left over.
     sqlx::query(
         "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, scheduled_at)
@@ -55,7 +58,7 @@ async fn one_claim_statement_gives_each_worker_a_different_run_oldest_first() ->
     assert_eq!(first.run.id, older, "the oldest due run goes first");
     assert_eq!(second.run.id, newer);
     for (claim, worker) in [(first, &workers[0]), (second, &workers[1])] {
-        assert_eq!(claim.run.status, "running");
+        assert_eq!(claim.run.status, RunStatus::Running);
         assert_eq!(claim.run.attempt, 1, "the claim spends an attempt");
         assert_eq!(
             claim.run.worker_id.as_deref(),
@@ -94,7 +97,16 @@ async fn a_grouped_finish_ends_only_current_claims_and_closes_a_shared_incident_
     let worker = executor("w0");
     let mut claimed = Vec::new();
     for sync in ["s1", "s2", "s3"] {
-        claimed.push(runs::create_claimed_run(&db.pool, sync, "manual", 5, &worker).await?);
+        claimed.push(
+            runs::create_claimed_run(
+                &db.pool,
+                sync,
+                syncward::states::RunTrigger::Manual,
+                5,
+                &worker,
+            )
+            .await?,
+        );
     }
     sqlx::query(
         "INSERT INTO deadman_incidents (scope, workspace_id, sync_id, silence)
@@ -102,10 +114,10 @@ async fn a_grouped_finish_ends_only_current_claims_and_closes_a_shared_incident_
     )
     .execute(&db.pool)
     .await?;
-    let finish = |run: &runs::RunRow, status: &str, failure: Option<(&str, &str)>| Finish {
+    let finish = |run: &runs::RunRow, status: RunStatus, failure: Option<(&str, &str)>| Finish {
         run_id: run.id,
         started_at: run.started_at,
-        status: status.into(),
+        status,
         counts: RunCounts {
             read: 3,
             written: 2,
@@ -116,13 +128,13 @@ async fn a_grouped_finish_ends_only_current_claims_and_closes_a_shared_incident_
     };
     let stale = Finish {
         started_at: Some(chrono::Utc::now() - chrono::Duration::hours(2)),
-        ..finish(&claimed[2], "succeeded", None)
+        ..finish(&claimed[2], RunStatus::Succeeded, None)
     };
     let answers = runs::finish_runs(
         &db.pool,
         &[
-            finish(&claimed[0], "succeeded", None),
-            finish(&claimed[1], "succeeded", None),
+            finish(&claimed[0], RunStatus::Succeeded, None),
+            finish(&claimed[1], RunStatus::Succeeded, None),
             stale,
         ],
     )
@@ -231,15 +243,20 @@ async fn a_workspaces_backlog_delays_another_workspaces_due_run_by_at_most_one_r
     let mut backlog = Vec::new();
     for i in 0..30 {
         backlog.push(
-            runs::enqueue_run(&db.pool, &format!("busy-{i}"), "schedule", 5)
-                .await?
-                .0,
+            runs::enqueue_run(
+                &db.pool,
+                &format!("busy-{i}"),
+                syncward::states::RunTrigger::Schedule,
+                5,
+            )
+            .await?
+            .0,
         );
     }
     let finish = |run: &runs::RunRow| Finish {
         run_id: run.id,
         started_at: run.started_at,
-        status: "succeeded".into(),
+        status: RunStatus::Succeeded,
         counts: RunCounts::default(),
         failure: None,
         event: serde_json::json!({}),
@@ -254,7 +271,13 @@ async fn a_workspaces_backlog_delays_another_workspaces_due_run_by_at_most_one_r
     }
     // The calm workspace's run becomes due, newer than the whole backlog:
     // it is the next one claimed.
-    let (calm, _) = runs::enqueue_run(&db.pool, "calm-0", "schedule", 5).await?;
+    let (calm, _) = runs::enqueue_run(
+        &db.pool,
+        "calm-0",
+        syncward::states::RunTrigger::Schedule,
+        5,
+    )
+    .await?;
     let claimed = runs::claim_runs(&db.pool, &worker).await?;
     let run = &claimed[0].as_ref().expect("a due run").run;
     assert_eq!(run.id, calm, "served before the rest of the backlog");
@@ -265,7 +288,13 @@ async fn a_workspaces_backlog_delays_another_workspaces_due_run_by_at_most_one_r
     // Three workers: the calm workspace's next run is in the first claim.
     let claimed_run = claimed[0].as_ref().map(|c| c.run.clone()).expect("claimed");
     runs::finish_runs(&db.pool, &[finish(&claimed_run)]).await?;
-    let (calm, _) = runs::enqueue_run(&db.pool, "calm-0", "schedule", 5).await?;
+    let (calm, _) = runs::enqueue_run(
+        &db.pool,
+        "calm-0",
+        syncward::states::RunTrigger::Schedule,
+        5,
+    )
+    .await?;
     let workers = [executor("w0"), executor("w1"), executor("w2")];
     let claimed = runs::claim_runs(&db.pool, &workers).await?;
     let ids: Vec<i64> = claimed.iter().flatten().map(|c| c.run.id).collect();

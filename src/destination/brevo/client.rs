@@ -24,6 +24,7 @@ use crate::outbound::{
     BodyError, DESTINATION_ANSWER_CAP, RetryPolicy, SharedBudgets, cap_text, describe_error,
     http_client, read_capped,
 };
+use crate::states::ImportStatus;
 
 /// Largest import body sent; Brevo takes 10 MB and recommends about 8 MB.
 pub const IMPORT_BODY_LIMIT: usize = 8_000_000;
@@ -545,12 +546,14 @@ fn judge_process(body: &[u8]) -> Option<ImportOutcome> {
 
 /// A process, terminal or still running (unknown statuses included).
 fn judge_process_value(v: &Value) -> Option<ImportOutcome> {
-    let status = v.get("status")?.as_str()?;
-    if !matches!(status, "completed" | "failed" | "cancelled") {
-        return None;
-    }
+    let status = match v.get("status")?.as_str()? {
+        "completed" => ImportStatus::Completed,
+        "failed" => ImportStatus::Failed,
+        "cancelled" => ImportStatus::Cancelled,
+        _ => return None,
+    };
     Some(ImportOutcome {
-        status: status.to_string(),
+        status,
         counts: v.pointer("/info/import").cloned(),
         error: v.get("error").filter(|e| !e.is_null()).map(|e| {
             e.as_str()
@@ -929,7 +932,7 @@ mod tests {
         assert_eq!(page.listed.len(), 3);
         assert_eq!(page.listed[0].0, 217);
         let done = page.listed[0].1.clone().unwrap();
-        assert_eq!(done.status, "completed");
+        assert_eq!(done.status, ImportStatus::Completed);
         assert_eq!(done.counts.unwrap()["duplicate_email_id"], 2);
         assert_eq!(page.listed[2], (212, None));
         let full: Vec<Value> = (0..50)

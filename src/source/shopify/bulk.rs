@@ -78,6 +78,11 @@ pub(super) fn export_document(filter: Option<&str>) -> String {
 #[serde(rename_all = "camelCase")]
 pub(super) struct BulkOperation {
     pub id: String,
+    /// Shopify's `BulkOperationStatus`, as Shopify spells it (`CREATED`,
+    /// `RUNNING`, `COMPLETED`, ...). The one status kept as text and
+    /// compared as text in `src/` (here and in `bulk_read`): it is another
+    /// service's vocabulary, and a status Shopify adds later must read as
+    /// "not pending, not completed" rather than fail the whole answer.
     pub status: String,
     #[serde(default)]
     pub error_code: Option<String>,

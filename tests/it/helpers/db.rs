@@ -182,7 +182,8 @@ fn with_database(url: &str, database: &str) -> anyhow::Result<String> {
 /// run and its fence. The sync must exist.
 pub async fn start_fenced_run(pool: &PgPool, sync_id: &str) -> anyhow::Result<(i64, i64)> {
     use syncward::store::runs;
-    let (run_id, _) = runs::enqueue_run(pool, sync_id, "manual", 5).await?;
+    let (run_id, _) =
+        runs::enqueue_run(pool, sync_id, syncward::states::RunTrigger::Manual, 5).await?;
     let start = runs::LeaseStart {
         run_id,
         sync_id: sync_id.to_owned(),
