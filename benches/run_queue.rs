@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use syncward::config::{Settings, SyncDefinition};
-use syncward::daemon::Daemon;
+use syncward::daemon_shared::Daemon;
 use syncward::lease::{LeaseManager, refresh_liveness};
 use syncward::shutdown::Shutdown;
 use syncward::store::audit::Actor;

@@ -10,7 +10,7 @@
 //! `failure` (the failure catalogue), `states` (the stored states and run
 //! triggers, as enums), `scheduler` (cron → queue), `sweeper`
 //! (stuck and dead runs, ledger purge), `shutdown` (the drain), `reload`
-//! (SIGHUP: log filter and alert channels), `daemon` (what the workers,
+//! (SIGHUP: log filter and alert channels), `daemon_shared` (what the workers,
 //! scheduler and sweeper of one daemon share, and how it is built),
 //! `views` (the overview, sync and run pages, shared by `http` and
 //! `commands`), `ops` (the one door of operator actions on a sync, taking
@@ -30,7 +30,7 @@ pub mod commands;
 pub mod completion;
 pub mod config;
 pub mod connector_config;
-pub mod daemon;
+pub mod daemon_shared;
 pub mod deadman;
 pub mod destination;
 pub mod failure;

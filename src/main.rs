@@ -216,7 +216,7 @@ async fn run_daemon(config: Option<std::path::PathBuf>) -> anyhow::Result<()> {
             });
         }
     });
-    let result = syncward::commands::daemon::run(settings, shutdown.clone(), reload).await;
+    let result = syncward::commands::run_daemon::run(settings, shutdown.clone(), reload).await;
     if result.is_err() {
         // Startup failed: stop the signal task too.
         shutdown.begin();

@@ -1,11 +1,11 @@
 //! What each CLI command does: load settings, call the library, print for a
 //! person (or JSON with `--json`).
 
-pub mod daemon;
 mod doctor;
 mod forget;
 pub mod output;
 mod plan;
+pub mod run_daemon;
 mod run_once;
 mod run_progress;
 

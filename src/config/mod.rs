@@ -2,7 +2,7 @@
 //! validated newtypes both are made of.
 
 mod bad_input;
-mod changes;
+mod definition_diff;
 mod env_file;
 mod ids;
 mod redis_address;
@@ -13,7 +13,7 @@ mod sync_file;
 mod url_secrets;
 
 pub use bad_input::{BadInput, BadInputs};
-pub use changes::{FieldChange, delivery_meaning, field_changes};
+pub use definition_diff::{FieldChange, delivery_meaning, field_changes};
 pub use env_file::{DEFAULT_ENV_FILE, ENV_FILE_LOADED, variables_to_add};
 pub use ids::{SyncId, WorkspaceId};
 pub use redis_address::{RedisAddress, SENTINEL_PORT, SENTINEL_SCHEME, SentinelAddress};

@@ -15,7 +15,7 @@ use tokio_cron_scheduler::{Job, JobScheduler};
 use tracing::{debug, info, warn};
 
 use crate::config::{CatchUp, Schedule, Timezone};
-use crate::daemon::Daemon;
+use crate::daemon_shared::Daemon;
 use crate::failure::FailureCode;
 use crate::shutdown::Shutdown;
 use crate::states::RunTrigger;

@@ -8,7 +8,7 @@ use deadpool_redis::redis;
 use tracing::{info, warn};
 
 use crate::alerts::Alert;
-use crate::daemon::Daemon;
+use crate::daemon_shared::Daemon;
 use std::collections::HashMap;
 
 use crate::destination::{AnyDestination, DESTINATION_RETRY, Destination, ImportOutcome};

@@ -13,7 +13,7 @@ mod imports;
 use chrono::Utc;
 use tracing::{info, warn};
 
-use crate::daemon::Daemon;
+use crate::daemon_shared::Daemon;
 use crate::failure::FailureCode;
 use crate::lease::is_alive;
 use crate::shutdown::Shutdown;

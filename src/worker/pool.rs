@@ -17,7 +17,7 @@ use super::outcome::{Recorded, Thresholds, record_outcome};
 use super::run::execute_run;
 use super::run_env::{RunEnv, RunOutcome, RunReport};
 use crate::config::SyncDefinition;
-use crate::daemon::Daemon;
+use crate::daemon_shared::Daemon;
 use crate::failure::FailureCode;
 use crate::shutdown::Shutdown;
 use crate::states::{RunStatus, RunTrigger};

@@ -1,7 +1,7 @@
 //! The circuit breaker (guarantee 5): five failures in a row since the sync
 //! last changed pause it, once, with an audit row and one alert.
 
-use syncward::daemon::Daemon;
+use syncward::daemon_shared::Daemon;
 
 use crate::helpers::scenario::{SYNC_ID, Scenario, SyncOptions};
 

@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::config::Settings;
-use crate::daemon::Daemon;
+use crate::daemon_shared::Daemon;
 use crate::lease::{LeaseManager, clear_liveness, connect_redis, refresh_liveness};
 use crate::reload::Reload;
 use crate::shutdown::Shutdown;
