@@ -78,8 +78,7 @@ async fn keys_by_email(s: &Scenario, sync_id: &str) -> anyhow::Result<HashMap<St
 /// retries, no breaker), and a small random latency at the destination so
 /// kills land mid-request too.
 fn under_fire(s: &mut Scenario) {
-    s.fake
-        .on_write(|_| std::thread::sleep(Duration::from_millis(rand::random_range(0..20))));
+    s.fake.slow_writes_up_to(Duration::from_millis(20));
     s.cli = s
         .cli
         .clone()

@@ -26,8 +26,7 @@ async fn slow_scenario(liveness: &str) -> anyhow::Result<Scenario> {
         .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms")
         .with_env("SYNCWARD__SWEEPER__EVERY", "500ms")
         .with_env("SYNCWARD__WORKERS__COUNT", "2");
-    s.fake
-        .on_write(|_| std::thread::sleep(Duration::from_millis(150)));
+    s.fake.slow_writes(Duration::from_millis(150));
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
     Ok(s)
 }
@@ -222,7 +221,22 @@ async fn the_schedule_follows_pause_and_resume_without_a_restart_and_counts_enqu
         .await?;
 
     s.cli.run(&["sync", "pause", SYNC_ID]).await?.ok()?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    daemon
+        .eventually(
+            Duration::from_secs(20),
+            "the runs queued before the pause ended",
+            || async {
+                let open: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM runs WHERE status IN ('queued', 'running')",
+                )
+                .fetch_one(&s.db.pool)
+                .await?;
+                Ok(open == 0)
+            },
+        )
+        .await?;
+    // A window for the schedule to show it enqueues nothing (its ticks run
+    // every second here): an absence has no event to wait for.
     let paused_at: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
         .fetch_one(&s.db.pool)
         .await?;
@@ -297,8 +311,13 @@ async fn daemon_with_a_hanging_run() -> anyhow::Result<(Scenario, DaemonProcess)
 async fn a_run_hanging_at_the_drain_deadline_is_cut_off_and_put_back_and_the_exit_is_not_clean()
 -> anyhow::Result<()> {
     let (s, mut daemon) = daemon_with_a_hanging_run().await?;
-    // Its first import is now hanging at the fake.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    daemon
+        .eventually(
+            Duration::from_secs(20),
+            "its first import hanging",
+            || async { Ok(s.fake.hanging_writes() >= 1) },
+        )
+        .await?;
     daemon.signal("TERM")?;
     let (code, took) = daemon.wait(Duration::from_secs(40)).await?;
     assert!(
@@ -486,7 +505,22 @@ async fn two_daemons_never_overlap_runs_of_one_sync_and_claim_each_run_once() ->
         .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "200ms");
     let mut a = DaemonProcess::spawn(&cli).await?;
     let mut b = DaemonProcess::spawn(&cli).await?;
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    // 50 syncs due every second: both daemons at work, 100 runs done.
+    a.eventually(
+        Duration::from_secs(60),
+        "100 runs succeeded, taken by both daemons",
+        || async {
+            let (finished, daemons): (i64, i64) = sqlx::query_as(
+                "SELECT count(*) FILTER (WHERE status = 'succeeded'),
+                        count(DISTINCT boot_id) FILTER (WHERE status = 'succeeded')
+                 FROM runs",
+            )
+            .fetch_one(&s.db.pool)
+            .await?;
+            Ok(finished >= 100 && daemons == 2)
+        },
+    )
+    .await?;
     a.signal("TERM")?;
     b.signal("TERM")?;
     a.wait(Duration::from_secs(30)).await?;
@@ -501,12 +535,17 @@ async fn two_daemons_never_overlap_runs_of_one_sync_and_claim_each_run_once() ->
         pairs.is_empty(),
         "two runs of one sync held it at once: {pairs:?}"
     );
-    let leases: i64 = sqlx::query_scalar("SELECT count(*) FROM run_events WHERE kind = 'lease'")
-        .fetch_one(&s.db.pool)
-        .await?;
-    assert!(
-        leases >= finished,
-        "every run that succeeded took the lease"
+    let unleased: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM runs r WHERE r.status = 'succeeded'
+           AND (SELECT count(*) FILTER (WHERE e.kind = 'lease')
+                     - count(*) FILTER (WHERE e.kind = 'claimed')
+                FROM run_events e WHERE e.run_id = r.id) <> 0",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    assert_eq!(
+        unleased, 0,
+        "every claim of a run that succeeded took the lease once"
     );
     let mismatched: i64 = sqlx::query_scalar(
         // A clean stop at the drain gives its attempt back: count those out.

@@ -70,6 +70,14 @@ async fn only_failed_runs_alert_once_until_a_success_ends_the_incident() -> anyh
     );
 
     // A success: the markers go, the incidents close, a recovery notice goes out.
+    let open_before: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM deadman_incidents WHERE closed_at IS NULL")
+            .fetch_one(&s.db.pool)
+            .await?;
+    assert_eq!(
+        open_before, first_count as i64,
+        "one incident per alert raised"
+    );
     s.run_foreground().await?.ok()?;
     let mut conn = s.redis.pool.get().await?;
     let markers: Vec<String> = deadpool_redis::redis::cmd("KEYS")
@@ -81,7 +89,10 @@ async fn only_failed_runs_alert_once_until_a_success_ends_the_incident() -> anyh
         sqlx::query_scalar("SELECT count(*) FROM alerts WHERE kind = 'deadman_recovered'")
             .fetch_one(&s.db.pool)
             .await?;
-    assert!(recovered >= 1);
+    assert_eq!(
+        recovered, open_before,
+        "one recovery notice per incident closed"
+    );
     let open: i64 =
         sqlx::query_scalar("SELECT count(*) FROM deadman_incidents WHERE closed_at IS NULL")
             .fetch_one(&s.db.pool)

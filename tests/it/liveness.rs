@@ -37,8 +37,7 @@ const SLOW: SyncOptions = SyncOptions {
 };
 
 fn slow_writes(s: &Scenario) {
-    s.fake
-        .on_write(|_| std::thread::sleep(Duration::from_millis(100)));
+    s.fake.slow_writes(Duration::from_millis(100));
 }
 
 /// Every contact arrived; none more often than twice, and at most `page`
@@ -70,8 +69,8 @@ async fn a_sigkilled_foreground_run_on_this_machine_is_taken_over_at_once() -> a
     let killed_at = std::sync::Arc::new(std::sync::Mutex::new(None));
     let kill = s.killer();
     let at = killed_at.clone();
+    s.fake.slow_writes(Duration::from_millis(100));
     s.fake.on_write(move |event| {
-        std::thread::sleep(Duration::from_millis(100));
         if event.request == 5 {
             *at.lock().unwrap_or_else(|e| e.into_inner()) = Some(SystemTime::now());
             kill();

@@ -362,8 +362,7 @@ async fn a_running_run_cancelled_stops_at_its_next_checkpoint_and_keeps_its_curs
         ..SyncOptions::default()
     })
     .await?;
-    s.fake
-        .on_write(|_| std::thread::sleep(Duration::from_millis(100)));
+    s.fake.slow_writes(Duration::from_millis(100));
     let mut daemon = DaemonProcess::spawn(&s.cli).await?;
     let queued = s
         .cli

@@ -106,7 +106,7 @@ async fn slow_scenario(write_delay: Duration) -> anyhow::Result<Scenario> {
         ..SyncOptions::default()
     })
     .await?;
-    s.fake.on_write(move |_| std::thread::sleep(write_delay));
+    s.fake.slow_writes(write_delay);
     Ok(s)
 }
 

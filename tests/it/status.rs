@@ -31,8 +31,7 @@ async fn status_names_the_live_daemon_its_busy_workers_the_running_run_and_pause
         none.stderr
     );
 
-    s.fake
-        .on_write(|_| std::thread::sleep(Duration::from_millis(150)));
+    s.fake.slow_writes(Duration::from_millis(150));
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
     let mut daemon = DaemonProcess::spawn(&s.cli).await?;
     daemon

@@ -109,6 +109,9 @@ struct Inner {
     always: Option<Fault>,
     reject: Option<Rule>,
     hook: Option<Hook>,
+    /// How long each write request is held after it is applied, at least
+    /// and at most (on the server's runtime: other requests go on meanwhile).
+    write_delay: (std::time::Duration, std::time::Duration),
     process_status: Option<String>,
     /// `GET /contacts/attributes` answers these (`None`: the default list).
     attributes: Option<Vec<Value>>,
@@ -138,6 +141,8 @@ struct Shared {
     /// they are served; `held` counts the ones that waited.
     gate: tokio::sync::watch::Sender<bool>,
     held: std::sync::atomic::AtomicUsize,
+    /// Write requests answered with `Fault::Hang` so far (they never end).
+    hanging: std::sync::atomic::AtomicUsize,
 }
 
 /// The running fake. Dropping it stops the server.
@@ -165,6 +170,7 @@ impl BrevoFake {
         let shared = Arc::new(Shared {
             gate: tokio::sync::watch::Sender::new(false),
             held: std::sync::atomic::AtomicUsize::new(0),
+            hanging: std::sync::atomic::AtomicUsize::new(0),
             api_key: api_key.to_string(),
             inner: Mutex::new(Inner {
                 next_contact_id: 1,
@@ -242,6 +248,18 @@ impl BrevoFake {
         self.lock().reject = Some(Arc::new(rule));
     }
 
+    /// Holds each write request `delay` after its contacts are applied,
+    /// before the answer (after `on_write`'s hook): a slow destination.
+    pub fn slow_writes(&self, delay: std::time::Duration) {
+        self.lock().write_delay = (delay, delay);
+    }
+
+    /// As `slow_writes`, each write held a random time up to `most`.
+    #[allow(dead_code)] // not every benchmark that compiles this file uses it
+    pub fn slow_writes_up_to(&self, most: std::time::Duration) {
+        self.lock().write_delay = (std::time::Duration::ZERO, most);
+    }
+
     /// Runs after each write request's contacts are applied, before the answer.
     pub fn on_write(&self, hook: impl Fn(&WriteEvent) + Send + Sync + 'static) {
         self.lock().hook = Some(Arc::new(hook));
@@ -260,6 +278,13 @@ impl BrevoFake {
 
     pub fn release_writes(&self) {
         self.shared.gate.send_replace(false);
+    }
+
+    /// How many write requests are hanging (`Fault::Hang`) so far.
+    pub fn hanging_writes(&self) -> usize {
+        self.shared
+            .hanging
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// How many write requests have waited at the door so far.
@@ -407,7 +432,7 @@ fn take_fault(shared: &Shared) -> Option<Fault> {
     inner.faults.pop_front().or_else(|| inner.always.clone())
 }
 
-async fn apply_fault(fault: Fault) -> Response {
+async fn apply_fault(shared: &Shared, fault: Fault) -> Response {
     match fault {
         Fault::RateLimited { reset_secs } => {
             let mut response = (StatusCode::TOO_MANY_REQUESTS, "Too Many Requests").into_response();
@@ -430,6 +455,9 @@ async fn apply_fault(fault: Fault) -> Response {
             (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error").into_response()
         }
         Fault::Hang => {
+            shared
+                .hanging
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             tokio::time::sleep(Duration::from_secs(3600)).await;
             StatusCode::GATEWAY_TIMEOUT.into_response()
         }
@@ -563,10 +591,23 @@ fn upsert(
     }
 }
 
-fn run_hook(shared: &Shared, event: WriteEvent) {
-    let hook = lock(shared).hook.clone();
+/// What follows each applied write: `on_write`'s hook, then `slow_writes`' wait.
+async fn after_write(shared: &Shared, event: WriteEvent) {
+    let (hook, delay) = {
+        let inner = lock(shared);
+        (inner.hook.clone(), inner.write_delay)
+    };
     if let Some(hook) = hook {
         hook(&event);
+    }
+    let (least, most) = delay;
+    let wait = if most > least {
+        least + (most - least).mul_f64(rand::random::<f64>())
+    } else {
+        least
+    };
+    if !wait.is_zero() {
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -612,7 +653,7 @@ async fn create_contact_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes
         return r;
     }
     if let Some(fault) = take_fault(shared) {
-        return apply_fault(fault).await;
+        return apply_fault(shared, fault).await;
     }
     let body = match parse_body(body) {
         Ok(b) => b,
@@ -683,13 +724,14 @@ async fn create_contact_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes
             .unwrap_or_default();
         (created, id, request)
     };
-    run_hook(
+    after_write(
         shared,
         WriteEvent {
             request,
             emails: vec![email.to_lowercase()],
         },
-    );
+    )
+    .await;
     if created {
         (StatusCode::CREATED, axum::Json(json!({"id": id}))).into_response()
     } else {
@@ -778,7 +820,7 @@ async fn remove_inner(
         return r;
     }
     if let Some(fault) = take_fault(shared) {
-        return apply_fault(fault).await;
+        return apply_fault(shared, fault).await;
     }
     let body = match parse_body(body) {
         Ok(b) => b,
@@ -824,7 +866,7 @@ async fn remove_inner(
         }
         (success, failure, inner.write_requests)
     };
-    run_hook(shared, WriteEvent { request, emails });
+    after_write(shared, WriteEvent { request, emails }).await;
     (
         StatusCode::CREATED,
         axum::Json(json!({"contacts": {"success": success, "failure": failure}})),
@@ -860,7 +902,7 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
         return r;
     }
     if let Some(fault) = take_fault(shared) {
-        return apply_fault(fault).await;
+        return apply_fault(shared, fault).await;
     }
     if body.len() > 10 * 1024 * 1024 {
         return error(
@@ -974,7 +1016,7 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
         );
         (id, request, emails)
     };
-    run_hook(shared, WriteEvent { request, emails });
+    after_write(shared, WriteEvent { request, emails }).await;
     (
         StatusCode::ACCEPTED,
         axum::Json(json!({"processId": process_id})),
