@@ -102,20 +102,33 @@ impl PageLedger {
     }
 }
 
-/// Before any day a ledger row can have.
-const FIRST_DAY: chrono::NaiveDate =
-    chrono::NaiveDate::from_ymd_opt(1, 1, 1).expect("a valid date");
+/// One row of the page lookup: a batch-only claim of the page (`batch`
+/// names it), or the sign that the page's keys must also be probed one by one
+/// (`probe`), from the first UTC day any of them can have completed on.
+#[derive(Debug, FromRow)]
+struct PageLookupRow {
+    /// The batch-only claim, with its keys packed, whether it completed and
+    /// the attempts it spent; NULL on the probe row.
+    batch: Option<i64>,
+    packed_keys: Option<Vec<u8>>,
+    completed: Option<bool>,
+    attempts: Option<i32>,
+    /// The probe row.
+    probe: bool,
+    /// Where the probe starts: the page's first per-key claim's day, or
+    /// NULL for every day (the sync has keys from before pages were recorded).
+    probe_since: Option<chrono::NaiveDate>,
+}
 
-/// One row of the page lookup: a batch-only claim of the page, or (no id)
-/// the sign that the page's keys must also be probed one by one, with the
-/// first UTC day any of them can have completed on.
-type PageRow = (
-    Option<i64>,
-    Option<Vec<u8>>,
-    Option<bool>,
-    Option<i32>,
-    Option<chrono::NaiveDate>,
-);
+/// How far back a page's keys are probed one by one.
+#[derive(Debug, Clone, Copy)]
+enum ProbeFrom {
+    /// The day the page's first per-key claim was made (a key completes
+    /// after its claim).
+    Day(chrono::NaiveDate),
+    /// Every day: the sync has keys from before pages were recorded.
+    EveryDay,
+}
 
 /// What the ledger holds for the keys of one page: the page's batch-only
 /// claims (one statement, one index probe), and the keys' own rows only when
@@ -131,15 +144,15 @@ pub async fn lookup_page(
     if keys.is_empty() {
         return Ok(PageLedger::default());
     }
-    let rows: Vec<PageRow> = sqlx::query_as(
-        "SELECT id, packed_keys, completed_at IS NOT NULL,
-                attempts - (NOT call_started)::int, NULL::date
+    let rows: Vec<PageLookupRow> = sqlx::query_as(
+        "SELECT id AS batch, packed_keys, completed_at IS NOT NULL AS completed,
+                attempts - (NOT call_started)::int AS attempts,
+                false AS probe, NULL::date AS probe_since
          FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND NOT per_key
          UNION ALL
-         SELECT NULL, NULL, NULL, NULL,
-                CASE WHEN EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)
-                     THEN '0001-01-01'::date
-                     ELSE (SELECT min((created_at AT TIME ZONE 'UTC')::date) FROM delivery_batches
+         SELECT NULL, NULL, NULL, NULL, true,
+                CASE WHEN NOT EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)
+                     THEN (SELECT min((created_at AT TIME ZONE 'UTC')::date) FROM delivery_batches
                            WHERE page = $2 AND sync_id = $1 AND per_key) END
          WHERE EXISTS (SELECT 1 FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND per_key)
             OR EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)",
@@ -150,12 +163,13 @@ pub async fn lookup_page(
     .await?;
     let mut ledger = PageLedger::default();
     let mut probe = None;
-    for (id, batch_keys, done, attempts, since) in rows {
+    for row in rows {
         let (Some(id), Some(batch_keys), Some(done), Some(attempts)) =
-            (id, batch_keys, done, attempts)
+            (row.batch, row.packed_keys, row.completed, row.attempts)
         else {
-            // The row always names a day; year 1 (every day) should it not.
-            probe = Some(since.unwrap_or(FIRST_DAY));
+            if row.probe {
+                probe = Some(row.probe_since.map_or(ProbeFrom::EveryDay, ProbeFrom::Day));
+            }
             continue;
         };
         if done && batch_keys.chunks_exact(32).eq(keys.iter().map(|k| &k[..])) {
@@ -205,7 +219,7 @@ async fn lookup_keys(
     pool: &PgPool,
     sync_id: &str,
     keys: &[Vec<u8>],
-    since: chrono::NaiveDate,
+    since: ProbeFrom,
 ) -> sqlx::Result<Vec<LedgerEntry>> {
     // One index probe per key: the key leads the primary key, and the planner
     // takes unnest() for a few rows, so it probes rather than scans. (Led by
@@ -230,7 +244,8 @@ async fn lookup_keys(
              SELECT d.key, d.status, d.attempts - (NOT d.call_started)::int AS attempts,
                     d.batch_id
              FROM deliveries d
-             WHERE d.key = k.key AND d.sync_id = $1 AND d.completed_on >= $3 OFFSET 0) AS d),
+             WHERE d.key = k.key AND d.sync_id = $1
+               AND d.completed_on >= coalesce($3, '-infinity'::date) OFFSET 0) AS d),
          done AS MATERIALIZED (
            SELECT id FROM delivery_batches
            WHERE id IN (SELECT DISTINCT batch_id FROM d) AND completed_at IS NOT NULL)
@@ -242,7 +257,10 @@ async fn lookup_keys(
     )
     .bind(sync_id)
     .bind(keys)
-    .bind(since)
+    .bind(match since {
+        ProbeFrom::Day(day) => Some(day),
+        ProbeFrom::EveryDay => None,
+    })
     .fetch_all(pool)
     .await
 }
