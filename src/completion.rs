@@ -33,7 +33,7 @@ pub fn sync_id_candidates(typed: &std::ffi::OsStr) -> Vec<clap_complete::Complet
     });
     ids.unwrap_or_default()
         .into_iter()
-        .map(|(id, _)| id)
+        .map(|s| s.id)
         .filter(|id| id.starts_with(typed.as_ref()))
         .map(clap_complete::CompletionCandidate::new)
         .collect()

@@ -88,7 +88,7 @@ impl Scoped {
         let mut brevo: BTreeMap<(String, String), (BrevoDestination, Vec<String>)> =
             BTreeMap::new();
         let mut unopened = Vec::new();
-        for (id, definition) in syncs {
+        for crate::store::syncs::StoredDefinition { id, definition } in syncs {
             let Ok(definition) = serde_json::from_value::<SyncDefinition>(definition.0) else {
                 continue;
             };

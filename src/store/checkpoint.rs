@@ -2,13 +2,13 @@
 //! One commit (one round trip) per page: the fenced cursor, the run's counts, the bulk
 //! call's answer, the next page's claim; built from the single-effect statements' fragments.
 
-use sqlx::PgPool;
 use sqlx::types::Json;
+use sqlx::{FromRow, PgPool};
 
 use super::cursors::move_cursor;
 use super::ledger::{
-    BatchClaim, BatchClaimRequest, BatchCompletion, claim_batch_ctes, complete_batch_ctes,
-    completed_meanwhile,
+    BatchClaim, BatchClaimRequest, BatchClaimRow, BatchCompletion, claim_batch_ctes,
+    complete_batch_ctes, completed_meanwhile,
 };
 use super::runs::RunCounts;
 
@@ -41,10 +41,21 @@ const CLEAN_PAGE: &str = concat!(
      next_claim AS (SELECT 1 FROM moved WHERE $14 IS NOT NULL), ",
     claim_batch_ctes!(guard: "next_claim", sync: "$2", run: "$1", fence: "$3", page: "$14",
                       packed_keys: "$15", attempts: "$16", superseded: "$17"),
-    " SELECT EXISTS (SELECT 1 FROM moved), (SELECT id FROM claimed), ",
+    " SELECT EXISTS (SELECT 1 FROM moved) AS moved, (SELECT id FROM claimed) AS batch, ",
     completed_meanwhile!(watched: "$18"),
-    ", coalesce((SELECT cancel FROM progress), false)"
+    " AS completed_meanwhile, coalesce((SELECT cancel FROM progress), false) AS cancel"
 );
+
+/// What the clean-page statement answers: whether the cursor moved, the next
+/// page's claim (as `ledger::BatchClaimRow`'s columns), and whether the run
+/// was asked to stop.
+#[derive(Debug, FromRow)]
+struct CleanPageRow {
+    moved: bool,
+    #[sqlx(flatten)]
+    claim: BatchClaimRow,
+    cancel: bool,
+}
 
 /// One clean page, as the run holds it at its checkpoint.
 #[derive(Debug, Clone, Copy)]
@@ -86,30 +97,32 @@ pub async fn record_clean_page(
         completion,
         claim,
     } = *page;
-    let (moved, batch, completed_meanwhile, cancel): (bool, Option<i64>, Option<Vec<u8>>, bool) =
-        sqlx::query_as(CLEAN_PAGE)
-            .bind(run_id)
-            .bind(sync_id)
-            .bind(fence)
-            .bind(counts.read)
-            .bind(counts.written)
-            .bind(counts.replayed)
-            .bind(counts.rejected)
-            .bind(cursor.map(Json))
-            .bind(counts.resent)
-            .bind(completion.map(|c| c.batch))
-            .bind(completion.map(|c| Json(&c.result)))
-            .bind(completion.and_then(|c| c.import.map(|i| i.0)))
-            .bind(completion.and_then(|c| c.import.map(|i| i.1)))
-            .bind(claim.map(|c| &c.page[..]))
-            .bind(claim.map(|c| &c.packed_keys))
-            .bind(claim.map(|c| c.attempts))
-            .bind(claim.map(|c| &c.superseded[..]).unwrap_or(&[]))
-            .bind(claim.map(|c| &c.watched[..]).unwrap_or(&[]))
-            .bind(i32::try_from(pages).unwrap_or(i32::MAX))
-            .fetch_one(pool)
-            .await?;
-    let claimed =
-        (moved && claim.is_some()).then(|| BatchClaim::from_row(batch, completed_meanwhile));
+    let CleanPageRow {
+        moved,
+        claim: claimed,
+        cancel,
+    } = sqlx::query_as(CLEAN_PAGE)
+        .bind(run_id)
+        .bind(sync_id)
+        .bind(fence)
+        .bind(counts.read)
+        .bind(counts.written)
+        .bind(counts.replayed)
+        .bind(counts.rejected)
+        .bind(cursor.map(Json))
+        .bind(counts.resent)
+        .bind(completion.map(|c| c.batch))
+        .bind(completion.map(|c| Json(&c.result)))
+        .bind(completion.and_then(|c| c.import.map(|i| i.0)))
+        .bind(completion.and_then(|c| c.import.map(|i| i.1)))
+        .bind(claim.map(|c| &c.page[..]))
+        .bind(claim.map(|c| &c.packed_keys))
+        .bind(claim.map(|c| c.attempts))
+        .bind(claim.map(|c| &c.superseded[..]).unwrap_or(&[]))
+        .bind(claim.map(|c| &c.watched[..]).unwrap_or(&[]))
+        .bind(i32::try_from(pages).unwrap_or(i32::MAX))
+        .fetch_one(pool)
+        .await?;
+    let claimed = (moved && claim.is_some()).then(|| claimed.into());
     Ok((moved, claimed, cancel))
 }

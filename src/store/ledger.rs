@@ -455,10 +455,11 @@ pub async fn claim_batch(
         "), ",
         claim_batch_ctes!(guard: "f", sync: "$1", run: "$5", fence: "$6", page: "$2",
                           packed_keys: "$3", attempts: "$4", superseded: "$7"),
-        " SELECT (SELECT id FROM claimed), ",
-        completed_meanwhile!(watched: "$8")
+        " SELECT (SELECT id FROM claimed) AS batch, ",
+        completed_meanwhile!(watched: "$8"),
+        " AS completed_meanwhile"
     );
-    let (batch, completed_meanwhile): (Option<i64>, Option<Vec<u8>>) = sqlx::query_as(CLAIM)
+    let row: BatchClaimRow = sqlx::query_as(CLAIM)
         .bind(sync_id)
         .bind(&claim.page[..])
         .bind(&claim.packed_keys)
@@ -469,17 +470,24 @@ pub async fn claim_batch(
         .bind(&claim.watched)
         .fetch_one(pool)
         .await?;
-    Ok(BatchClaim::from_row(batch, completed_meanwhile))
+    Ok(row.into())
 }
 
-impl BatchClaim {
-    /// From the new batch's id (none: fenced) and the packed keys completed
-    /// meanwhile.
-    pub(crate) fn from_row(batch: Option<i64>, completed_meanwhile: Option<Vec<u8>>) -> Self {
-        match batch {
+/// A bulk call's claim as its statement answers it: the new batch's id
+/// (none: a newer fence was issued) and the watched keys completed meanwhile,
+/// packed.
+#[derive(Debug, FromRow)]
+pub(crate) struct BatchClaimRow {
+    pub batch: Option<i64>,
+    pub completed_meanwhile: Option<Vec<u8>>,
+}
+
+impl From<BatchClaimRow> for BatchClaim {
+    fn from(row: BatchClaimRow) -> Self {
+        match row.batch {
             Some(batch) => BatchClaim::Claimed {
                 batch,
-                completed_meanwhile: completed_meanwhile.unwrap_or_default(),
+                completed_meanwhile: row.completed_meanwhile.unwrap_or_default(),
             },
             None => BatchClaim::Fenced,
         }
@@ -809,15 +817,21 @@ pub async fn purge_completed(
     )
     .await?;
     loop {
-        let (deleted, bulk_keys): (i64, i64) = sqlx::query_as(
+        #[derive(FromRow)]
+        struct Purged {
+            deleted: i64,
+            bulk_keys: i64,
+        }
+        let Purged { deleted, bulk_keys } = sqlx::query_as(
             "WITH b AS (
                DELETE FROM delivery_batches_default WHERE ctid IN (
                  SELECT ctid FROM delivery_batches_default
                  WHERE completed_at < now() - make_interval(secs => $1)
                  LIMIT $2)
                RETURNING per_key, packed_keys)
-             SELECT count(*),
+             SELECT count(*) AS deleted,
                     coalesce(sum(octet_length(packed_keys) / 32) FILTER (WHERE NOT per_key), 0)::bigint
+                      AS bulk_keys
              FROM b",
         )
         .bind(seconds)

@@ -173,7 +173,13 @@ pub async fn dead_on_this_machine(pool: &PgPool, own: Uuid) -> sqlx::Result<Vec<
     let Some(boot) = machine_boot() else {
         return Ok(Vec::new());
     };
-    let here: Vec<(Uuid, i32, Option<i64>)> = sqlx::query_as(
+    #[derive(FromRow)]
+    struct Here {
+        boot_id: Uuid,
+        pid: i32,
+        start_ticks: Option<i64>,
+    }
+    let here: Vec<Here> = sqlx::query_as(
         "SELECT boot_id, pid, start_ticks FROM processes
          WHERE host = $1 AND machine_boot = $2 AND boot_id <> $3",
     )
@@ -184,8 +190,8 @@ pub async fn dead_on_this_machine(pool: &PgPool, own: Uuid) -> sqlx::Result<Vec<
     .await?;
     Ok(here
         .into_iter()
-        .filter(|(_, pid, ticks)| {
-            let Ok(pid) = u32::try_from(*pid) else {
+        .filter(|process| {
+            let Ok(pid) = u32::try_from(process.pid) else {
                 return false;
             };
             // The kernel's word first: no such process is dead, whatever
@@ -193,17 +199,17 @@ pub async fn dead_on_this_machine(pool: &PgPool, own: Uuid) -> sqlx::Result<Vec<
             if !exists(pid) {
                 return true;
             }
-            match (process_state(pid), ticks) {
+            match (process_state(pid), process.start_ticks) {
                 // Exited, and waiting for its parent to reap it (a zombie).
                 (Some(('Z' | 'X' | 'x', _)), _) => true,
                 // Another process took the pid.
-                (Some((_, now)), Some(then)) => now != *then,
+                (Some((_, now)), Some(then)) => now != then,
                 // Hidden from this user, or registered without a start
                 // time: not provable.
                 _ => false,
             }
         })
-        .map(|(boot_id, _, _)| boot_id)
+        .map(|process| process.boot_id)
         .collect())
 }
 

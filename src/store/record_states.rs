@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use sqlx::PgPool;
+use sqlx::{FromRow, PgPool};
 
 /// The kept fingerprints of these identities (those never delivered are
 /// absent). An identity names its sync and epoch (`identity_digest`).
@@ -18,14 +18,19 @@ pub async fn lookup_states(
         return Ok(HashMap::new());
     }
     let wanted: Vec<&[u8]> = identities.iter().map(|i| &i[..]).collect();
-    let rows: Vec<(Vec<u8>, Vec<u8>)> =
+    #[derive(FromRow)]
+    struct Known {
+        identity: Vec<u8>,
+        fingerprint: Vec<u8>,
+    }
+    let rows: Vec<Known> =
         sqlx::query_as("SELECT identity, fingerprint FROM record_states WHERE identity = ANY($1)")
             .bind(&wanted)
             .fetch_all(pool)
             .await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(i, f)| Some((i.try_into().ok()?, f.try_into().ok()?)))
+        .filter_map(|k| Some((k.identity.try_into().ok()?, k.fingerprint.try_into().ok()?)))
         .collect())
 }
 
@@ -103,9 +108,9 @@ pub async fn mark_seen(
 
 /// Mirror mode, after a complete read: how many kept records this run did
 /// not see (they left the query), and how many are kept in all.
-pub async fn count_departed(pool: &PgPool, scope: StateScope<'_>) -> sqlx::Result<(i64, i64)> {
+pub async fn count_departed(pool: &PgPool, scope: StateScope<'_>) -> sqlx::Result<Departures> {
     sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE seen_run IS DISTINCT FROM $3), count(*)
+        "SELECT count(*) FILTER (WHERE seen_run IS DISTINCT FROM $3) AS left, count(*) AS known
          FROM record_states WHERE sync_id = $1 AND ledger_epoch = $2",
     )
     .bind(scope.sync_id)
@@ -113,6 +118,21 @@ pub async fn count_departed(pool: &PgPool, scope: StateScope<'_>) -> sqlx::Resul
     .bind(scope.run_id)
     .fetch_one(pool)
     .await
+}
+
+/// Of a sync's kept records: those this run's complete read did not see, and all.
+#[derive(Debug, Clone, Copy, FromRow)]
+pub struct Departures {
+    pub left: i64,
+    pub known: i64,
+}
+
+/// A record the run's complete read did not see: its identity, and its
+/// address (none for a record delivered in diff mode and gone since).
+#[derive(Debug, Clone, FromRow)]
+pub struct Departed {
+    pub identity: Vec<u8>,
+    pub email: Option<String>,
 }
 
 /// Up to `limit` records after identity `after` that this run's complete
@@ -123,7 +143,7 @@ pub async fn departed(
     scope: StateScope<'_>,
     after: &[u8],
     limit: i64,
-) -> sqlx::Result<Vec<(Vec<u8>, Option<String>)>> {
+) -> sqlx::Result<Vec<Departed>> {
     sqlx::query_as(
         "SELECT identity, email FROM record_states
          WHERE sync_id = $1 AND ledger_epoch = $2 AND identity > $5

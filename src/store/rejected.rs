@@ -115,9 +115,17 @@ pub async fn open_rejections(
     sync_id: &str,
     limit: i64,
 ) -> sqlx::Result<OpenRejections> {
-    let (quarantined, rejected): (i64, i64) = sqlx::query_as(
-        "SELECT count(DISTINCT coalesce(key, int8send(id))) FILTER (WHERE code = $2),
-                count(DISTINCT coalesce(key, int8send(id))) FILTER (WHERE code <> $2)
+    #[derive(FromRow)]
+    struct Open {
+        quarantined: i64,
+        rejected: i64,
+    }
+    let Open {
+        quarantined,
+        rejected,
+    } = sqlx::query_as(
+        "SELECT count(DISTINCT coalesce(key, int8send(id))) FILTER (WHERE code = $2) AS quarantined,
+                count(DISTINCT coalesce(key, int8send(id))) FILTER (WHERE code <> $2) AS rejected
          FROM rejected_records WHERE sync_id = $1 AND put_back_at IS NULL",
     )
     .bind(sync_id)

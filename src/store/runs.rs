@@ -200,7 +200,14 @@ pub async fn begin_leased_runs(
     pool: &PgPool,
     starts: &[LeaseStart],
 ) -> sqlx::Result<Vec<Option<(i64, Option<serde_json::Value>)>>> {
-    let rows: Vec<(i64, Option<i64>, Option<Json<serde_json::Value>>)> = sqlx::query_as(concat!(
+    #[derive(FromRow)]
+    struct Started {
+        run_id: i64,
+        /// None: the sync's fence went to another run.
+        fence: Option<i64>,
+        cursor: Option<Json<serde_json::Value>>,
+    }
+    let rows: Vec<Started> = sqlx::query_as(concat!(
         "WITH want AS (
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS w(run_id, sync_id, lease_value)),
          free AS (
@@ -219,7 +226,7 @@ pub async fn begin_leased_runs(
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
            SELECT id, 'lease', jsonb_build_object('fence', fence_issued) FROM held)
-         SELECT w.run_id, f.fence_issued, f.cursor FROM want w LEFT JOIN f USING (sync_id)"
+         SELECT w.run_id, f.fence_issued AS fence, f.cursor FROM want w LEFT JOIN f USING (sync_id)"
     ))
     .bind(starts.iter().map(|s| s.run_id).collect::<Vec<_>>())
     .bind(starts.iter().map(|s| s.sync_id.as_str()).collect::<Vec<_>>())
@@ -228,7 +235,7 @@ pub async fn begin_leased_runs(
     .await?;
     let mut answers: std::collections::HashMap<i64, Option<(i64, Option<serde_json::Value>)>> =
         rows.into_iter()
-            .map(|(run_id, fence, cursor)| (run_id, fence.map(|f| (f, cursor.map(|c| c.0)))))
+            .map(|r| (r.run_id, r.fence.map(|f| (f, r.cursor.map(|c| c.0)))))
             .collect();
     starts
         .iter()
@@ -302,7 +309,13 @@ pub async fn finish_runs(
     pool: &PgPool,
     finishes: &[Finish],
 ) -> sqlx::Result<Vec<Option<Vec<IncidentRow>>>> {
-    let rows: Vec<(i64, Json<Vec<IncidentRow>>)> = sqlx::query_as(
+    #[derive(FromRow)]
+    struct Ended {
+        id: i64,
+        /// The dead-man incidents its success closed.
+        closed: Json<Vec<IncidentRow>>,
+    }
+    let rows: Vec<Ended> = sqlx::query_as(
         "WITH want AS (
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[],
                                 $7::int8[], $8::text[], $9::text[], $10::timestamptz[], $11::jsonb[])
@@ -325,7 +338,7 @@ pub async fn finish_runs(
              AND (i.scope = 'workspace' OR i.sync_id = e.sync_id)
            RETURNING i.*, e.id AS closed_by)
          SELECT e.id, coalesce((SELECT jsonb_agg(to_jsonb(c) - 'closed_by') FROM closed c
-                                WHERE c.closed_by = e.id), '[]'::jsonb)
+                                WHERE c.closed_by = e.id), '[]'::jsonb) AS closed
          FROM ended e",
     )
     .bind(finishes.iter().map(|f| f.run_id).collect::<Vec<_>>())
@@ -342,7 +355,7 @@ pub async fn finish_runs(
     .fetch_all(pool)
     .await?;
     let mut closed: std::collections::HashMap<i64, Vec<IncidentRow>> =
-        rows.into_iter().map(|(id, c)| (id, c.0)).collect();
+        rows.into_iter().map(|e| (e.id, e.closed.0)).collect();
     Ok(finishes.iter().map(|f| closed.remove(&f.run_id)).collect())
 }
 
@@ -683,7 +696,12 @@ pub enum Cancel {
 /// at its next checkpoint (`checkpoint::record_clean_page` answers it).
 pub async fn cancel_run(pool: &PgPool, id: i64, actor: Actor) -> sqlx::Result<Option<Cancel>> {
     let mut tx = pool.begin().await?;
-    let Some((sync_id, status)): Option<(String, RunStatus)> =
+    #[derive(FromRow)]
+    struct Found {
+        sync_id: String,
+        status: RunStatus,
+    }
+    let Some(Found { sync_id, status }): Option<Found> =
         sqlx::query_as("SELECT sync_id, status FROM runs WHERE id = $1 FOR UPDATE")
             .bind(id)
             .fetch_optional(&mut *tx)

@@ -177,7 +177,17 @@ async fn publish_in(
         // `before` reads the row as the statement's snapshot saw it, i.e. before the
         // upsert, to tell created / updated / unchanged apart in one statement. (No
         // FOR UPDATE there: locking a row this same statement updates yields nothing.)
-        let (version, rearm, outcome): (i32, bool, String) = sqlx::query_as(
+        #[derive(FromRow)]
+        struct Published {
+            version: i32,
+            rearm: bool,
+            outcome: String,
+        }
+        let Published {
+            version,
+            rearm,
+            outcome,
+        } = sqlx::query_as(
             "WITH before AS (SELECT definition, status FROM syncs WHERE id = $1),
              upserted AS (
                INSERT INTO syncs (id, workspace_id, definition) VALUES ($1, $2, $3)
@@ -203,7 +213,7 @@ async fn publish_in(
                     CASE WHEN NOT EXISTS (SELECT 1 FROM before) THEN 'created'
                          WHEN (SELECT status FROM before) = 'archived' THEN 'restored'
                          WHEN (SELECT definition FROM before) = $3 THEN 'unchanged'
-                         ELSE 'updated' END
+                         ELSE 'updated' END AS outcome
              FROM upserted",
         )
         .bind(definition.id.as_str())
@@ -379,10 +389,15 @@ pub async fn get_sync(pool: &PgPool, id: &str) -> sqlx::Result<Option<SyncRow>> 
     .await
 }
 
+/// A sync's id and current definition.
+#[derive(Debug, Clone, FromRow)]
+pub struct StoredDefinition {
+    pub id: String,
+    pub definition: Json<serde_json::Value>,
+}
+
 /// Every sync's id and current definition, archived ones too, by id.
-pub async fn all_definitions(
-    pool: &PgPool,
-) -> sqlx::Result<Vec<(String, Json<serde_json::Value>)>> {
+pub async fn all_definitions(pool: &PgPool) -> sqlx::Result<Vec<StoredDefinition>> {
     sqlx::query_as("SELECT id, definition FROM syncs ORDER BY id")
         .fetch_all(pool)
         .await

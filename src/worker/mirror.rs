@@ -38,7 +38,8 @@ pub(super) async fn remove_departed(cx: &RunContext<'_>) -> Result<u64, RunFailu
         run_id: run.id,
     };
     let store = &cx.env.store;
-    let (left, known) = record_states::count_departed(store, scope).await?;
+    let record_states::Departures { left, known } =
+        record_states::count_departed(store, scope).await?;
     if left == 0 {
         return Ok(0);
     }
@@ -59,11 +60,11 @@ pub(super) async fn remove_departed(cx: &RunContext<'_>) -> Result<u64, RunFailu
     let mut after = Vec::new();
     loop {
         let batch = record_states::departed(store, scope, &after, BATCH).await?;
-        let Some((last, _)) = batch.last() else {
+        let Some(last) = batch.last() else {
             break;
         };
-        after = last.clone();
-        let emails: Vec<String> = batch.iter().filter_map(|(_, e)| e.clone()).collect();
+        after = last.identity.clone();
+        let emails: Vec<String> = batch.iter().filter_map(|d| d.email.clone()).collect();
         if emails.len() < batch.len() {
             // Delivered in diff mode and gone before a read in mirror mode
             // saw its address: it cannot be named to the destination.
@@ -78,7 +79,7 @@ pub(super) async fn remove_departed(cx: &RunContext<'_>) -> Result<u64, RunFailu
             let key = hex::encode(digest.finalize());
             cx.destination.remove(&emails, &key).await?;
         }
-        let identities: Vec<Vec<u8>> = batch.into_iter().map(|(i, _)| i).collect();
+        let identities: Vec<Vec<u8>> = batch.into_iter().map(|d| d.identity).collect();
         record_states::forget_states(store, &identities).await?;
         removed += emails.len() as u64;
     }
