@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use secrecy::ExposeSecret;
 use tokio::sync::Notify;
 use tracing::{error, info, warn};
 
@@ -94,67 +93,42 @@ pub fn reloadable(key: &str) -> bool {
 /// The keys whose value differs between `running` and `fresh` and that only a
 /// restart puts in force: names only, since some values are secrets.
 pub fn needing_restart(running: &Settings, fresh: &Settings) -> Vec<String> {
-    let (old, new) = (flatten(running), flatten(fresh));
-    let mut changed: BTreeSet<String> = old
+    let (old, new) = (
+        flatten(running.to_diff_json()),
+        flatten(fresh.to_diff_json()),
+    );
+    let changed: BTreeSet<String> = old
         .keys()
         .chain(new.keys())
         .filter(|key| old.get(*key) != new.get(*key))
         .cloned()
         .collect();
-    // The flattened view hides secrets (a URL keeps all but its password):
-    // compare those whole.
-    let token =
-        |s: &Option<secrecy::SecretString>| s.as_ref().map(|t| t.expose_secret().to_owned());
-    let secrets = [
-        (
-            "database.url",
-            running.database.url.expose_secret() != fresh.database.url.expose_secret(),
-        ),
-        (
-            "redis.url",
-            running.redis.url.expose_secret() != fresh.redis.url.expose_secret(),
-        ),
-        (
-            "http.admin_token",
-            token(&running.http.admin_token) != token(&fresh.http.admin_token),
-        ),
-        (
-            "http.metrics_token",
-            token(&running.http.metrics_token) != token(&fresh.http.metrics_token),
-        ),
-    ];
-    for (key, differs) in secrets {
-        if differs {
-            changed.insert(key.to_string());
-        }
-    }
     changed.into_iter().filter(|key| !reloadable(key)).collect()
 }
 
-/// Every setting as `section.key` → its value as `check-config` prints it, so
-/// a setting added there is compared here without a second list.
-fn flatten(settings: &Settings) -> BTreeMap<String, toml::Value> {
-    fn walk(prefix: &str, table: toml::Table, out: &mut BTreeMap<String, toml::Value>) {
-        for (key, value) in table {
-            let key = if prefix.is_empty() {
-                key
-            } else {
-                format!("{prefix}.{key}")
-            };
-            match value {
-                toml::Value::Table(inner) => walk(&key, inner, out),
-                other => {
-                    out.insert(key, other);
+/// Every setting as `section.key` → its value, from the settings' own
+/// serialization (`config::shown`): a setting added to a section is compared
+/// here with no list to extend, and a secret compares by its digest.
+fn flatten(settings: serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+    fn walk(prefix: &str, value: serde_json::Value, out: &mut BTreeMap<String, serde_json::Value>) {
+        match value {
+            serde_json::Value::Object(table) => {
+                for (key, inner) in table {
+                    let key = if prefix.is_empty() {
+                        key
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    walk(&key, inner, out);
                 }
+            }
+            other => {
+                out.insert(prefix.to_string(), other);
             }
         }
     }
     let mut out = BTreeMap::new();
-    // The render is TOML by construction; if it ever failed it would be a
-    // comment line, an empty table here: no warnings rather than wrong ones.
-    if let Ok(table) = toml::from_str::<toml::Table>(&settings.to_redacted_toml()) {
-        walk("", table, &mut out);
-    }
+    walk("", settings, &mut out);
     out
 }
 

@@ -9,6 +9,7 @@ mod redis_address;
 mod schedule;
 pub mod secrets;
 mod settings;
+mod shown;
 mod sync_file;
 mod url_secrets;
 

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use config::{Config, Environment, File, FileFormat};
 use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::bad_input::BadInput;
 use super::redis_address::RedisAddress;
 use super::schedule::Schedule;
-use super::url_secrets::{REDACTED, hide_urls_in_message, redact_url, redact_url_text};
+use super::url_secrets::hide_urls_in_message;
 
 /// Where the daemon looks for its config when neither `--config` nor
 /// `SYNCWARD_CONFIG` names a file.
@@ -23,7 +23,7 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/syncward/syncward.toml";
 pub const ENV_PREFIX: &str = "SYNCWARD";
 
 /// Every daemon setting. Each section has defaults, so an empty file is valid.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub database: DatabaseSettings,
@@ -44,11 +44,12 @@ pub struct Settings {
     pub outbound: OutboundSettings,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseSettings {
     /// Postgres URL of the store. Secret (it may hold a password): printed with the
     /// password redacted. Default `postgres://syncward@127.0.0.1:5432/syncward`.
+    #[serde(serialize_with = "super::shown::secret_url")]
     pub url: SecretString,
     /// Most connections the daemon opens to the store. Default 10.
     pub max_connections: u32,
@@ -63,7 +64,7 @@ impl Default for DatabaseSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedisSettings {
     /// Redis URL for leases, liveness keys, dead-man markers and shared request
@@ -78,6 +79,7 @@ pub struct RedisSettings {
     /// user-info and database are the primary's, the Sentinels are asked
     /// without a password. `check-config` shows either form with its password
     /// redacted.
+    #[serde(serialize_with = "super::shown::secret_url")]
     pub url: SecretString,
     /// Prefix of every Redis key; isolates deployments (and tests) sharing one
     /// Redis. Default `syncward`.
@@ -101,19 +103,19 @@ impl Default for RedisSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerSettings {
     /// Runs executed at once by this daemon. Default 4.
     pub count: usize,
     /// How often an idle worker looks for work when no NOTIFY arrived. Default 1s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub poll_interval: Duration,
     /// Lifetime of this daemon's liveness key in Redis, refreshed every third of
     /// it (with a heartbeat in Postgres); a run whose holder's key is gone
     /// and whose heartbeat is stale is taken over. Default 10s: with
     /// `sweeper.every` it bounds SIGKILL-to-resumed (12 s).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub liveness_ttl: Duration,
 }
 
@@ -127,16 +129,16 @@ impl Default for WorkerSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShutdownSettings {
     /// After SIGTERM, time for busy runs to stop at a clean batch boundary.
     /// Default 15s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub drain_deadline: Duration,
     /// After SIGTERM, the process exits at this point whatever still runs.
     /// Default 25s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub hard_exit_after: Duration,
 }
 
@@ -149,14 +151,14 @@ impl Default for ShutdownSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LeaseSettings {
     /// Lifetime of a run's lease on its sync. Default 15m.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub ttl: Duration,
     /// How often a run renews its lease; must be shorter than `ttl`. Default 5m.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub renew_every: Duration,
 }
 
@@ -169,16 +171,16 @@ impl Default for LeaseSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetrySettings {
     /// Attempts a run gets, the first included. Default 5.
     pub max_attempts: u32,
     /// Wait before the second attempt; doubles for each further one. Default 60s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub backoff_base: Duration,
     /// Longest wait between attempts. Default 1h.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub backoff_max: Duration,
 }
 
@@ -192,21 +194,21 @@ impl Default for RetrySettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SweeperSettings {
     /// How often the sweeper looks for runs of dead processes and stuck runs
     /// (the ledger is purged at most once a minute). Default 2s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub every: Duration,
     /// A `running` run started longer ago than this, with a free lease, is
     /// re-queued. Default 1h.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub stuck_after: Duration,
     /// A Brevo import is first asked about this long after it was accepted,
     /// and again this long after each answer that it is still running.
     /// Default 1m.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub import_check_after: Duration,
     /// Import-process checks per hour and Brevo API key, across daemons
     /// (Brevo allows 100/h on `GET /processes`; keep room for people). Default 90.
@@ -224,11 +226,11 @@ impl Default for SweeperSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LedgerSettings {
     /// How long completed delivery keys are kept. Default 7d.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub retention: Duration,
     /// Times one record may be sent before it is rejected as
     /// `attempt_budget_exhausted`. Default 3.
@@ -244,21 +246,21 @@ impl Default for LedgerSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetentionSettings {
     /// How long finished runs are kept, with their timelines, rejected
     /// records and import processes. Each sync's newest finished run and runs
     /// holding records not yet put back are kept whatever their age.
     /// Default 30d.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub runs: Duration,
     /// How long alerts are kept. Default 90d.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub alerts: Duration,
     /// How long audit rows (publishes, pauses, resumes, resets) are kept.
     /// Default 1y.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub audit_log: Duration,
 }
 
@@ -272,7 +274,7 @@ impl Default for RetentionSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerSettings {
     /// Consecutive failed runs that pause a sync (a sync file may override it).
@@ -288,7 +290,7 @@ impl Default for BreakerSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeadmanSettings {
     /// When the dead-man check runs: cron with seconds. Default `0 13 * * * *`
@@ -296,7 +298,7 @@ pub struct DeadmanSettings {
     pub schedule: Schedule,
     /// A workspace or sync with no successful run for this long is silent
     /// (a sync file may override it). Default 24h.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub silence_window: Duration,
     /// Also check each sync on its own, so a healthy sync does not hide a silent
     /// sibling. Default true.
@@ -314,17 +316,20 @@ impl Default for DeadmanSettings {
     }
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct AlertSettings {
     /// Sentry DSN for critical alerts. Secret. Default: none (no Sentry).
+    #[serde(serialize_with = "super::shown::optional_secret")]
     pub sentry_dsn: Option<SecretString>,
     /// URL that receives each alert as signed JSON. Default: none.
+    #[serde(serialize_with = "super::shown::optional_url")]
     pub webhook_url: Option<url::Url>,
     /// Key of the alert webhook's signature (Standard Webhooks: `webhook-id`,
     /// `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`):
     /// `whsec_<base64>` is the decoded bytes, any other value its raw bytes.
     /// Required with `webhook_url`. Secret. Default: none.
+    #[serde(serialize_with = "super::shown::optional_secret")]
     pub webhook_secret: Option<SecretString>,
     /// E-mail over SMTP. Default: none.
     pub email: Option<EmailSettings>,
@@ -334,11 +339,12 @@ pub struct AlertSettings {
     pub workspace_email: std::collections::BTreeMap<String, String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmailSettings {
     /// SMTP server, e.g. `smtps://user:pass@smtp.example.com:465` or
     /// `smtp://127.0.0.1:2525` (plain, local). Secret (it may hold a password).
+    #[serde(serialize_with = "super::shown::secret_url")]
     pub smtp_url: SecretString,
     /// Sender address.
     pub from: String,
@@ -346,7 +352,7 @@ pub struct EmailSettings {
     pub to: Vec<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpSettings {
     /// Address of the admin HTTP server. Default `127.0.0.1:8080`.
@@ -358,12 +364,14 @@ pub struct HttpSettings {
     /// spaces. Without it the server binds loopback only and answers reads
     /// but refuses every write. Secret. Default: none (the Debian package
     /// generates one into `/etc/syncward/syncward.env`).
+    #[serde(serialize_with = "super::shown::optional_secret")]
     pub admin_token: Option<SecretString>,
     /// The scrape token of `/metrics` (`Authorization: Bearer`, as
     /// Prometheus' `authorization` scrape setting sends it). Once this or
     /// the admin token is set, `/metrics` needs one of the two; with
     /// neither, it is open (loopback only). Same rules as the admin token.
     /// Secret. Default: none.
+    #[serde(serialize_with = "super::shown::optional_secret")]
     pub metrics_token: Option<SecretString>,
     /// Host names the admin server answers to, as a browser's address bar
     /// shows them: `host` or `host:port` (`[::1]:8080` for IPv6), no scheme.
@@ -379,11 +387,11 @@ pub struct HttpSettings {
     /// Longest time a client may take to send a request's headers (also the
     /// idle time allowed between requests on a kept-alive connection); the
     /// connection is closed past it. Between 1s and 5m. Default 10s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub header_read_timeout: Duration,
     /// Longest time one request may take once its headers arrived; it is
     /// answered 408 past it. Between 1s and 1h. Default 30s.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "super::shown::duration")]
     pub request_timeout: Duration,
     /// Most connections open at once; further ones wait in the listen queue
     /// until one closes. Between 1 and 100000. Default 256.
@@ -501,7 +509,7 @@ fn check_allowed_host(entry: &str) -> Result<(), String> {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OutboundSettings {
     /// Host names, addresses and CIDR ranges inside the network (loopback,
@@ -522,7 +530,7 @@ impl OutboundSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SecretsSettings {
     /// The directory of the workspaces' secrets files, `<workspace>.env`
@@ -561,7 +569,7 @@ impl SecretsSettings {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogSettings {
     /// Filter in `RUST_LOG` syntax, e.g. `info` or `syncward=debug,sqlx=warn`.
@@ -908,46 +916,17 @@ impl Settings {
 
     /// The effective settings as TOML with every secret shown as `[redacted]`
     /// (URLs keep everything but their password and secret-looking query values).
+    /// The settings as data for comparing two versions of them (the reload's
+    /// restart diff): as `to_redacted_toml` shows them, but every secret as
+    /// a digest under a key of this process, so a changed one is seen.
+    pub fn to_diff_json(&self) -> serde_json::Value {
+        super::shown::for_diff(self)
+    }
+
     pub fn to_redacted_toml(&self) -> String {
-        let d = crate::words::duration_text;
-        let secret = |s: &Option<SecretString>| s.as_ref().map(|_| REDACTED.to_string());
-        let value = serde_json::json!({
-            "database": { "url": redact_url(&self.database.url), "max_connections": self.database.max_connections },
-            "redis": { "url": redact_url(&self.redis.url), "key_prefix": self.redis.key_prefix },
-            "workers": { "count": self.workers.count, "poll_interval": d(self.workers.poll_interval), "liveness_ttl": d(self.workers.liveness_ttl) },
-            "shutdown": { "drain_deadline": d(self.shutdown.drain_deadline), "hard_exit_after": d(self.shutdown.hard_exit_after) },
-            "lease": { "ttl": d(self.lease.ttl), "renew_every": d(self.lease.renew_every) },
-            "retry": { "max_attempts": self.retry.max_attempts, "backoff_base": d(self.retry.backoff_base), "backoff_max": d(self.retry.backoff_max) },
-            "sweeper": { "every": d(self.sweeper.every), "stuck_after": d(self.sweeper.stuck_after), "import_check_after": d(self.sweeper.import_check_after), "import_checks_per_hour": self.sweeper.import_checks_per_hour },
-            "ledger": { "retention": d(self.ledger.retention), "record_attempts": self.ledger.record_attempts },
-            "retention": { "runs": d(self.retention.runs), "alerts": d(self.retention.alerts), "audit_log": d(self.retention.audit_log) },
-            "breaker": { "consecutive_failures": self.breaker.consecutive_failures },
-            "deadman": { "schedule": self.deadman.schedule.as_str(), "silence_window": d(self.deadman.silence_window), "per_sync": self.deadman.per_sync },
-            "alerts": {
-                "sentry_dsn": secret(&self.alerts.sentry_dsn),
-                "webhook_url": self.alerts.webhook_url.as_ref().map(|u| redact_url_text(u.as_str())),
-                "webhook_secret": secret(&self.alerts.webhook_secret),
-                "workspace_email": self.alerts.workspace_email,
-                "email": self.alerts.email.as_ref().map(|e| serde_json::json!({
-                    "smtp_url": redact_url(&e.smtp_url), "from": e.from, "to": e.to,
-                })),
-            },
-            "http": {
-                "listen": self.http.listen.to_string(),
-                "admin_token": secret(&self.http.admin_token),
-                "metrics_token": secret(&self.http.metrics_token),
-                "allowed_hosts": self.http.allowed_hosts,
-                "header_read_timeout": d(self.http.header_read_timeout),
-                "request_timeout": d(self.http.request_timeout),
-                "max_connections": self.http.max_connections,
-            },
-            "log": { "level": self.log.level, "format": self.log.format },
-            "secrets": { "dir": self.secrets.dir.display().to_string() },
-            "outbound": { "allow": self.outbound.allow },
-        });
-        // Every value above is a string, number, bool, array or table, all of which
-        // TOML can hold (nulls are dropped by toml's serializer for absent keys).
-        toml::to_string(&strip_nulls(value))
+        // Every value is a string, number, bool, array or table, all of which
+        // TOML can hold (unset options are dropped first: TOML has no null).
+        toml::to_string(&strip_nulls(super::shown::for_people(self)))
             .unwrap_or_else(|e| format!("# cannot render settings: {e}\n"))
     }
 }
