@@ -9,7 +9,7 @@ mod redis_address;
 mod schedule;
 pub mod secrets;
 mod settings;
-mod shown;
+pub(crate) mod shown;
 mod sync_file;
 mod url_secrets;
 
