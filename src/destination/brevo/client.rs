@@ -300,16 +300,8 @@ impl BrevoDestination {
                 .header("api-key", self.api_key.expose_secret())
                 .header("accept", "application/json")
         };
-        send_with_retry(
-            "brevo",
-            build,
-            &self.policy,
-            Some(&self.create_pacer),
-            RESET_HEADER,
-            URL_SETTING,
-            judge_delete,
-        )
-        .await
+        self.send(build, Some(&self.create_pacer), judge_delete)
+            .await
     }
 
     async fn create_contact(&self, record: &Outbound) -> Result<RecordOutcome, DestinationError> {
@@ -332,14 +324,26 @@ impl BrevoDestination {
         }
         let url = self.url("/contacts");
         let build = || self.post(&url, &body);
+        self.send(build, Some(&self.create_pacer), judge_create)
+            .await
+    }
+
+    /// One request with the connector's retries, spaced by `pacer`, its
+    /// answer judged by `judge`: every Brevo call goes through here.
+    async fn send<T>(
+        &self,
+        build: impl Fn() -> reqwest::RequestBuilder,
+        pacer: Option<&Pacer>,
+        judge: impl Fn(reqwest::StatusCode, &[u8]) -> Verdict<T>,
+    ) -> Result<T, DestinationError> {
         send_with_retry(
             "brevo",
             build,
             &self.policy,
-            Some(&self.create_pacer),
+            pacer,
             RESET_HEADER,
             URL_SETTING,
-            judge_create,
+            judge,
         )
         .await
     }
@@ -390,16 +394,11 @@ impl BrevoDestination {
             body.extend_from_slice(flags.as_bytes());
             let url = self.url("/contacts/import");
             let build = || self.post_bytes(&url, body.clone());
-            let answer = send_with_retry(
-                "brevo",
-                build,
-                &self.policy,
-                self.import_pacer.as_ref(),
-                RESET_HEADER,
-                URL_SETTING,
-                |status, bytes| judge_import(status, bytes, rows.len()),
-            )
-            .await;
+            let answer = self
+                .send(build, self.import_pacer.as_ref(), |status, bytes| {
+                    judge_import(status, bytes, rows.len())
+                })
+                .await;
             match answer {
                 Ok(answer) => outcomes.extend(answer),
                 // The chunks already imported keep their answers; this one
@@ -768,15 +767,9 @@ impl Destination for BrevoDestination {
             for chunk in emails.chunks(REMOVE_LIMIT) {
                 let body = json!({ "emails": chunk });
                 let build = || self.post(&url, &body);
-                send_with_retry(
-                    "brevo",
-                    build,
-                    &self.policy,
-                    Some(&self.create_pacer),
-                    RESET_HEADER,
-                    URL_SETTING,
-                    |status, bytes| judge_remove(status, bytes, *list),
-                )
+                self.send(build, Some(&self.create_pacer), |status, bytes| {
+                    judge_remove(status, bytes, *list)
+                })
                 .await?;
             }
         }
