@@ -66,9 +66,7 @@ email = "email"
         })
         .collect::<Result<_, _>>()?;
     syncs::publish_syncs(&pool, &definitions, Actor::Cli).await?;
-    let redis = syncward::lease::RedisPool::open(&syncward::config::RedisAddress::Server(
-        "redis://127.0.0.1:6379".into(),
-    ))?;
+    let redis = syncward::redis::RedisPool::server("redis://127.0.0.1:6379")?;
     let prefix = format!("syncward-bench-{}", Uuid::new_v4().simple());
 
     for workers in worker_counts {

@@ -41,6 +41,7 @@ pub mod mapping;
 pub mod ops;
 pub mod outages;
 pub mod outbound;
+pub mod redis;
 pub mod reload;
 pub mod scheduler;
 pub mod shutdown;

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::config::{DatabaseSettings, RedisSettings, redact_url};
-use crate::lease::RedisPool;
+use crate::redis::RedisPool;
 
 /// How often each service is probed, and how long a probe may take: an
 /// outage is known within two seconds of its start.

@@ -123,9 +123,7 @@ pub fn run_env(
     pool: &PgPool,
     settings: &syncward::config::Settings,
 ) -> anyhow::Result<(syncward::worker::RunEnv, syncward::store::runs::Executor)> {
-    let redis = syncward::lease::RedisPool::open(&syncward::config::RedisAddress::Server(
-        "redis://127.0.0.1:6379".into(),
-    ))?;
+    let redis = syncward::redis::RedisPool::server("redis://127.0.0.1:6379")?;
     let leases = syncward::lease::LeaseManager::new(
         redis,
         &format!("syncward-bench-{}", Uuid::new_v4().simple()),

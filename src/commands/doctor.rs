@@ -61,7 +61,7 @@ pub async fn doctor(settings: &Settings, json: bool) -> anyhow::Result<()> {
         }
     };
     let redis_at = redact_url(&settings.redis.url);
-    match crate::lease::connect_redis(&settings.redis).await {
+    match super::connect_redis(&settings.redis).await {
         Ok(_) => checks.push(ok("redis", format!("{redis_at}: answers"))),
         Err(e) => checks.push(fail("redis", format!("{e:#}"))),
     }

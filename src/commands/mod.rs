@@ -104,7 +104,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Deadman(DeadmanCommand::Check(json)) => {
             let pool = store::connect(&settings.database).await?;
-            let redis = crate::lease::connect_redis(&settings.redis).await?;
+            let redis = connect_redis(&settings.redis).await?;
             let report = crate::deadman::check(
                 &crate::alerts::Alerter::new(pool.clone(), &settings.alerts),
                 &redis,
@@ -147,4 +147,31 @@ pub(crate) use crate::views::when;
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
+}
+
+/// Opens the Redis pool (one server, or a Sentinel set's primary) and proves
+/// the server answers; the error names the server with its password redacted.
+pub async fn connect_redis(
+    settings: &crate::config::RedisSettings,
+) -> anyhow::Result<crate::redis::RedisPool> {
+    let unreachable = || {
+        format!(
+            "cannot reach Redis at {}",
+            crate::config::redact_url(&settings.url)
+        )
+    };
+    let address = settings
+        .address()
+        .map_err(|problem| anyhow::anyhow!("redis.url: {problem}"))?;
+    let pool = address.open_pool().with_context(unreachable)?;
+    let mut conn = tokio::time::timeout(std::time::Duration::from_secs(10), pool.get())
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer within 10s"))
+        .with_context(unreachable)?
+        .with_context(unreachable)?;
+    let _: String = deadpool_redis::redis::cmd("PING")
+        .query_async(&mut conn)
+        .await
+        .with_context(unreachable)?;
+    Ok(pool)
 }

@@ -12,9 +12,10 @@ use sd_notify::NotifyState;
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use super::connect_redis;
 use crate::config::Settings;
 use crate::daemon_shared::Daemon;
-use crate::lease::{LeaseManager, clear_liveness, connect_redis, refresh_liveness};
+use crate::lease::{LeaseManager, clear_liveness, refresh_liveness};
 use crate::reload::Reload;
 use crate::shutdown::Shutdown;
 use crate::store::processes::ProcessKind;

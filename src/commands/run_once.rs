@@ -12,9 +12,10 @@ use crate::failure::FailureCode;
 use crate::ops::{Runnable, Scoped};
 use std::time::{Duration, Instant};
 
+use super::connect_redis;
 use super::output::outln;
 use super::run_progress::RunProgress;
-use crate::lease::{LeaseManager, clear_liveness, connect_redis, is_alive, refresh_liveness};
+use crate::lease::{LeaseManager, clear_liveness, is_alive, refresh_liveness};
 use crate::states::{RunStatus, RunTrigger};
 use crate::store::processes::{self, ProcessKind};
 use crate::store::runs::{self, Executor, RunCounts};
@@ -68,7 +69,7 @@ pub struct SyncBusy {
 /// liveness key is there. In words, for people.
 async fn live_holder_words(
     pool: &PgPool,
-    redis: &crate::lease::RedisPool,
+    redis: &crate::redis::RedisPool,
     prefix: &str,
     leases: &LeaseManager,
     sync_id: &str,

@@ -7,7 +7,10 @@
 //! database number are for the primary the Sentinels name, never sent to the
 //! Sentinels themselves.
 
+use deadpool_redis::CreatePoolError;
+
 use super::url_secrets::redact_url_text;
+use crate::redis::RedisPool;
 
 /// The scheme of a Sentinel set.
 pub const SENTINEL_SCHEME: &str = "redis+sentinel";
@@ -49,6 +52,16 @@ impl std::fmt::Debug for SentinelAddress {
 }
 
 impl RedisAddress {
+    /// A pool of connections to this address; connects to nothing yet.
+    pub fn open_pool(&self) -> Result<RedisPool, CreatePoolError> {
+        match self {
+            Self::Server(url) => RedisPool::server(url),
+            Self::Sentinel(s) => {
+                RedisPool::sentinel(&s.sentinels, &s.service_name, &s.primary_login)
+            }
+        }
+    }
+
     /// Reads `redis.url`. The error never quotes the URL (it may hold a password).
     pub fn parse(text: &str) -> Result<Self, String> {
         let Some((scheme, rest)) = text.split_once("://") else {

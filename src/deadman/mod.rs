@@ -14,7 +14,7 @@ use tracing::info;
 
 use crate::alerts::{Alert, Alerter};
 use crate::config::DeadmanSettings;
-use crate::lease::{RedisPool, SharedConnection};
+use crate::redis::{RedisPool, SharedConnection, keys};
 use crate::store::deadman;
 
 /// What one check found.
@@ -27,7 +27,7 @@ pub struct DeadmanReport {
 }
 
 fn marker(prefix: &str, target: &str) -> String {
-    format!("{prefix}:deadman:{target}")
+    keys::deadman_marker(prefix, target)
 }
 
 pub async fn check(

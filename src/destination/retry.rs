@@ -7,11 +7,11 @@ use std::time::Duration;
 use reqwest::{RequestBuilder, StatusCode};
 
 use super::record::DestinationError;
-use crate::outbound::SharedBudgets;
 use crate::outbound::{
     BodyError, DESTINATION_ANSWER_CAP, RetryPolicy, cap_text, describe_error, header_wait,
     read_capped, redirect_target, retry_after,
 };
+use crate::outbound::{RateLimit, SharedBudgets};
 
 /// How hard a destination call tries before giving up for this run: 4 retries
 /// after a 5xx, a timeout, a transport error or an unreadable body (backoff
@@ -26,20 +26,18 @@ pub const DESTINATION_RETRY: RetryPolicy = RetryPolicy {
 };
 
 /// A request rate shared by concurrent calls: each try takes the next free
-/// slot, `interval` after the previous one, so however many calls are in
-/// flight, at most one request leaves per interval. An answer saying the
-/// window's quota is spent (`remaining_header` at 0) holds every slot until
-/// the window resets (`reset_header`, seconds), instead of drawing 429s.
+/// slot of its `RateLimit` (this run's own pace, or its account's shared
+/// budget), so however many calls are in flight, at most one request leaves
+/// per interval. An answer saying the window's quota is spent
+/// (`remaining_header` at 0) holds every slot until the window resets
+/// (`reset_header`, seconds), instead of drawing 429s.
 #[derive(Debug)]
 pub struct Pacer {
-    interval: Duration,
+    per_second: u32,
+    /// Where the slots come from: this pacer's own, or its account's.
+    limit: RateLimit,
     remaining_header: &'static str,
     reset_header: &'static str,
-    /// The next free slot.
-    next: std::sync::Mutex<tokio::time::Instant>,
-    /// The account's budget shared with other syncs and daemons, when there
-    /// is one: its slots replace this pacer's own.
-    shared: Option<(SharedBudgets, String)>,
     /// Until when the quota is spent: a request whose slot came before the
     /// answer that said so waits for it too.
     hold: std::sync::Mutex<tokio::time::Instant>,
@@ -55,12 +53,11 @@ impl Pacer {
         reset_header: &'static str,
     ) -> Self {
         Self {
-            interval: Duration::from_secs(1) / per_second.max(1),
+            per_second,
+            limit: RateLimit::local(per_second),
             remaining_header,
             reset_header,
-            next: std::sync::Mutex::new(tokio::time::Instant::now()),
             hold: std::sync::Mutex::new(tokio::time::Instant::now()),
-            shared: None,
             prepaid: std::sync::Mutex::new(None),
         }
     }
@@ -71,13 +68,14 @@ impl Pacer {
     /// worker back takes it along (`hold_slot` when it comes back). Without
     /// a shared budget the run paces alone and never waits on others.
     pub async fn reserve_within(&self, within: Duration) -> Result<(), Duration> {
-        let Some((budgets, account)) = &self.shared else {
+        if !self.limit.is_shared() {
             return Ok(());
-        };
+        }
         if self.lock_prepaid().is_some_and(|slot| self.on_time(slot)) {
             return Ok(());
         }
-        let wait = budgets.reserve(account, self.rate()).await;
+        // A steady rate never refuses a slot.
+        let wait = self.limit.take().await.unwrap_or_default();
         if wait > within {
             return Err(wait);
         }
@@ -94,7 +92,8 @@ impl Pacer {
     /// slots could pass the account's limit, so one more than half an
     /// interval past is not used.
     fn on_time(&self, slot: tokio::time::Instant) -> bool {
-        slot + self.interval / 2 >= tokio::time::Instant::now()
+        let interval = self.limit.interval().unwrap_or_default();
+        slot + interval / 2 >= tokio::time::Instant::now()
     }
 
     fn lock_prepaid(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
@@ -106,15 +105,7 @@ impl Pacer {
     /// pacer's own, at the same rate: every sync and daemon on one account
     /// then shares it.
     pub fn share(&mut self, budgets: &SharedBudgets, account: String) {
-        self.shared = Some((budgets.clone(), account));
-    }
-
-    fn lock(
-        instant: &std::sync::Mutex<tokio::time::Instant>,
-    ) -> std::sync::MutexGuard<'_, tokio::time::Instant> {
-        // The guarded value is a plain instant: a panic elsewhere cannot leave
-        // it half-written.
-        instant.lock().unwrap_or_else(|e| e.into_inner())
+        self.limit = budgets.per_second(&account, self.per_second);
     }
 
     /// Waits for this request's slot; a hold that began meanwhile is waited
@@ -131,20 +122,11 @@ impl Pacer {
         }
         let mut paid = prepaid.is_some();
         loop {
-            match &self.shared {
-                Some(_) if std::mem::take(&mut paid) => {}
-                Some((budgets, account)) => budgets.wait(account, self.rate()).await,
-                None => {
-                    let slot = {
-                        let mut next = Self::lock(&self.next);
-                        let slot = (*next).max(tokio::time::Instant::now());
-                        *next = slot + self.interval;
-                        slot
-                    };
-                    tokio::time::sleep_until(slot).await;
-                }
+            if !std::mem::take(&mut paid) {
+                // A steady rate never refuses a slot.
+                let _ = self.limit.wait().await;
             }
-            let hold = *Self::lock(&self.hold);
+            let hold = *self.lock_hold();
             if hold <= tokio::time::Instant::now() {
                 return;
             }
@@ -152,12 +134,9 @@ impl Pacer {
         }
     }
 
-    /// The rate this pacer keeps, in requests a second.
-    fn rate(&self) -> u32 {
-        let nanos = self.interval.as_nanos().max(1);
-        u32::try_from(1_000_000_000 / nanos)
-            .unwrap_or(u32::MAX)
-            .max(1)
+    fn lock_hold(&self) -> std::sync::MutexGuard<'_, tokio::time::Instant> {
+        // A plain instant: a panic elsewhere cannot leave it half-written.
+        self.hold.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Reads the quota headers of an answer: none left holds the next slot
@@ -174,10 +153,8 @@ impl Pacer {
             .unwrap_or(Duration::from_secs(1))
             .min(max_wait);
         let until = tokio::time::Instant::now() + reset;
-        let mut hold = Self::lock(&self.hold);
+        let mut hold = self.lock_hold();
         *hold = (*hold).max(until);
-        let mut next = Self::lock(&self.next);
-        *next = (*next).max(until);
     }
 }
 

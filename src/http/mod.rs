@@ -37,7 +37,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::config::Settings;
-use crate::lease::RedisPool;
+use crate::redis::RedisPool;
 use crate::shutdown::Shutdown;
 
 pub use hosts::AllowedHosts;

@@ -1,4 +1,4 @@
-//! Per-boot liveness keys: each daemon process keeps `{prefix}:daemon:{boot id}`
+//! Per-boot liveness keys: each daemon process keeps its key (`redis::keys::liveness`)
 //! alive while it runs; a run whose holder's key is gone belongs to a dead
 //! daemon.
 
@@ -7,11 +7,9 @@ use std::time::Duration;
 use deadpool_redis::redis::{self, AsyncCommands};
 use uuid::Uuid;
 
-use super::{LeaseError, RedisPool};
-
-pub fn liveness_key(prefix: &str, boot_id: Uuid) -> String {
-    format!("{prefix}:daemon:{}", boot_id.simple())
-}
+use super::LeaseError;
+use crate::redis::RedisPool;
+use crate::redis::keys::liveness as liveness_key;
 
 /// Sets (or refreshes) this daemon's liveness key for `ttl`.
 pub async fn refresh_liveness(

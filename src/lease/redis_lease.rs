@@ -2,16 +2,14 @@
 //! Every ownership command is a compare on the stored value, done in Lua so the
 //! compare and the write are one step.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
-use anyhow::Context;
-use deadpool_redis::redis::{self, AsyncCommands, Script};
+use deadpool_redis::redis::{self, AsyncCommands};
 
 use uuid::Uuid;
 
-use super::{RedisPool, SharedConnection};
-use crate::config::{RedisSettings, redact_url};
+use crate::redis::scripts::{ACQUIRE, RELEASE, RENEW};
+use crate::redis::{RedisFailure, RedisPool, SharedConnection, keys};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -21,6 +19,15 @@ pub enum LeaseError {
     Pool(#[from] deadpool_redis::PoolError),
     #[error("allocating a fence: {0}")]
     Store(#[from] sqlx::Error),
+}
+
+impl From<RedisFailure> for LeaseError {
+    fn from(failure: RedisFailure) -> Self {
+        match failure {
+            RedisFailure::Command(e) => Self::Redis(e),
+            RedisFailure::Pool(e) => Self::Pool(e),
+        }
+    }
 }
 
 /// A held lease: the value we stored, and the fence this acquisition took.
@@ -39,74 +46,6 @@ pub struct LeaseHolder {
     pub value: String,
     pub boot_id: Option<Uuid>,
 }
-
-/// Opens the Redis pool (one server, or a Sentinel set's primary) and proves
-/// the server answers; the error names the server with its password redacted.
-pub async fn connect_redis(settings: &RedisSettings) -> anyhow::Result<RedisPool> {
-    let unreachable = || format!("cannot reach Redis at {}", redact_url(&settings.url));
-    let address = settings
-        .address()
-        .map_err(|problem| anyhow::anyhow!("redis.url: {problem}"))?;
-    let pool = RedisPool::open(&address).with_context(unreachable)?;
-    let mut conn = tokio::time::timeout(Duration::from_secs(10), pool.get())
-        .await
-        .map_err(|_| anyhow::anyhow!("no answer within 10s"))
-        .with_context(unreachable)?
-        .with_context(unreachable)?;
-    let _: String = redis::cmd("PING")
-        .query_async(&mut conn)
-        .await
-        .with_context(unreachable)?;
-    Ok(pool)
-}
-
-static RENEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"#,
-    )
-});
-
-/// `SET key value NX PX ttl`, also true when the key already holds exactly
-/// `value` (this very acquisition, sent again after a broken connection).
-/// A lease whose holder is dead (its liveness key `ARGV[3]:daemon:<boot>` is
-/// gone) is free: it is taken over in the same step, a compare-and-set on the
-/// value read (2). The liveness key is named from the stored value, so it is
-/// not among KEYS: fine on one Redis (and under Sentinel), not on a cluster.
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return 1
-end
-local held = redis.call('GET', KEYS[1])
-if held == ARGV[1] then
-  return 1
-end
-local boot = held and string.match(held, '^([^/]+)/')
-if boot and redis.call('EXISTS', ARGV[3] .. ':daemon:' .. boot) == 0 then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 2
-end
-return 0
-"#,
-    )
-});
-
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"#,
-    )
-});
 
 /// Leases of one daemon process (one boot id).
 #[derive(Clone)]
@@ -151,7 +90,7 @@ impl LeaseManager {
 
     /// The Redis key of a sync's lease.
     pub fn key(&self, sync_id: &str) -> String {
-        format!("{}:lease:{sync_id}", self.prefix)
+        keys::lease(&self.prefix, sync_id)
     }
 
     /// Takes the lease if it is free or its holder is dead, then runs `begin`
@@ -180,7 +119,7 @@ impl LeaseManager {
                         .key(self.key(sync_id))
                         .arg(value)
                         .arg(ttl_millis(self.ttl))
-                        .arg(&self.prefix)
+                        .arg(keys::liveness_prefix(&self.prefix))
                         .invoke_async(&mut conn)
                         .await
                 }

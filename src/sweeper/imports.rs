@@ -4,7 +4,6 @@
 //! (`sweeper.import_check_after`) and budgeted per account and hour across
 //! every daemon (`sweeper.import_checks_per_hour`; Brevo allows 100/h).
 
-use deadpool_redis::redis;
 use tracing::{info, warn};
 
 use crate::alerts::Alert;
@@ -12,6 +11,7 @@ use crate::daemon_shared::Daemon;
 use std::collections::HashMap;
 
 use crate::destination::{AnyDestination, DESTINATION_RETRY, Destination, ImportOutcome};
+use crate::outbound::SharedBudgets;
 use crate::states::ImportStatus;
 use crate::store::imports::ImportProcessRow;
 use crate::store::{imports, syncs};
@@ -33,20 +33,15 @@ pub const MAX_CHECKS_PER_IMPORT: i32 = 60;
 /// Kind of the alert raised when an import's outcome cannot be learned.
 pub const IMPORT_UNKNOWN_ALERT: &str = "import_outcome_unknown";
 
-/// Takes one check from this hour's budget of the account; false when spent.
-async fn take_check(daemon: &Daemon, budget: &str) -> anyhow::Result<bool> {
-    let now = chrono::Utc::now();
-    let hour = now.timestamp() / 3600;
-    let key = format!("{}:{budget}:{hour}", daemon.settings.redis.key_prefix);
-    let mut conn = daemon.leases.pool().get().await?;
-    let (used,): (u64,) = redis::pipe()
-        .atomic()
-        .incr(&key, 1u64)
-        .expire(&key, 3600 + 60)
-        .ignore()
-        .query_async(&mut conn)
-        .await?;
-    Ok(used <= u64::from(daemon.settings.sweeper.import_checks_per_hour))
+/// Takes one check from this hour's budget of the account; false when spent
+/// (or when Redis cannot count it: no check is better than one too many).
+async fn take_check(daemon: &Daemon, budget: &str) -> bool {
+    let budgets = SharedBudgets::in_redis(
+        daemon.leases.pool().clone(),
+        &daemon.settings.redis.key_prefix,
+    );
+    let per_hour = daemon.settings.sweeper.import_checks_per_hour;
+    budgets.per_hour(budget, per_hour).take().await.is_ok()
 }
 
 /// The due imports of one destination account, with a destination to ask.
@@ -157,7 +152,7 @@ async fn check_account(daemon: &Daemon, account: Account) -> anyhow::Result<usiz
     let mut page = 0;
     while page < PAGES_PER_SWEEP && learned.values().any(|l| matches!(l, Learned::NotAsked)) {
         if let Some(budget) = &account.budget
-            && !take_check(daemon, budget).await?
+            && !take_check(daemon, budget).await
         {
             info!(budget = %budget, "This hour's import-check budget is spent; later");
             break;

@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use syncward::config::RedisAddress;
-use syncward::lease::RedisPool;
+use syncward::redis::RedisPool;
 
 pub fn redis_url() -> String {
     std::env::var("SYNCWARD_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
@@ -28,7 +28,7 @@ impl TestRedis {
     pub async fn at(url: &str) -> anyhow::Result<Self> {
         let url = url.to_string();
         let address = RedisAddress::parse(&url).map_err(anyhow::Error::msg)?;
-        let pool = RedisPool::open(&address)?;
+        let pool = address.open_pool()?;
         let mut conn = pool.get().await.with_context(|| {
             format!("tests need Redis at {url} (run scripts/services); it is not reachable")
         })?;

@@ -1,18 +1,14 @@
 //! `RedisPool`: the one pool every Redis user of the daemon takes connections
-//! from (leases, liveness keys, dead-man markers, shared budgets, readiness):
+//! from (leases, liveness keys, dead-man markers, rate limits, readiness):
 //! one server, or the primary of a Sentinel set, asked of the Sentinels anew
 //! for every new connection, so a failover is followed at the next one.
 
 use deadpool_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
 use deadpool_redis::redis::{
-    Cmd, ErrorKind, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, ScriptInvocation,
-    ServerErrorKind, Value,
+    Cmd, ErrorKind, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value,
 };
 use deadpool_redis::sentinel::{SentinelNodeConnectionInfo, SentinelServerType};
 use deadpool_redis::{ConfigError, CreatePoolError, PoolError, Runtime};
-
-use crate::config::{RedisAddress, SentinelAddress};
-use crate::outbound::{ScriptAnswer, ScriptHost};
 
 /// Connections to one Redis server, or to a Sentinel set's primary.
 #[derive(Clone)]
@@ -31,19 +27,26 @@ impl std::fmt::Debug for RedisPool {
 }
 
 impl RedisPool {
-    /// A pool for `address`; connects to nothing yet.
-    pub fn open(address: &RedisAddress) -> Result<Self, CreatePoolError> {
-        match address {
-            RedisAddress::Server(url) => Ok(Self::Server(
-                deadpool_redis::Config::from_url(url.as_str())
-                    .create_pool(Some(Runtime::Tokio1))?,
-            )),
-            RedisAddress::Sentinel(sentinel) => Ok(Self::Sentinel(
-                sentinel_config(sentinel)
-                    .map_err(CreatePoolError::Config)?
-                    .create_pool(Some(Runtime::Tokio1))?,
-            )),
-        }
+    /// A pool of connections to the server at `url`; connects to nothing yet.
+    pub fn server(url: &str) -> Result<Self, CreatePoolError> {
+        Ok(Self::Server(
+            deadpool_redis::Config::from_url(url).create_pool(Some(Runtime::Tokio1))?,
+        ))
+    }
+
+    /// A pool of connections to the primary that the Sentinels (`host`,
+    /// `port`) name `service_name`, logged in as `primary_login` says
+    /// (`redis://[user-info@]placeholder/db`); connects to nothing yet.
+    pub fn sentinel(
+        sentinels: &[(String, u16)],
+        service_name: &str,
+        primary_login: &str,
+    ) -> Result<Self, CreatePoolError> {
+        Ok(Self::Sentinel(
+            sentinel_config(sentinels, service_name, primary_login)
+                .map_err(CreatePoolError::Config)?
+                .create_pool(Some(Runtime::Tokio1))?,
+        ))
     }
 
     /// A connection from the pool: checked with a PING when it was used
@@ -60,21 +63,12 @@ impl RedisPool {
     }
 }
 
-/// Shared request budgets (`outbound`) run their script through this pool.
-impl ScriptHost for RedisPool {
-    fn invoke<'a>(&'a self, script: &'a ScriptInvocation<'a>) -> ScriptAnswer<'a> {
-        Box::pin(async move {
-            let mut conn = self.get().await?;
-            Ok(script.invoke_async(&mut conn).await?)
-        })
-    }
-}
-
 fn sentinel_config(
-    sentinel: &SentinelAddress,
+    sentinels: &[(String, u16)],
+    service_name: &str,
+    primary_login: &str,
 ) -> Result<deadpool_redis::sentinel::Config, ConfigError> {
-    let urls: Vec<String> = sentinel
-        .sentinels
+    let urls: Vec<String> = sentinels
         .iter()
         .map(|(host, port)| match host.contains(':') {
             true => format!("redis://[{host}]:{port}"),
@@ -83,15 +77,13 @@ fn sentinel_config(
         .collect();
     // The redis crate reads the login (user, password, database) from a URL,
     // percent-decoding it as for any server.
-    let login = sentinel
-        .primary_login
-        .as_str()
+    let login = primary_login
         .into_connection_info()?
         .redis_settings()
         .clone();
     Ok(deadpool_redis::sentinel::Config::from_urls(
         urls,
-        sentinel.service_name.clone(),
+        service_name.to_string(),
         SentinelServerType::Master,
     )
     .with_node_connection_info(Some(SentinelNodeConnectionInfo {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use deadpool_redis::redis::RedisError;
 use deadpool_redis::redis::aio::MultiplexedConnection;
 
-use super::{LeaseError, RedisConnection, RedisPool, is_demoted_primary};
+use super::{RedisConnection, RedisFailure, RedisPool, is_demoted_primary};
 
 /// Takes a connection from the pool once and hands out clones of it; after an
 /// I/O error it is dropped, and the next command takes a checked one from the
@@ -42,7 +42,7 @@ impl SharedConnection {
     /// runs once more on a fresh one, as the pool's checkout would have found
     /// it broken before sending: so every command sent here must be safe to
     /// repeat (a compare-and-set or a read).
-    pub async fn run<T, F, Fut>(&self, command: F) -> Result<T, LeaseError>
+    pub async fn run<T, F, Fut>(&self, command: F) -> Result<T, RedisFailure>
     where
         F: Fn(MultiplexedConnection) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,
@@ -65,7 +65,7 @@ impl SharedConnection {
         }
     }
 
-    async fn connection(&self) -> Result<MultiplexedConnection, LeaseError> {
+    async fn connection(&self) -> Result<MultiplexedConnection, RedisFailure> {
         if let Some(connection) = self
             .current
             .lock()
