@@ -1,14 +1,14 @@
 //! Ledger-at-scale benchmark (prints its figures; asserts nothing about
-//! speed): the ledger's lookups and claims on an empty ledger and on one
+//! speed): the ledger's lookups and stakes on an empty ledger and on one
 //! holding `LEDGER_SCALE_KEYS` completed keys (default 100 million) spread
 //! over the last 7 days, half as per-key rows (per-record destinations) and
 //! half packed in bulk batches of 500 (bulk imports), across 1,000 syncs; then
 //! the purge of one day. Every figure goes through `store::ledger` as the run
 //! loop calls it, pages of 500 keys:
 //!
-//! - bulk: `lookup_page` of a new page, `claim_batch`, `complete_batch`, and
+//! - bulk: `lookup_page` of a new page, `stake_batch`, `complete_batch`, and
 //!   `lookup_page` of the completed page (a replay);
-//! - per key: `lookup_page` of a new page, `claim_keys`, `complete_keys`, and
+//! - per key: `lookup_page` of a new page, `stake_keys`, `complete_keys`, and
 //!   `lookup_page` of the completed page (probed key by key);
 //! - `purge_completed` with a retention that leaves the oldest day past it.
 //!
@@ -22,7 +22,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use syncward::store::ledger::{self, BatchClaim, BatchClaimRequest, BatchCompletion, KeyClaim};
+use syncward::store::ledger::{self, BatchCompletion, BatchStake, BatchStakeRequest, KeyStake};
 use syncward::store::{ledger_days, runs};
 use syncward::worker::PageKeys;
 
@@ -111,7 +111,7 @@ async fn fill(pool: &sqlx::PgPool, keys: i64) -> anyhow::Result<()> {
         // its indexes are then built by one sort, not 14 million descents.
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
             "CREATE TABLE fill (LIKE deliveries INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
-             INSERT INTO fill (sync_id, key, status, attempts, result, run_id, fence, claimed_at,
+             INSERT INTO fill (sync_id, key, status, attempts, result, run_id, fence, staked_at,
                                completed_at, completed_on)
              SELECT 'fleet-' || (i % 1000), sha256(int8send(i)), 'completed', 1, '{{\"id\": 1}}',
                     1, 1, t, t, '{day}'
@@ -166,7 +166,7 @@ struct Figures {
     per_key: [f64; 4],
 }
 
-const STEPS: [&str; 4] = ["lookup (new page)", "claim", "complete", "lookup (replay)"];
+const STEPS: [&str; 4] = ["lookup (new page)", "stake", "complete", "lookup (replay)"];
 
 impl Figures {
     fn print(&self, ledger: &str) {
@@ -214,8 +214,8 @@ impl Run<'_> {
         let started = Instant::now();
         let known = ledger::lookup_page(self.pool, SYNC, page, keys).await?;
         t[0] = ms(started);
-        anyhow::ensure!(known.open_batches.is_empty(), "a new page has no claim");
-        let request = BatchClaimRequest {
+        anyhow::ensure!(known.open_batches.is_empty(), "a new page has no stake");
+        let request = BatchStakeRequest {
             page: *page,
             packed_keys: keys.concat(),
             attempts: 1,
@@ -223,9 +223,9 @@ impl Run<'_> {
             watched: vec![],
         };
         let started = Instant::now();
-        let claim = ledger::claim_batch(self.pool, SYNC, self.run_id, self.fence, &request).await?;
+        let stake = ledger::stake_batch(self.pool, SYNC, self.run_id, self.fence, &request).await?;
         t[1] = ms(started);
-        let BatchClaim::Claimed { batch, .. } = claim else {
+        let BatchStake::Staked { batch, .. } = stake else {
             anyhow::bail!("fenced");
         };
         let completion = BatchCompletion {
@@ -253,7 +253,7 @@ impl Run<'_> {
         t[0] = ms(started);
         let fresh: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
         let spent = vec![0; fresh.len()];
-        let claim = KeyClaim {
+        let stake = KeyStake {
             sync_id: SYNC,
             page,
             fresh: &fresh,
@@ -263,9 +263,9 @@ impl Run<'_> {
             fence: self.fence,
         };
         let started = Instant::now();
-        let claimed = ledger::claim_keys(self.pool, &claim).await?;
+        let staked = ledger::stake_keys(self.pool, &stake).await?;
         t[1] = ms(started);
-        anyhow::ensure!(matches!(claimed, ledger::Claim::Claimed { .. }), "fenced");
+        anyhow::ensure!(matches!(staked, ledger::Stake::Staked { .. }), "fenced");
         let results = vec![json!({"id": 1}); fresh.len()];
         let started = Instant::now();
         ledger::complete_keys(self.pool, SYNC, &fresh, &results).await?;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use syncward::config::{Settings, SyncDefinition};
 use syncward::daemon_shared::Daemon;
-use syncward::lease::{LeaseManager, refresh_liveness};
+use syncward::lease::refresh_liveness;
 use syncward::shutdown::Shutdown;
 use syncward::store::audit::Actor;
 use syncward::store::{runs, syncs};
@@ -102,13 +102,14 @@ email = "email"
                 settings.secrets.dir = support::secrets_dir();
                 let boot = Uuid::new_v4();
                 refresh_liveness(&redis, &prefix, boot, Duration::from_secs(600)).await?;
-                let leases =
-                    LeaseManager::new(redis.clone(), &prefix, boot, Duration::from_secs(900));
+
                 // Each daemon its own store pool, opened as the daemon opens it
                 // (default size: the workers' queue statements are grouped).
                 settings.database.url = std::env::var("BENCH_SOURCE_URL")?.into();
                 let store = syncward::store::connect(&settings.database).await?;
-                let daemon = Daemon::new(store, leases, Arc::new(settings));
+                settings.lease.ttl = Duration::from_secs(900);
+                let shared = syncward::redis::SharedConnection::new(redis.clone());
+                let daemon = Daemon::new(store, shared, boot, Arc::new(settings));
                 start_workers(&daemon, &shutdown);
             }
             let started = Instant::now();

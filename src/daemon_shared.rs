@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use crate::alerts::Alerter;
 use crate::config::Settings;
 use crate::lease::LeaseManager;
+use crate::redis::SharedConnection;
 use crate::source::SourceConnections;
 use crate::store::grouped::RunStatements;
 
@@ -17,6 +18,8 @@ use crate::store::grouped::RunStatements;
 #[derive(Debug, Clone)]
 pub struct Daemon {
     pub store: PgPool,
+    /// The daemon's one way to Redis (leases take theirs from it too).
+    pub redis: SharedConnection,
     pub leases: LeaseManager,
     pub settings: Arc<Settings>,
     pub alerter: Alerter,
@@ -27,10 +30,24 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// A daemon on `store` and `leases`: its alerter sends to the channels of
-    /// `settings.alerts`; its source connections open as runs ask for them.
-    pub fn new(store: PgPool, leases: LeaseManager, settings: Arc<Settings>) -> Self {
+    /// A daemon on `store` and `redis`, its leases under `settings`'s key
+    /// prefix and lease TTL for process `boot_id`: its alerter sends to the
+    /// channels of `settings.alerts`; its source connections open as runs ask
+    /// for them.
+    pub fn new(
+        store: PgPool,
+        redis: SharedConnection,
+        boot_id: uuid::Uuid,
+        settings: Arc<Settings>,
+    ) -> Self {
+        let leases = LeaseManager::new(
+            redis.clone(),
+            &settings.redis.key_prefix,
+            boot_id,
+            settings.lease.ttl,
+        );
         Self {
+            redis,
             statements: RunStatements::new(store.clone()),
             alerter: Alerter::new(store.clone(), &settings.alerts),
             sources: Default::default(),

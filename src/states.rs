@@ -146,7 +146,7 @@ text_enum! {
 text_enum! {
     /// `deliveries.status` and the state of a ledger entry.
     pub enum DeliveryStatus ("a delivery status") {
-        /// Claimed by a run; sent or not, the outcome is not recorded.
+        /// Staked by a run; sent or not, the outcome is not recorded.
         Pending = "pending",
         /// Delivered, with the answer kept.
         Completed = "completed",

@@ -124,8 +124,9 @@ pub fn run_env(
     settings: &syncward::config::Settings,
 ) -> anyhow::Result<(syncward::worker::RunEnv, syncward::store::runs::Executor)> {
     let redis = syncward::redis::RedisPool::server("redis://127.0.0.1:6379")?;
+    let redis = syncward::redis::SharedConnection::new(redis);
     let leases = syncward::lease::LeaseManager::new(
-        redis,
+        redis.clone(),
         &format!("syncward-bench-{}", Uuid::new_v4().simple()),
         Uuid::new_v4(),
         std::time::Duration::from_secs(900),
@@ -133,6 +134,7 @@ pub fn run_env(
     let env = syncward::worker::RunEnv::new(
         pool.clone(),
         syncward::store::grouped::RunStatements::new(pool.clone()),
+        &redis,
         leases,
         Default::default(),
         settings,

@@ -15,7 +15,8 @@ use uuid::Uuid;
 use super::connect_redis;
 use crate::config::Settings;
 use crate::daemon_shared::Daemon;
-use crate::lease::{LeaseManager, clear_liveness, refresh_liveness};
+use crate::lease::{clear_liveness, refresh_liveness};
+use crate::redis::SharedConnection;
 use crate::reload::Reload;
 use crate::shutdown::Shutdown;
 use crate::store::processes::ProcessKind;
@@ -64,8 +65,12 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
     store::processes::register(&store, boot_id, ProcessKind::Daemon, ttl)
         .await
         .context("registering the daemon in the store failed")?;
-    let leases = LeaseManager::new(redis.clone(), &prefix, boot_id, settings.lease.ttl);
-    let daemon = Daemon::new(store, leases, settings.clone());
+    let daemon = Daemon::new(
+        store,
+        SharedConnection::new(redis.clone()),
+        boot_id,
+        settings.clone(),
+    );
 
     let listener = crate::http::bind(&settings).await?;
     info!(address = %listener.local_addr()?, "Admin HTTP listening");

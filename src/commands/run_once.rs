@@ -16,6 +16,7 @@ use super::connect_redis;
 use super::output::outln;
 use super::run_progress::RunProgress;
 use crate::lease::{LeaseManager, clear_liveness, is_alive, refresh_liveness};
+use crate::redis::SharedConnection;
 use crate::states::{RunStatus, RunTrigger};
 use crate::store::processes::{self, ProcessKind};
 use crate::store::runs::{self, Executor, RunCounts};
@@ -129,7 +130,8 @@ pub async fn foreground(
     );
     refresh_liveness(&redis, &prefix, boot_id, ttl).await?;
     processes::register(pool, boot_id, ProcessKind::Foreground, ttl).await?;
-    let leases = LeaseManager::new(redis.clone(), &prefix, boot_id, settings.lease.ttl);
+    let shared = SharedConnection::new(redis.clone());
+    let leases = LeaseManager::new(shared.clone(), &prefix, boot_id, settings.lease.ttl);
     let waiting_since = Instant::now();
     let mut told = false;
     // A holder on this machine whose pid is gone (a SIGKILLed run) is dead
@@ -200,6 +202,7 @@ pub async fn foreground(
             let env = RunEnv::new(
                 pool.clone(),
                 statements.clone(),
+                &shared,
                 leases.clone(),
                 Default::default(),
                 settings,
@@ -271,7 +274,7 @@ pub async fn foreground(
     {
         crate::deadman::on_success(
             &alerter,
-            leases.shared(),
+            &shared,
             &prefix,
             &run.workspace_id,
             &run.sync_id,

@@ -20,7 +20,7 @@ pub trait Destination: Send + Sync {
     ) -> impl Future<Output = Result<Vec<String>, DestinationError>> + Send;
 
     /// Most records per `deliver` call; `None` means a whole page in one call
-    /// (bulk endpoints). The run loop claims ledger keys per call, so a smaller
+    /// (bulk endpoints). The run loop stakes ledger keys per call, so a smaller
     /// batch leaves fewer keys in doubt when the process dies.
     fn batch_size(&self) -> Option<usize>;
 

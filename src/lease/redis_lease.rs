@@ -9,7 +9,7 @@ use deadpool_redis::redis::{self, AsyncCommands};
 use uuid::Uuid;
 
 use crate::redis::scripts::{ACQUIRE, RELEASE, RENEW};
-use crate::redis::{RedisFailure, RedisPool, SharedConnection, keys};
+use crate::redis::{RedisFailure, SharedConnection, keys};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -66,9 +66,11 @@ impl std::fmt::Debug for LeaseManager {
 }
 
 impl LeaseManager {
-    pub fn new(pool: RedisPool, prefix: &str, boot_id: Uuid, ttl: Duration) -> Self {
+    /// Leases under `prefix`, taken over `redis` (the process's shared
+    /// connection) for process `boot_id`, each for `ttl`.
+    pub fn new(redis: SharedConnection, prefix: &str, boot_id: Uuid, ttl: Duration) -> Self {
         Self {
-            redis: SharedConnection::new(pool),
+            redis,
             prefix: prefix.to_owned(),
             boot_id,
             ttl,
@@ -77,15 +79,6 @@ impl LeaseManager {
 
     pub fn boot_id(&self) -> Uuid {
         self.boot_id
-    }
-
-    pub fn pool(&self) -> &RedisPool {
-        self.redis.pool()
-    }
-
-    /// The connection lease commands share; for other hot commands too.
-    pub fn shared(&self) -> &SharedConnection {
-        &self.redis
     }
 
     /// The Redis key of a sync's lease.

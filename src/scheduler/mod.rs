@@ -241,7 +241,7 @@ async fn add_deadman_job(daemon: &Daemon, scheduler: &JobScheduler) -> anyhow::R
             let settings = &daemon.settings;
             match crate::deadman::check(
                 &daemon.alerter,
-                daemon.leases.pool(),
+                daemon.redis.pool(),
                 &settings.redis.key_prefix,
                 &settings.deadman,
             )

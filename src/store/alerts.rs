@@ -2,10 +2,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::PgPool;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgPool};
 
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct AlertRow {
     pub id: i64,
     pub at: DateTime<Utc>,
@@ -35,26 +35,31 @@ pub struct NewAlert<'a> {
 }
 
 pub async fn record_alert(pool: &PgPool, alert: &NewAlert<'_>) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO alerts (kind, severity, workspace_id, sync_id, run_id, message, failure_code, owner, channels)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        alert.kind,
+        alert.severity,
+        alert.workspace_id,
+        alert.sync_id,
+        alert.run_id,
+        alert.message,
+        alert.failure_code,
+        alert.owner,
+        Json(&alert.channels) as _,
     )
-    .bind(alert.kind)
-    .bind(alert.severity)
-    .bind(alert.workspace_id)
-    .bind(alert.sync_id)
-    .bind(alert.run_id)
-    .bind(alert.message)
-    .bind(alert.failure_code)
-    .bind(alert.owner)
-    .bind(Json(&alert.channels))
     .fetch_one(pool)
     .await
 }
 
 pub async fn list_alerts_for_sync(pool: &PgPool, sync_id: &str) -> sqlx::Result<Vec<AlertRow>> {
-    sqlx::query_as::<_, AlertRow>("SELECT * FROM alerts WHERE sync_id = $1 ORDER BY id")
-        .bind(sync_id)
-        .fetch_all(pool)
-        .await
+    sqlx::query_as!(
+        AlertRow,
+        r#"SELECT id, at, kind, severity, workspace_id, sync_id, run_id, message, failure_code,
+                  owner, channels AS "channels: Json<serde_json::Value>"
+           FROM alerts WHERE sync_id = $1 ORDER BY id"#,
+        sync_id,
+    )
+    .fetch_all(pool)
+    .await
 }

@@ -1,7 +1,7 @@
 //! The audit log: who changed a sync, how, and why.
 
 use serde::Serialize;
-use sqlx::{FromRow, PgConnection};
+use sqlx::PgConnection;
 
 /// Who made a change.
 #[derive(Debug, Clone, Copy)]
@@ -29,7 +29,7 @@ impl Actor {
     }
 }
 
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct AuditRow {
     pub id: i64,
     pub at: chrono::DateTime<chrono::Utc>,
@@ -51,15 +51,15 @@ pub async fn record_audit(
     reason: Option<&str>,
     detail: serde_json::Value,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO audit_log (actor, action, workspace_id, sync_id, reason, detail)
          SELECT $1, $2, (SELECT workspace_id FROM syncs WHERE id = $3), $3, $4, $5",
+        actor.label(),
+        action,
+        sync_id,
+        reason,
+        sqlx::types::Json(detail) as _,
     )
-    .bind(actor.label())
-    .bind(action)
-    .bind(sync_id)
-    .bind(reason)
-    .bind(sqlx::types::Json(detail))
     .execute(conn)
     .await?;
     Ok(())
@@ -71,11 +71,14 @@ pub async fn list_audit_for_sync(
     sync_id: &str,
     limit: i64,
 ) -> sqlx::Result<Vec<AuditRow>> {
-    sqlx::query_as::<_, AuditRow>(
-        "SELECT * FROM audit_log WHERE sync_id = $1 ORDER BY id DESC LIMIT $2",
+    sqlx::query_as!(
+        AuditRow,
+        r#"SELECT id, at, actor, action, workspace_id, sync_id, reason,
+                  detail AS "detail: sqlx::types::Json<serde_json::Value>"
+           FROM audit_log WHERE sync_id = $1 ORDER BY id DESC LIMIT $2"#,
+        sync_id,
+        limit,
     )
-    .bind(sync_id)
-    .bind(limit)
     .fetch_all(pool)
     .await
 }
@@ -86,11 +89,14 @@ pub async fn latest_action_for_sync(
     sync_id: &str,
     action: &str,
 ) -> sqlx::Result<Option<AuditRow>> {
-    sqlx::query_as::<_, AuditRow>(
-        "SELECT * FROM audit_log WHERE sync_id = $1 AND action = $2 ORDER BY id DESC LIMIT 1",
+    sqlx::query_as!(
+        AuditRow,
+        r#"SELECT id, at, actor, action, workspace_id, sync_id, reason,
+                  detail AS "detail: sqlx::types::Json<serde_json::Value>"
+           FROM audit_log WHERE sync_id = $1 AND action = $2 ORDER BY id DESC LIMIT 1"#,
+        sync_id,
+        action,
     )
-    .bind(sync_id)
-    .bind(action)
     .fetch_optional(pool)
     .await
 }

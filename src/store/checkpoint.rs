@@ -1,19 +1,19 @@
 //! THE statement that writes several tables for one commit: a clean page's checkpoint.
 //! One commit (one round trip) per page: the fenced cursor, the run's counts, the bulk
-//! call's answer, the next page's claim; built from the single-effect statements' fragments.
+//! call's answer, the next page's stake; built from the single-effect statements' fragments.
 
 use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 
 use super::cursors::move_cursor;
 use super::ledger::{
-    BatchClaim, BatchClaimRequest, BatchClaimRow, BatchCompletion, claim_batch_ctes,
-    complete_batch_ctes, completed_meanwhile,
+    BatchCompletion, BatchStake, BatchStakeRequest, BatchStakeRow, complete_batch_ctes,
+    completed_meanwhile, stake_batch_ctes,
 };
 use super::runs::RunCounts;
 
 /// The checkpoint. Binds: $1 run, $2 sync, $3 fence, $4-$7 and $9 the counts,
-/// $8 the cursor, $10-$13 the completion, $14-$18 the claim, $19 the pages.
+/// $8 the cursor, $10-$13 the completion, $14-$18 the stake, $19 the pages.
 ///
 /// - `done`, `followed`: the page's bulk answer, as `ledger::complete_batch`
 ///   writes it, whether or not the cursor moves (the call was made).
@@ -21,7 +21,7 @@ use super::runs::RunCounts;
 ///   fence check; it is what every later effect hangs on.
 /// - `progress`: the run's counts and position, only with the cursor; it
 ///   answers whether a person asked the run to stop (`runs cancel`).
-/// - `gone`, `claimed`: the next page's claim, as `ledger::claim_batch` makes
+/// - `gone`, `staked`: the next page's stake, as `ledger::stake_batch` makes
 ///   it, fenced by `moved` instead of a `FOR SHARE` check (the cursor row is
 ///   already locked by its update), and only when one is asked for.
 const CLEAN_PAGE: &str = concat!(
@@ -38,22 +38,22 @@ const CLEAN_PAGE: &str = concat!(
               pages = $19, heartbeat_at = now()
        WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)
        RETURNING cancel_requested_at IS NOT NULL AS cancel),
-     next_claim AS (SELECT 1 FROM moved WHERE $14 IS NOT NULL), ",
-    claim_batch_ctes!(guard: "next_claim", sync: "$2", run: "$1", fence: "$3", page: "$14",
+     next_stake AS (SELECT 1 FROM moved WHERE $14 IS NOT NULL), ",
+    stake_batch_ctes!(guard: "next_stake", sync: "$2", run: "$1", fence: "$3", page: "$14",
                       packed_keys: "$15", attempts: "$16", superseded: "$17"),
-    " SELECT EXISTS (SELECT 1 FROM moved) AS moved, (SELECT id FROM claimed) AS batch, ",
+    " SELECT EXISTS (SELECT 1 FROM moved) AS moved, (SELECT id FROM staked) AS batch, ",
     completed_meanwhile!(watched: "$18"),
     " AS completed_meanwhile, coalesce((SELECT cancel FROM progress), false) AS cancel"
 );
 
 /// What the clean-page statement answers: whether the cursor moved, the next
-/// page's claim (as `ledger::BatchClaimRow`'s columns), and whether the run
+/// page's stake (as `ledger::BatchStakeRow`'s columns), and whether the run
 /// was asked to stop.
 #[derive(Debug, FromRow)]
 struct CleanPageRow {
     moved: bool,
     #[sqlx(flatten)]
-    claim: BatchClaimRow,
+    stake: BatchStakeRow,
     cancel: bool,
 }
 
@@ -72,21 +72,21 @@ pub struct CleanPage<'a> {
     pub cursor: Option<&'a serde_json::Value>,
     /// The page's bulk-call answer, written whether or not the cursor moves.
     pub completion: Option<&'a BatchCompletion>,
-    /// The next page's bulk call, claimed only if the cursor moves.
-    pub claim: Option<&'a BatchClaimRequest>,
+    /// The next page's bulk call, staked only if the cursor moves.
+    pub stake: Option<&'a BatchStakeRequest>,
 }
 
 /// After a clean page: moves the sync's cursor, only if `fence` is still the
 /// newest issued, and with it the run's counts and position; completes the
 /// page's bulk call (written whether or not the cursor moves: the call was
-/// made); and, when the cursor moved, claims the next page's bulk call.
+/// made); and, when the cursor moved, stakes the next page's bulk call.
 /// Returns whether the cursor moved (`false`: a newer fence was issued, and
-/// the run must stop), the claim, and whether the run was asked to stop
+/// the run must stop), the stake, and whether the run was asked to stop
 /// (`runs cancel`).
 pub async fn record_clean_page(
     pool: &PgPool,
     page: &CleanPage<'_>,
-) -> sqlx::Result<(bool, Option<BatchClaim>, bool)> {
+) -> sqlx::Result<(bool, Option<BatchStake>, bool)> {
     let CleanPage {
         run_id,
         sync_id,
@@ -95,11 +95,11 @@ pub async fn record_clean_page(
         pages,
         cursor,
         completion,
-        claim,
+        stake,
     } = *page;
     let CleanPageRow {
         moved,
-        claim: claimed,
+        stake: staked,
         cancel,
     } = sqlx::query_as(CLEAN_PAGE)
         .bind(run_id)
@@ -115,14 +115,14 @@ pub async fn record_clean_page(
         .bind(completion.map(|c| Json(&c.result)))
         .bind(completion.and_then(|c| c.import.map(|i| i.0)))
         .bind(completion.and_then(|c| c.import.map(|i| i.1)))
-        .bind(claim.map(|c| &c.page[..]))
-        .bind(claim.map(|c| &c.packed_keys))
-        .bind(claim.map(|c| c.attempts))
-        .bind(claim.map(|c| &c.superseded[..]).unwrap_or(&[]))
-        .bind(claim.map(|c| &c.watched[..]).unwrap_or(&[]))
+        .bind(stake.map(|c| &c.page[..]))
+        .bind(stake.map(|c| &c.packed_keys))
+        .bind(stake.map(|c| c.attempts))
+        .bind(stake.map(|c| &c.superseded[..]).unwrap_or(&[]))
+        .bind(stake.map(|c| &c.watched[..]).unwrap_or(&[]))
         .bind(i32::try_from(pages).unwrap_or(i32::MAX))
         .fetch_one(pool)
         .await?;
-    let claimed = (moved && claim.is_some()).then(|| claimed.into());
-    Ok((moved, claimed, cancel))
+    let staked = (moved && stake.is_some()).then(|| staked.into());
+    Ok((moved, staked, cancel))
 }

@@ -47,7 +47,7 @@ pub(crate) use take_fence;
 /// The fence check, as a condition on a `sync_cursors` row: the sync's row,
 /// and `fence` still the newest issued. A write made under it is refused once
 /// a newer fence exists (a lease taken over, a cursor reset), which is what
-/// keeps a stale run from moving the cursor or claiming keys.
+/// keeps a stale run from moving the cursor or staking keys.
 macro_rules! fence_held {
     (sync: $sync:literal, fence: $fence:literal) => {
         concat!("sync_id = ", $sync, " AND fence_issued = ", $fence)
@@ -55,7 +55,7 @@ macro_rules! fence_held {
 }
 pub(crate) use fence_held;
 
-/// The fence check for a write to other tables (a claim): one row when the
+/// The fence check for a write to other tables (a stake): one row when the
 /// fence is still the newest, none otherwise, to select the write from.
 /// `FOR SHARE` holds off a new fence until the write commits, so no newer
 /// fence can be issued between the check and the write.

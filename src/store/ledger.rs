@@ -1,4 +1,4 @@
-//! The delivery ledger. Every claim is a batch row (`delivery_batches`) marked
+//! The delivery ledger. Every stake is a batch row (`delivery_batches`) marked
 //! with the page its keys were read from, and reserves one attempt of each key
 //! before the destination is called; the attempt is spent as the call starts
 //! (`call_started`, migration 0022). A bulk call's keys live in its batch row
@@ -6,13 +6,13 @@
 //! one `deliveries` row per key as well, completed key by key. Every statement
 //! takes a whole page or batch of keys: never one query per record.
 //!
-//! A key hashes its page cursor, so it can only have been claimed from its own
+//! A key hashes its page cursor, so it can only have been staked from its own
 //! page: a page with no batch row has none of its keys in the ledger, and its
 //! lookup is one index probe instead of one per key (migration 0007; syncs with
 //! keys from before pages were recorded still probe per key).
 //!
 //! Both tables are partitioned by the UTC day their rows completed on
-//! (migration 0016, `ledger_days`): open claims and pending keys share the
+//! (migration 0016, `ledger_days`): open stakes and pending keys share the
 //! partition 'infinity', where (key, sync_id) is unique; statements that
 //! touch only those name `completed_on = 'infinity'`, so they read nothing
 //! else. Completing a row moves it into its day, and retention drops days.
@@ -35,7 +35,7 @@ pub struct LedgerEntry {
     pub attempts: i32,
 }
 
-/// A batch-only claim (a bulk call) of a page.
+/// A batch-only stake (a bulk call) of a page.
 #[derive(Debug, Clone)]
 pub struct PageBatch {
     pub id: i64,
@@ -47,9 +47,9 @@ pub struct PageBatch {
 /// Where one key stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyState {
-    /// Never claimed (or forgotten): send it.
+    /// Never staked (or forgotten): send it.
     Absent,
-    /// Claimed and not known to have arrived, with the attempts spent on it;
+    /// Staked and not known to have arrived, with the attempts spent on it;
     /// `per_key` when it has its own `deliveries` row.
     Pending { attempts: i32, per_key: bool },
     /// Delivered: replay the stored answer.
@@ -60,11 +60,11 @@ pub enum KeyState {
 #[derive(Debug, Default)]
 pub struct PageLedger {
     states: foldhash::HashMap<[u8; 32], KeyState>,
-    /// One completed claim holds exactly the page's keys, in order: every
+    /// One completed stake holds exactly the page's keys, in order: every
     /// key is completed (a replay's usual answer, found without a map).
     all_completed: bool,
-    /// Open batch-only claims of the page, with their keys packed (32 bytes
-    /// each): for the next claim to supersede or watch.
+    /// Open batch-only stakes of the page, with their keys packed (32 bytes
+    /// each): for the next stake to supersede or watch.
     pub open_batches: Vec<(i64, Vec<u8>)>,
 }
 
@@ -102,12 +102,12 @@ impl PageLedger {
     }
 }
 
-/// One row of the page lookup: a batch-only claim of the page (`batch`
+/// One row of the page lookup: a batch-only stake of the page (`batch`
 /// names it), or the sign that the page's keys must also be probed one by one
 /// (`probe`), from the first UTC day any of them can have completed on.
 #[derive(Debug, FromRow)]
 struct PageLookupRow {
-    /// The batch-only claim, with its keys packed, whether it completed and
+    /// The batch-only stake, with its keys packed, whether it completed and
     /// the attempts it spent; NULL on the probe row.
     batch: Option<i64>,
     packed_keys: Option<Vec<u8>>,
@@ -115,7 +115,7 @@ struct PageLookupRow {
     attempts: Option<i32>,
     /// The probe row.
     probe: bool,
-    /// Where the probe starts: the page's first per-key claim's day, or
+    /// Where the probe starts: the page's first per-key stake's day, or
     /// NULL for every day (the sync has keys from before pages were recorded).
     probe_since: Option<chrono::NaiveDate>,
 }
@@ -123,16 +123,16 @@ struct PageLookupRow {
 /// How far back a page's keys are probed one by one.
 #[derive(Debug, Clone, Copy)]
 enum ProbeFrom {
-    /// The day the page's first per-key claim was made (a key completes
-    /// after its claim).
+    /// The day the page's first per-key stake was made (a key completes
+    /// after its stake).
     Day(chrono::NaiveDate),
     /// Every day: the sync has keys from before pages were recorded.
     EveryDay,
 }
 
 /// What the ledger holds for the keys of one page: the page's batch-only
-/// claims (one statement, one index probe), and the keys' own rows only when
-/// the page has per-key claims or the sync has keys from before pages were
+/// stakes (one statement, one index probe), and the keys' own rows only when
+/// the page has per-key stakes or the sync has keys from before pages were
 /// recorded (a second statement).
 pub async fn lookup_page(
     pool: &PgPool,
@@ -212,7 +212,7 @@ pub async fn lookup_page(
 
 /// The own rows of these keys (absent keys are simply missing), with their
 /// state through their batch. Keys completed before day `since` are not
-/// looked for: a key completes after its claim, and its claim's batch row
+/// looked for: a key completes after its stake, and its stake's batch row
 /// (which marks the page) stays while the key's row points at it, so the
 /// page's oldest per-key batch bounds the days to probe.
 async fn lookup_keys(
@@ -234,7 +234,7 @@ async fn lookup_keys(
     // apart by `OFFSET 0`): as a plain join over the partitioned table, the
     // generic plan of the prepared statement scanned every partition (700,000
     // keys in the ledger: 260 ms a page instead of 17 ms). `since` prunes the
-    // days before the page was first claimed (a replay of a recent page
+    // days before the page was first staked (a replay of a recent page
     // probes today's partition, the pending and the default ones).
     sqlx::query_as::<_, LedgerEntry>(
         "WITH d AS MATERIALIZED (
@@ -265,13 +265,13 @@ async fn lookup_keys(
     .await
 }
 
-/// What a claim did.
+/// What a stake did.
 #[derive(Debug)]
-pub enum Claim {
+pub enum Stake {
     /// Keys now `pending` for this run, with the attempts each has spent
-    /// (this one included), and the batch they were claimed in. Keys completed
+    /// (this one included), and the batch they were staked in. Keys completed
     /// meanwhile are left out.
-    Claimed {
+    Staked {
         keys: Vec<(Vec<u8>, i32)>,
         batch: i64,
     },
@@ -279,14 +279,14 @@ pub enum Claim {
     Fenced,
 }
 
-/// A claimed key and its attempts, or (no key) the fence check's row with the
+/// A staked key and its attempts, or (no key) the fence check's row with the
 /// new batch.
-type ClaimRow = (Option<Vec<u8>>, Option<i32>, Option<i64>);
+type StakeRow = (Option<Vec<u8>>, Option<i32>, Option<i64>);
 
-/// A claim of per-record calls: the run claiming under its fence, the page
+/// A stake of per-record calls: the run staking under its fence, the page
 /// the keys were read from, and the keys.
 #[derive(Debug, Clone, Copy)]
-pub struct KeyClaim<'a> {
+pub struct KeyStake<'a> {
     pub sync_id: &'a str,
     pub page: &'a [u8; 32],
     /// Keys with no row of their own yet, and the attempts each already
@@ -299,17 +299,17 @@ pub struct KeyClaim<'a> {
     pub fence: i64,
 }
 
-/// Claims keys of one page as `pending` for a run, one row per key, reserving
+/// Stakes keys of one page as `pending` for a run, one row per key, reserving
 /// one attempt of each (spent once the call starts, `start_call`), in one statement that first checks the run's fence is
-/// still the newest; the claim's batch row marks the page. `fresh` keys have
+/// still the newest; the stake's batch row marks the page. `fresh` keys have
 /// no row of their own: they are inserted (a plain insert, a third of the cost
 /// of an upsert) with `spent[i]` attempts already spent on them elsewhere plus
 /// this one. `again` keys were found `pending` (left by a dead run): their
-/// attempts grow by one, unless that run's claim never started its call. A key completed meanwhile is left out; a fresh key
+/// attempts grow by one, unless that run's stake never started its call. A key completed meanwhile is left out; a fresh key
 /// that someone else inserted meanwhile means another run wrote under this
 /// sync: `Fenced`.
-pub async fn claim_keys(pool: &PgPool, claim: &KeyClaim<'_>) -> sqlx::Result<Claim> {
-    let KeyClaim {
+pub async fn stake_keys(pool: &PgPool, stake: &KeyStake<'_>) -> sqlx::Result<Stake> {
+    let KeyStake {
         sync_id,
         page,
         fresh,
@@ -317,10 +317,10 @@ pub async fn claim_keys(pool: &PgPool, claim: &KeyClaim<'_>) -> sqlx::Result<Cla
         again,
         run_id,
         fence,
-    } = *claim;
+    } = *stake;
     // The last branch yields one row with no key (and the batch) when the
     // fence is still ours.
-    let rows: Result<Vec<ClaimRow>, sqlx::Error> = sqlx::query_as(concat!(
+    let rows: Result<Vec<StakeRow>, sqlx::Error> = sqlx::query_as(concat!(
         "WITH f AS (",
         fence_guard!(sync: "$1", fence: "$4"),
         "),
@@ -337,7 +337,7 @@ pub async fn claim_keys(pool: &PgPool, claim: &KeyClaim<'_>) -> sqlx::Result<Cla
              again AS (
                UPDATE deliveries d SET attempts = d.attempts + d.call_started::int,
                       call_started = false, run_id = $3, fence = $4,
-                      claimed_at = now(), batch_id = (SELECT id FROM b)
+                      staked_at = now(), batch_id = (SELECT id FROM b)
                FROM f WHERE d.sync_id = $1 AND d.key = ANY($5::bytea[]) AND d.status = 'pending'
                  AND d.completed_on = 'infinity'
                  AND NOT EXISTS (SELECT 1 FROM delivery_batches done
@@ -358,7 +358,7 @@ pub async fn claim_keys(pool: &PgPool, claim: &KeyClaim<'_>) -> sqlx::Result<Cla
     .await;
     let rows = match rows {
         Ok(rows) => rows,
-        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Ok(Claim::Fenced),
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Ok(Stake::Fenced),
         Err(e) => return Err(e),
     };
     let Some(batch) = rows
@@ -366,9 +366,9 @@ pub async fn claim_keys(pool: &PgPool, claim: &KeyClaim<'_>) -> sqlx::Result<Cla
         .find(|(key, _, _)| key.is_none())
         .and_then(|row| row.2)
     else {
-        return Ok(Claim::Fenced);
+        return Ok(Stake::Fenced);
     };
-    Ok(Claim::Claimed {
+    Ok(Stake::Staked {
         keys: rows
             .into_iter()
             .filter_map(|(key, attempts, _)| Some((key?, attempts?)))
@@ -377,13 +377,13 @@ pub async fn claim_keys(pool: &PgPool, claim: &KeyClaim<'_>) -> sqlx::Result<Cla
     })
 }
 
-/// What a batch-only claim did.
+/// What a batch-only stake did.
 #[derive(Debug)]
-pub enum BatchClaim {
-    /// The keys are claimed in `batch`. `completed_meanwhile` holds the keys
+pub enum BatchStake {
+    /// The keys are staked in `batch`. `completed_meanwhile` holds the keys
     /// (packed) of watched batches that completed after the page was looked
     /// up: not to be sent.
-    Claimed {
+    Staked {
         batch: i64,
         completed_meanwhile: Vec<u8>,
     },
@@ -391,13 +391,13 @@ pub enum BatchClaim {
     Fenced,
 }
 
-/// A bulk call's claim: its keys (packed: 32 bytes each) as one batch row of
+/// A bulk call's stake: its keys (packed: 32 bytes each) as one batch row of
 /// `page`, with attempt number `attempts` (one more than the most any of them
-/// had spent). Open batch-only claims in `superseded` (every key of theirs is
-/// in this claim) are deleted; the keys of `watched` ones (open when looked
-/// up, sharing keys with this claim) that completed meanwhile are returned.
+/// had spent). Open batch-only stakes in `superseded` (every key of theirs is
+/// in this stake) are deleted; the keys of `watched` ones (open when looked
+/// up, sharing keys with this stake) that completed meanwhile are returned.
 #[derive(Debug, Clone)]
-pub struct BatchClaimRequest {
+pub struct BatchStakeRequest {
     pub page: [u8; 32],
     pub packed_keys: Vec<u8>,
     pub attempts: i32,
@@ -405,13 +405,13 @@ pub struct BatchClaimRequest {
     pub watched: Vec<i64>,
 }
 
-/// A bulk call's claim (guarantee 4: the attempt is reserved before the call),
-/// as two CTEs, `gone` and `claimed`, made only when `guard` (a CTE) has a
-/// row: the superseded open claims are deleted and the claim's batch row is
-/// inserted (`claimed` returns its id). The statement answers with that id
+/// A bulk call's stake (guarantee 4: the attempt is reserved before the call),
+/// as two CTEs, `gone` and `staked`, made only when `guard` (a CTE) has a
+/// row: the superseded open stakes are deleted and the stake's batch row is
+/// inserted (`staked` returns its id). The statement answers with that id
 /// and `completed_meanwhile!`.
 #[rustfmt::skip]
-macro_rules! claim_batch_ctes {
+macro_rules! stake_batch_ctes {
     (guard: $guard:literal, sync: $sync:literal, run: $run:literal, fence: $fence:literal,
      page: $page:literal, packed_keys: $packed:literal, attempts: $attempts:literal,
      superseded: $superseded:literal) => { concat!("
@@ -419,7 +419,7 @@ macro_rules! claim_batch_ctes {
        DELETE FROM delivery_batches o USING ", $guard, "
        WHERE o.id = ANY(", $superseded, "::bigint[]) AND o.completed_on = 'infinity'
          AND NOT o.per_key),
-     claimed AS (
+     staked AS (
        INSERT INTO delivery_batches
          (sync_id, run_id, fence, page, keys, packed_keys, attempts, call_started, per_key)
        SELECT ", $sync, ", ", $run, ", ", $fence, ", ", $page, ", '{}', ", $packed, ", ", $attempts, ", false, false
@@ -427,10 +427,10 @@ macro_rules! claim_batch_ctes {
        RETURNING id)"
     ) };
 }
-pub(crate) use claim_batch_ctes;
+pub(crate) use stake_batch_ctes;
 
-/// The keys (packed) of the `watched` claims that completed since the page
-/// was looked up: a claim's second answer, not to be sent.
+/// The keys (packed) of the `watched` stakes that completed since the page
+/// was looked up: a stake's second answer, not to be sent.
 #[rustfmt::skip]
 macro_rules! completed_meanwhile {
     (watched: $watched:literal) => { concat!("
@@ -440,64 +440,64 @@ macro_rules! completed_meanwhile {
 }
 pub(crate) use completed_meanwhile;
 
-/// Makes a bulk call's claim, after checking the run's fence is still the
+/// Makes a bulk call's stake, after checking the run's fence is still the
 /// newest (alone; `checkpoint::record_clean_page` makes it with a checkpoint).
-pub async fn claim_batch(
+pub async fn stake_batch(
     pool: &PgPool,
     sync_id: &str,
     run_id: i64,
     fence: i64,
-    claim: &BatchClaimRequest,
-) -> sqlx::Result<BatchClaim> {
-    const CLAIM: &str = concat!(
+    stake: &BatchStakeRequest,
+) -> sqlx::Result<BatchStake> {
+    const STAKE: &str = concat!(
         "WITH f AS (",
         fence_guard!(sync: "$1", fence: "$6"),
         "), ",
-        claim_batch_ctes!(guard: "f", sync: "$1", run: "$5", fence: "$6", page: "$2",
+        stake_batch_ctes!(guard: "f", sync: "$1", run: "$5", fence: "$6", page: "$2",
                           packed_keys: "$3", attempts: "$4", superseded: "$7"),
-        " SELECT (SELECT id FROM claimed) AS batch, ",
+        " SELECT (SELECT id FROM staked) AS batch, ",
         completed_meanwhile!(watched: "$8"),
         " AS completed_meanwhile"
     );
-    let row: BatchClaimRow = sqlx::query_as(CLAIM)
+    let row: BatchStakeRow = sqlx::query_as(STAKE)
         .bind(sync_id)
-        .bind(&claim.page[..])
-        .bind(&claim.packed_keys)
-        .bind(claim.attempts)
+        .bind(&stake.page[..])
+        .bind(&stake.packed_keys)
+        .bind(stake.attempts)
         .bind(run_id)
         .bind(fence)
-        .bind(&claim.superseded)
-        .bind(&claim.watched)
+        .bind(&stake.superseded)
+        .bind(&stake.watched)
         .fetch_one(pool)
         .await?;
     Ok(row.into())
 }
 
-/// A bulk call's claim as its statement answers it: the new batch's id
+/// A bulk call's stake as its statement answers it: the new batch's id
 /// (none: a newer fence was issued) and the watched keys completed meanwhile,
 /// packed.
 #[derive(Debug, FromRow)]
-pub(crate) struct BatchClaimRow {
+pub(crate) struct BatchStakeRow {
     pub batch: Option<i64>,
     pub completed_meanwhile: Option<Vec<u8>>,
 }
 
-impl From<BatchClaimRow> for BatchClaim {
-    fn from(row: BatchClaimRow) -> Self {
+impl From<BatchStakeRow> for BatchStake {
+    fn from(row: BatchStakeRow) -> Self {
         match row.batch {
-            Some(batch) => BatchClaim::Claimed {
+            Some(batch) => BatchStake::Staked {
                 batch,
                 completed_meanwhile: row.completed_meanwhile.unwrap_or_default(),
             },
-            None => BatchClaim::Fenced,
+            None => BatchStake::Fenced,
         }
     }
 }
 
-/// Whose claim a call is: a bulk call's batch row, or per-record calls' own
-/// rows (their keys, claimed by run `run_id`).
+/// Whose stake a call is: a bulk call's batch row, or per-record calls' own
+/// rows (their keys, staked by run `run_id`).
 #[derive(Debug, Clone, Copy)]
-pub enum CallClaim<'a> {
+pub enum CallStake<'a> {
     Batch(i64),
     Keys {
         sync_id: &'a str,
@@ -506,24 +506,24 @@ pub enum CallClaim<'a> {
     },
 }
 
-/// Marks a claim's call as started, as the call goes out (guarantee 4): a
-/// claim reserves its keys' attempt, and only a call that may have left
-/// spends it. A process killed between claim and call leaves a claim that
+/// Marks a stake's call as started, as the call goes out (guarantee 4): a
+/// stake reserves its keys' attempt, and only a call that may have left
+/// spends it. A process killed between stake and call leaves a stake that
 /// spent nothing, so random kills cannot run a record out of its budget
 /// before it was ever sent. (A mark that did not land before a death errs
 /// the other way: that attempt is not counted.)
-pub async fn start_call(pool: &PgPool, claim: CallClaim<'_>) -> sqlx::Result<()> {
+pub async fn start_call(pool: &PgPool, stake: CallStake<'_>) -> sqlx::Result<()> {
     // Committed without waiting for the disk (one simple query, so SET LOCAL
     // holds for its implicit transaction): a synchronous commit here would
     // cost a page a second fsync. Lost only with the server itself, which
     // errs towards not counting the attempt. Everything inlined is ours: an
     // id, hex, and a sync id of [a-z0-9_-].
-    let update = match claim {
-        CallClaim::Batch(batch) => format!(
+    let update = match stake {
+        CallStake::Batch(batch) => format!(
             "UPDATE delivery_batches SET call_started = true
              WHERE id = {batch} AND completed_on = 'infinity' AND NOT call_started"
         ),
-        CallClaim::Keys {
+        CallStake::Keys {
             sync_id,
             run_id,
             keys,
@@ -549,7 +549,7 @@ pub async fn start_call(pool: &PgPool, claim: CallClaim<'_>) -> sqlx::Result<()>
     Ok(())
 }
 
-/// Gives back a bulk claim whose call was never made (the run stopped first):
+/// Gives back a bulk stake whose call was never made (the run stopped first):
 /// the attempt it spent is not spent.
 pub async fn forget_batch(pool: &PgPool, batch: i64) -> sqlx::Result<()> {
     sqlx::query(
@@ -562,9 +562,9 @@ pub async fn forget_batch(pool: &PgPool, batch: i64) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// Gives back the attempt a bulk claim spent on a call whose failure the run
+/// Gives back the attempt a bulk stake spent on a call whose failure the run
 /// observed (any answer, a refused connection, a timeout): an outage costs no
-/// record's budget. The claim is forgotten when it held nothing else of note
+/// record's budget. The stake is forgotten when it held nothing else of note
 /// (its keys had spent no attempt before, and nothing may have been written);
 /// otherwise its keys stay `pending` with the attempts they had before.
 pub async fn give_back_batch(pool: &PgPool, batch: i64, maybe_written: bool) -> sqlx::Result<()> {
@@ -583,7 +583,7 @@ pub async fn give_back_batch(pool: &PgPool, batch: i64, maybe_written: bool) -> 
     Ok(())
 }
 
-/// The same for per-key claims this run made: each key's attempt is given
+/// The same for per-key stakes this run made: each key's attempt is given
 /// back; a key is forgotten when that leaves it with nothing of note.
 pub async fn give_back_keys(
     pool: &PgPool,
@@ -642,7 +642,7 @@ macro_rules! complete_batch_ctes {
 }
 pub(crate) use complete_batch_ctes;
 
-/// Completes every key claimed in the batch with its one answer: one row;
+/// Completes every key staked in the batch with its one answer: one row;
 /// with the import the answer names, recorded in the same statement.
 pub async fn complete_batch(
     pool: &PgPool,
@@ -668,7 +668,7 @@ pub async fn complete_batch(
     Ok(())
 }
 
-/// Settles a batch-only claim whose call answered key by key (some records
+/// Settles a batch-only stake whose call answered key by key (some records
 /// refused, different answers, or part of the call failed): the delivered
 /// keys get rows of their own, `completed` with their answers; the refused
 /// keys are forgotten (nothing was written), so a later replay may send them.
@@ -844,8 +844,8 @@ pub async fn purge_completed(
         }
     }
     // An open batch row marks its page (see the module comment): it goes only
-    // once none of its keys' own rows point at it. A batch-only claim (a bulk
-    // call that never answered) is its keys' pending claim, kept as a pending
+    // once none of its keys' own rows point at it. A batch-only stake (a bulk
+    // call that never answered) is its keys' pending stake, kept as a pending
     // key row is.
     sqlx::query(
         "DELETE FROM delivery_batches b

@@ -77,7 +77,7 @@ struct DayPartition {
 /// than `retention` ago: a completed key is kept at least `retention`, at
 /// most a day longer. Each partition is detached and dropped in one
 /// transaction that waits at most `lock_wait` for the table lock (lookups and
-/// claims are not held up behind it; the next purge tries again). Returns the
+/// stakes are not held up behind it; the next purge tries again). Returns the
 /// days dropped and the keys they held: packed bulk keys counted exactly,
 /// key rows too unless Postgres' statistics put them past `EXACT_BELOW` (a
 /// count would read a day of rows; the statistics are used instead).

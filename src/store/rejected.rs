@@ -196,7 +196,7 @@ type PutBackRow = (
 );
 
 /// Puts rejected and quarantined records back so the next run sends them
-/// again: their claims are forgotten (a fresh attempt budget), and the cursor
+/// again: their stakes are forgotten (a fresh attempt budget), and the cursor
 /// goes back to the earliest page holding one (the ledger replays the pages
 /// in between without calling the destination). A new fence is issued, as a
 /// cursor reset does, so a run in progress cannot write its position over
@@ -238,8 +238,8 @@ pub async fn put_back(
     .bind(rows.iter().map(|r| r.4).collect::<Vec<i64>>())
     .fetch_all(&mut *tx)
     .await?;
-    // Forget their claims: per-key rows, and the open bulk claims of their
-    // pages (the keys of such a claim that arrived have completed claims of
+    // Forget their stakes: per-key rows, and the open bulk stakes of their
+    // pages (the keys of such a stake that arrived have completed stakes of
     // their own; the others are sent again, as they would be anyway).
     sqlx::query(
         "WITH k AS (

@@ -3,10 +3,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{FromRow, PgPool};
+use sqlx::PgPool;
 
 /// A token as stored: never the token itself.
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct TokenRow {
     pub id: i64,
     pub workspace_id: String,
@@ -16,7 +16,7 @@ pub struct TokenRow {
 }
 
 /// What a live token may reach.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct TokenScope {
     pub id: i64,
     pub workspace_id: String,
@@ -31,31 +31,33 @@ pub async fn create_token(
     sha256: &[u8; 32],
     read_only: bool,
 ) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO api_tokens (workspace_id, token_sha256, read_only)
          SELECT id, $2, $3 FROM workspaces WHERE id = $1
          RETURNING id",
+        workspace,
+        sha256.as_slice(),
+        read_only,
     )
-    .bind(workspace)
-    .bind(sha256.as_slice())
-    .bind(read_only)
     .fetch_optional(pool)
     .await
 }
 
 /// The live (not revoked) token with this digest.
 pub async fn find_token(pool: &PgPool, sha256: &[u8; 32]) -> sqlx::Result<Option<TokenScope>> {
-    sqlx::query_as::<_, TokenScope>(
+    sqlx::query_as!(
+        TokenScope,
         "SELECT id, workspace_id, read_only FROM api_tokens
          WHERE token_sha256 = $1 AND revoked_at IS NULL",
+        sha256.as_slice(),
     )
-    .bind(sha256.as_slice())
     .fetch_optional(pool)
     .await
 }
 
 pub async fn list_tokens(pool: &PgPool) -> sqlx::Result<Vec<TokenRow>> {
-    sqlx::query_as::<_, TokenRow>(
+    sqlx::query_as!(
+        TokenRow,
         "SELECT id, workspace_id, read_only, created_at, revoked_at FROM api_tokens
          ORDER BY workspace_id, id",
     )
@@ -65,21 +67,19 @@ pub async fn list_tokens(pool: &PgPool) -> sqlx::Result<Vec<TokenRow>> {
 
 /// Revokes a token at once; false when there is no live token with that id.
 pub async fn revoke_token(pool: &PgPool, id: i64) -> sqlx::Result<bool> {
-    Ok(
-        sqlx::query(
-            "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
-        )
-        .bind(id)
-        .execute(pool)
-        .await?
-        .rows_affected()
-            == 1,
+    Ok(sqlx::query!(
+        "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+        id,
     )
+    .execute(pool)
+    .await?
+    .rows_affected()
+        == 1)
 }
 
 /// How many workspace tokens are not revoked.
 pub async fn active_tokens(pool: &PgPool) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL")
+    sqlx::query_scalar!(r#"SELECT count(*) AS "count!" FROM api_tokens WHERE revoked_at IS NULL"#)
         .fetch_one(pool)
         .await
 }

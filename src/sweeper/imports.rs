@@ -37,7 +37,7 @@ pub const IMPORT_UNKNOWN_ALERT: &str = "import_outcome_unknown";
 /// (or when Redis cannot count it: no check is better than one too many).
 async fn take_check(daemon: &Daemon, budget: &str) -> bool {
     let budgets = SharedBudgets::in_redis(
-        daemon.leases.pool().clone(),
+        daemon.redis.pool().clone(),
         &daemon.settings.redis.key_prefix,
     );
     let per_hour = daemon.settings.sweeper.import_checks_per_hour;

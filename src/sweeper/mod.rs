@@ -74,7 +74,7 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
     // its TTL runs out: its runs are put back below this same sweep.
     crate::lease::reap_dead_on_this_machine(
         &daemon.store,
-        daemon.leases.pool(),
+        daemon.redis.pool(),
         prefix,
         daemon.leases.boot_id(),
     )
@@ -85,7 +85,7 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
         // processes that are alive and well).
         let dead_holder = match run.boot_id {
             Some(boot) if boot != daemon.leases.boot_id() => {
-                !is_alive(daemon.leases.pool(), prefix, boot).await?
+                !is_alive(daemon.redis.pool(), prefix, boot).await?
                     && !processes::is_live(&daemon.store, boot).await?
             }
             _ => false,

@@ -1,4 +1,4 @@
-//! Checkpoint pacing: a page replayed whole (nothing sent, claimed or
+//! Checkpoint pacing: a page replayed whole (nothing sent, staked or
 //! rejected) may wait up to a second for its checkpoint, so the cursor moves
 //! once for many such pages. A run killed meanwhile only replays them again.
 //! This is what lets a replay reach ~650k keys/s (docs/benchmarks.md)
@@ -34,12 +34,12 @@ impl CheckpointPacing {
     }
 
     /// A page ended clean at `next`. Returns true when its checkpoint may
-    /// wait: replayed whole, with no claim to ride in it, and the last write
+    /// wait: replayed whole, with no stake to ride in it, and the last write
     /// recent.
-    pub fn page_clean(&mut self, next: Option<Value>, replayed_whole: bool, claims: bool) -> bool {
+    pub fn page_clean(&mut self, next: Option<Value>, replayed_whole: bool, stakes: bool) -> bool {
         self.at = next;
         self.waiting =
-            replayed_whole && !claims && self.last_write.elapsed() < REPLAY_CHECKPOINT_EVERY;
+            replayed_whole && !stakes && self.last_write.elapsed() < REPLAY_CHECKPOINT_EVERY;
         self.waiting
     }
 

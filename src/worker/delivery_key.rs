@@ -28,7 +28,7 @@ use crate::source::{Records, SourceError};
 const DOMAIN: &[u8] = b"syncward.delivery-key.v1";
 /// A page's identity in the ledger (`store::ledger`): the same first fields as
 /// its keys, under another tag. Persisted: changing it would make every page
-/// look unclaimed.
+/// look unstaked.
 const PAGE_DOMAIN: &[u8] = b"syncward.ledger-page.v1";
 /// Diff mode's keys and digests (`diff_page`).
 const DIFF_DOMAIN: &[u8] = b"syncward.diff-key.v1";

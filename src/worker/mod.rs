@@ -1,10 +1,9 @@
 //! Workers: one run's page loop (the single run code path, shared by the
 //! daemon and `sync run --foreground`) and the delivery keys it derives.
-//! `run` is the guarantee path; `prepared_page`, `claims`, `read_ahead` and
+//! `run` is the guarantee path; `prepared_page`, `stakes`, `read_ahead` and
 //! `checkpoint_pacing` are what make it fast, each behind a small type.
 
 mod checkpoint_pacing;
-mod claims;
 mod delivery_key;
 mod diff_page;
 mod mirror;
@@ -16,6 +15,7 @@ mod read_ahead;
 mod run;
 mod run_env;
 mod run_failure;
+mod stakes;
 
 pub use delivery_key::{DeliveryKey, PageKeys};
 pub use outcome::{QUARANTINE_ALERT, Recorded, Thresholds, record_outcome, run_retry};

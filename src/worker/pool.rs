@@ -63,6 +63,7 @@ fn run_env(daemon: &Daemon, shutdown: &Shutdown) -> RunEnv {
     let mut env = RunEnv::new(
         daemon.store.clone(),
         daemon.statements.clone(),
+        &daemon.redis,
         daemon.leases.clone(),
         daemon.sources.clone(),
         &daemon.settings,
@@ -263,7 +264,7 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
                 if status == RunStatus::Succeeded
                     && let Err(e) = crate::deadman::on_success(
                         &daemon.alerter,
-                        daemon.leases.shared(),
+                        &daemon.redis,
                         &daemon.settings.redis.key_prefix,
                         &run.workspace_id,
                         &run.sync_id,

@@ -12,7 +12,7 @@ use super::run_failure::RunFailure;
 use crate::destination::Outbound;
 use crate::mapping::map_record;
 use crate::source::{Page, SourceError, UNDECODABLE_RECORD};
-use crate::store::ledger::{self, BatchClaim, KeyState};
+use crate::store::ledger::{self, BatchStake, KeyState};
 use crate::store::rejected::{ATTEMPT_BUDGET_EXHAUSTED, Rejection};
 use crate::store::runs;
 
@@ -24,7 +24,7 @@ pub(super) struct Pending {
     pub suspect: bool,
     /// Attempts already spent on the key.
     pub spent: i32,
-    /// The key has a `deliveries` row of its own (a per-record claim).
+    /// The key has a `deliveries` row of its own (a per-record stake).
     pub per_key: bool,
 }
 
@@ -44,11 +44,11 @@ pub(super) struct PreparedPage {
     pub next_cursor: Option<Value>,
     /// The page's identity in the ledger.
     pub page_id: [u8; 32],
-    /// The page's open batch-only claims (bulk calls left unanswered), with
+    /// The page's open batch-only stakes (bulk calls left unanswered), with
     /// their keys packed.
     pub open_batches: Vec<(i64, Vec<u8>)>,
-    /// Its bulk call, claimed with the previous page's checkpoint.
-    pub claimed: Option<BatchClaim>,
+    /// Its bulk call, staked with the previous page's checkpoint.
+    pub staked: Option<BatchStake>,
     /// Records the ledger already holds as `completed`.
     pub replayed: i64,
     /// Refused before any call: unmappable, or out of attempts.
@@ -249,7 +249,7 @@ impl SortedRecords {
             next_cursor: head.next_cursor,
             page_id: head.page_id,
             open_batches: head.open_batches,
-            claimed: None,
+            staked: None,
             replayed: self.replayed,
             rejections: self.rejections,
             exhausted: self.exhausted,

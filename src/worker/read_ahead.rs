@@ -1,6 +1,6 @@
 //! Three pages in flight: page N is sent while page N+1 (already read) is
 //! keyed and looked up in the ledger and page N+2 is read. All of that only
-//! reads; claiming (which spends attempts) waits until page N is clean. On
+//! reads; staking (which spends attempts) waits until page N is clean. On
 //! the bulk path this overlap is what keeps the source, the ledger lookups
 //! and the destination busy at once (see docs/benchmarks.md).
 
@@ -11,7 +11,7 @@ use super::prepared_page::{PreparedPage, prepare_page};
 use super::run::RunContext;
 use super::run_failure::RunFailure;
 use crate::source::{AnySource, Page, Source, SourceError};
-use crate::store::ledger::{self, BatchClaim};
+use crate::store::ledger::{self, BatchStake};
 
 /// The pages after the one being sent.
 pub(super) struct ReadAhead<'s> {
@@ -88,11 +88,11 @@ impl<'s> ReadAhead<'s> {
         self.next.as_mut().and_then(|page| page.as_mut().ok())
     }
 
-    /// A run that stops between pages gives back the attempt the claim of
+    /// A run that stops between pages gives back the attempt the stake of
     /// the next page spent with the last checkpoint: it was never sent.
-    pub async fn give_back_claim(&mut self, cx: &RunContext<'_>) -> Result<(), RunFailure> {
+    pub async fn give_back_stake(&mut self, cx: &RunContext<'_>) -> Result<(), RunFailure> {
         if let Some(PreparedPage {
-            claimed: Some(BatchClaim::Claimed { batch, .. }),
+            staked: Some(BatchStake::Staked { batch, .. }),
             ..
         }) = self.next_mut()
         {

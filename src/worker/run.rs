@@ -5,8 +5,8 @@
 //! 1. take the lease, and with it a fence and the saved cursor;
 //! 2. per page: derive each record's delivery key and look the keys up in the
 //!    ledger (`prepared_page`); replay `completed` keys without a call;
-//! 3. claim the rest `pending` in a fenced statement, which spends one attempt
-//!    of each key (`claims`); deliver; settle each key with its answer;
+//! 3. stake the rest `pending` in a fenced statement, which spends one attempt
+//!    of each key (`stakes`); deliver; settle each key with its answer;
 //! 4. only when every record of the page arrived or was rejected for good,
 //!    prove the lease and move the cursor in a statement refused if a newer
 //!    fence exists.
@@ -14,8 +14,8 @@
 //! Keys left `pending` by a dead run are suspects: they are sent again, alone,
 //! within their attempt budget, so a record that kills the worker cannot spend
 //! its neighbours' budgets. What makes this fast lives beside it: pages read
-//! ahead (`read_ahead`), claims packed per bulk call and carried in the
-//! checkpoint (`claims`), replay checkpoints paced (`checkpoint_pacing`).
+//! ahead (`read_ahead`), stakes packed per bulk call and carried in the
+//! checkpoint (`stakes`), replay checkpoints paced (`checkpoint_pacing`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -24,12 +24,12 @@ use serde_json::Value;
 use tracing::{debug, info, info_span, warn};
 
 use super::checkpoint_pacing::CheckpointPacing;
-use super::claims::{CallAnswers, PageClaims, complete_alone};
 use super::delivery_key::DeliveryKey;
 use super::prepared_page::{Pending, PreparedPage};
 use super::read_ahead::ReadAhead;
 use super::run_env::{PageProgress, RunEnv, RunOutcome, RunReport};
 use super::run_failure::RunFailure;
+use super::stakes::{CallAnswers, PageStakes, complete_alone};
 use crate::config::SyncDefinition;
 use crate::destination::{AnyDestination, Destination, Outbound, RecordOutcome};
 use crate::failure::FailureCode;
@@ -37,7 +37,7 @@ use crate::lease::Lease;
 use crate::source::{AnySource, Source};
 use crate::store::checkpoint::{self, CleanPage};
 use crate::store::cursors;
-use crate::store::ledger::{self, BatchClaim, BatchClaimRequest, BatchCompletion};
+use crate::store::ledger::{self, BatchCompletion, BatchStake, BatchStakeRequest};
 use crate::store::record_states::{self, RecordState, StateScope};
 use crate::store::rejected::{self, Rejection};
 use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
@@ -54,7 +54,7 @@ pub(super) struct RunContext<'a> {
 }
 
 impl RunContext<'_> {
-    /// A bulk destination takes a page in one call (one claim row per call).
+    /// A bulk destination takes a page in one call (one stake row per call).
     pub fn bulk(&self) -> bool {
         self.destination.batch_size().is_none()
     }
@@ -314,7 +314,7 @@ async fn page_loop(
     loop {
         if cx.env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
-            pages.give_back_claim(cx).await?;
+            pages.give_back_stake(cx).await?;
             checkpoint_waiting(cx, state, &pacing).await?;
             return Ok(RunOutcome::Stopped);
         }
@@ -323,7 +323,7 @@ async fn page_loop(
                 wait_s = wait.as_secs_f64(),
                 "The destination account's request budget is busy; back in the queue until it nears"
             );
-            pages.give_back_claim(cx).await?;
+            pages.give_back_stake(cx).await?;
             checkpoint_waiting(cx, state, &pacing).await?;
             return Ok(RunOutcome::Deferred(wait));
         }
@@ -358,13 +358,13 @@ async fn page_loop(
             ));
         }
         // 4. The page is clean: prove and checkpoint (or let a replayed page
-        // wait). The next page's bulk call is claimed in the same statement.
+        // wait). The next page's bulk call is staked in the same statement.
         let counts = &state.counts;
         let replayed_whole = counts.replayed - before.replayed == records as i64
             && (counts.written, counts.rejected, counts.resent)
                 == (before.written, before.rejected, before.resent);
-        let claim_next = match pages.next_mut() {
-            Some(page) if cx.bulk() => page.whole_claim(cx.env.record_attempts),
+        let stake_next = match pages.next_mut() {
+            Some(page) if cx.bulk() => page.whole_stake(cx.env.record_attempts),
             _ => None,
         };
         // Diff mode keeps no cursor: every run reads the whole query.
@@ -373,12 +373,12 @@ async fn page_loop(
         } else {
             next
         };
-        if !pacing.page_clean(saved, replayed_whole, claim_next.is_some()) {
-            let claimed =
-                checkpoint(cx, state, pacing.at(), completions, claim_next.as_ref()).await?;
+        if !pacing.page_clean(saved, replayed_whole, stake_next.is_some()) {
+            let staked =
+                checkpoint(cx, state, pacing.at(), completions, stake_next.as_ref()).await?;
             pacing.written();
             if let Some(page) = pages.next_mut() {
-                page.claimed = claimed;
+                page.staked = staked;
             }
         }
         debug!(
@@ -426,8 +426,8 @@ async fn checkpoint(
     state: &mut LoopState,
     at: &Option<Value>,
     mut completions: Vec<BatchCompletion>,
-    claim_next: Option<&BatchClaimRequest>,
-) -> Result<Option<BatchClaim>, RunFailure> {
+    stake_next: Option<&BatchStakeRequest>,
+) -> Result<Option<BatchStake>, RunFailure> {
     if let Err(failure) = prove_lease(cx).await {
         complete_alone(cx, completions).await?;
         return Err(failure);
@@ -443,16 +443,16 @@ async fn checkpoint(
         pages: state.page,
         cursor: at.as_ref(),
         completion: with_checkpoint.as_ref(),
-        claim: claim_next,
+        stake: stake_next,
     };
-    let (moved, claimed, cancel) = checkpoint::record_clean_page(&cx.env.store, &page).await?;
+    let (moved, staked, cancel) = checkpoint::record_clean_page(&cx.env.store, &page).await?;
     if !moved {
         return Err(RunFailure::lease_lost("a newer fence wrote the cursor"));
     }
     state.cursor = at.clone();
     if cancel {
-        // The next page's claim, if any, was made: give it back unsent.
-        if let Some(BatchClaim::Claimed { batch, .. }) = claimed {
+        // The next page's stake, if any, was made: give it back unsent.
+        if let Some(BatchStake::Staked { batch, .. }) = staked {
             ledger::forget_batch(&cx.env.store, batch).await?;
         }
         return Err(RunFailure(
@@ -460,7 +460,7 @@ async fn checkpoint(
             format!("cancelled by a person; stopped after page {}", state.page),
         ));
     }
-    Ok(claimed)
+    Ok(staked)
 }
 
 /// The lease is still this run's: not reported lost by the renewal, and
@@ -507,7 +507,7 @@ async fn send_page(
         cursor,
         page_id,
         open_batches,
-        claimed,
+        staked,
         replayed,
         mut rejections,
         exhausted,
@@ -520,10 +520,10 @@ async fn send_page(
     } = page;
     counts.read += records as i64;
     counts.replayed += replayed;
-    let mut claims = PageClaims {
+    let mut stakes = PageStakes {
         page_id: &page_id,
         open_batches: &open_batches,
-        claimed,
+        staked,
     };
     let mut delivered = 0;
     for (call, batch) in calls(cx, suspects, fresh).into_iter().enumerate() {
@@ -538,7 +538,7 @@ async fn send_page(
             rejections: &mut rejections,
             completions,
         };
-        delivered += deliver_batch(cx, &mut claims, batch, counts).await?;
+        delivered += deliver_batch(cx, &mut stakes, batch, counts).await?;
     }
     counts.written += delivered as i64;
     counts.rejected += rejections.len() as i64;
@@ -632,18 +632,18 @@ struct Batch<'p> {
     completions: &'p mut Vec<BatchCompletion>,
 }
 
-/// Claims, sends and settles one call's records; returns how many were
+/// Stakes, sends and settles one call's records; returns how many were
 /// delivered. A call that failed is settled first, then fails the run, which
 /// is retried with backoff (the cursor stays at this page).
 async fn deliver_batch(
     cx: &RunContext<'_>,
-    claims: &mut PageClaims<'_>,
+    stakes: &mut PageStakes<'_>,
     batch: Batch<'_>,
     counts: &mut RunCounts,
 ) -> Result<usize, RunFailure> {
     let offered = batch.records.len();
-    let (claimed, records) = claims.claim(cx, batch.records).await?;
-    // A key completed by someone else between lookup and claim is not sent.
+    let (staked, records) = stakes.stake(cx, batch.records).await?;
+    // A key completed by someone else between lookup and stake is not sent.
     counts.replayed += (offered - records.len()) as i64;
     if records.is_empty() {
         return Ok(0);
@@ -659,10 +659,10 @@ async fn deliver_batch(
     let sent = records.len();
     let (keys, outbound): (Vec<DeliveryKey>, Vec<Outbound>) =
         records.into_iter().map(|p| (p.key, p.outbound)).unzip();
-    // The claim's attempt is spent as the call goes out: marked first, so a
+    // The stake's attempt is spent as the call goes out: marked first, so a
     // record whose call kills the process at once is counted. A call that
     // failed as a whole failed for each of its records.
-    claimed.start_call(cx, &keys).await;
+    staked.start_call(cx, &keys).await;
     let outcomes = cx
         .destination
         .deliver(&outbound)
@@ -687,7 +687,7 @@ async fn deliver_batch(
             }
         }
     }
-    answers.settle(cx, claimed, sent, batch.completions).await?;
+    answers.settle(cx, staked, sent, batch.completions).await?;
     if let Some(error) = answers.failed.error {
         return Err(error.into());
     }

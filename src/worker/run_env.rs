@@ -13,6 +13,7 @@ use crate::destination::{DESTINATION_RETRY, RetryPolicy};
 use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
 use crate::outbound::SharedBudgets;
+use crate::redis::SharedConnection;
 use crate::source::SourceConnections;
 use crate::store::grouped::RunStatements;
 use crate::store::runs::RunCounts;
@@ -52,12 +53,12 @@ impl RunEnv {
     pub fn new(
         store: PgPool,
         statements: RunStatements,
+        redis: &SharedConnection,
         leases: LeaseManager,
         sources: SourceConnections,
         settings: &Settings,
         stop: CancellationToken,
     ) -> Self {
-        let leases_pool = leases.pool().clone();
         RunEnv {
             store,
             statements,
@@ -68,7 +69,7 @@ impl RunEnv {
             retry: DESTINATION_RETRY,
             stop,
             sources,
-            budgets: SharedBudgets::in_redis(leases_pool, &settings.redis.key_prefix),
+            budgets: SharedBudgets::in_redis(redis.pool().clone(), &settings.redis.key_prefix),
             secrets: settings.secrets.store(),
             hold_worker_for_slot: None,
         }

@@ -15,9 +15,9 @@ impl RunFailure {
         RunFailure(FailureCode::LeaseLost, detail.to_string())
     }
 
-    /// A claim statement found a newer fence: another run owns the sync.
-    pub(super) fn fenced_before_claim() -> Self {
-        Self::lease_lost("a newer fence was issued before the records were claimed")
+    /// A stake statement found a newer fence: another run owns the sync.
+    pub(super) fn fenced_before_stake() -> Self {
+        Self::lease_lost("a newer fence was issued before the records were staked")
     }
 }
 

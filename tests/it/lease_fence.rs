@@ -1,8 +1,8 @@
 //! Leases and fences (guarantee 3): one holder at a time, and a stale holder
-//! can neither move the cursor nor claim records once a newer fence exists.
+//! can neither move the cursor nor stake records once a newer fence exists.
 //! Driven through the statements the daemon runs: the lease start
 //! (`RunStatements::begin_leased`), the page checkpoint
-//! (`checkpoint::record_clean_page`) and the claims.
+//! (`checkpoint::record_clean_page`) and the stakes.
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use syncward::store::audit::Actor;
 use syncward::store::checkpoint::{self, CleanPage};
 use syncward::store::cursors;
 use syncward::store::grouped::RunStatements;
-use syncward::store::ledger::{self, BatchClaim, BatchClaimRequest, BatchCompletion, Claim};
+use syncward::store::ledger::{self, BatchCompletion, BatchStake, BatchStakeRequest, Stake};
 use syncward::store::runs::{LeaseStart, RunCounts};
 use uuid::Uuid;
 
@@ -52,7 +52,7 @@ impl Rig {
     /// A daemon's lease manager, with leases that outlive the test.
     fn daemon(&self) -> LeaseManager {
         LeaseManager::new(
-            self.redis.pool.clone(),
+            syncward::redis::SharedConnection::new(self.redis.pool.clone()),
             &self.redis.prefix,
             Uuid::new_v4(),
             Duration::from_secs(600),
@@ -101,9 +101,9 @@ fn at(value: i64) -> Value {
     json!({"type": "bigint", "value": value.to_string()})
 }
 
-/// A bulk claim of one key on page `n`.
-fn next_claim(n: u8) -> BatchClaimRequest {
-    BatchClaimRequest {
+/// A bulk stake of one key on page `n`.
+fn next_stake(n: u8) -> BatchStakeRequest {
+    BatchStakeRequest {
         page: [n; 32],
         packed_keys: vec![n; 32],
         attempts: 1,
@@ -133,8 +133,8 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         rig.start(&new_daemon, 2).await?.is_none(),
         "one holder at a time"
     );
-    // Page 1 is clean: the cursor moves, and page 2's claim rides along.
-    let (moved, claimed, _) = checkpoint::record_clean_page(
+    // Page 1 is clean: the cursor moves, and page 2's stake rides along.
+    let (moved, staked, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 1,
@@ -144,13 +144,13 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 1,
             cursor: Some(&at(10)),
             completion: None,
-            claim: Some(&next_claim(2)),
+            stake: Some(&next_stake(2)),
         },
     )
     .await?;
     assert!(moved);
-    let Some(BatchClaim::Claimed { batch: page_2, .. }) = claimed else {
-        anyhow::bail!("page 2 was not claimed: {claimed:?}");
+    let Some(BatchStake::Staked { batch: page_2, .. }) = staked else {
+        anyhow::bail!("page 2 was not staked: {staked:?}");
     };
 
     // The first holder's lease is gone; a new one takes over with a newer
@@ -173,7 +173,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 2,
             cursor: Some(&at(20)),
             completion: None,
-            claim: None,
+            stake: None,
         },
     )
     .await?;
@@ -181,13 +181,13 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
 
     // The old holder finishes page 2 regardless: its checkpoint is refused
     // (the run stops: "a newer fence wrote the cursor"). The call it made is
-    // still recorded; its counts and its next claim are not.
+    // still recorded; its counts and its next stake are not.
     let completion = BatchCompletion {
         batch: page_2,
         result: json!({"processId": 7}),
         import: None,
     };
-    let (moved, claimed, _) = checkpoint::record_clean_page(
+    let (moved, staked, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 1,
@@ -197,12 +197,12 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 3,
             cursor: Some(&at(30)),
             completion: Some(&completion),
-            claim: Some(&next_claim(3)),
+            stake: Some(&next_stake(3)),
         },
     )
     .await?;
     assert!(!moved, "the stale fence wrote the cursor");
-    assert!(claimed.is_none(), "the stale fence claimed: {claimed:?}");
+    assert!(staked.is_none(), "the stale fence staked: {staked:?}");
     // So is its last attempt to save its cursor on the way out.
     assert!(!cursors::checkpoint_cursor(&rig.db.pool, "s1", Some(&at(30)), first.fence, 1).await?);
 
@@ -232,18 +232,18 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
     Ok(())
 }
 
-/// Claims page 1's two records both ways the run does, for run `run_id`
+/// Stakes page 1's two records both ways the run does, for run `run_id`
 /// under `fence`: as a bulk call's batch, and key by key.
 async fn claim_page_1(
     pool: &sqlx::PgPool,
     run_id: i64,
     fence: i64,
-) -> sqlx::Result<(BatchClaim, Claim)> {
-    let batch = ledger::claim_batch(pool, "s1", run_id, fence, &next_claim(1)).await?;
+) -> sqlx::Result<(BatchStake, Stake)> {
+    let batch = ledger::stake_batch(pool, "s1", run_id, fence, &next_stake(1)).await?;
     let keys = [vec![1; 32], vec![2; 32]];
-    let per_key = ledger::claim_keys(
+    let per_key = ledger::stake_keys(
         pool,
-        &ledger::KeyClaim {
+        &ledger::KeyStake {
             sync_id: "s1",
             page: &[1; 32],
             fresh: &keys,
@@ -267,20 +267,20 @@ async fn an_older_fence_cannot_claim_records_after_a_newer_one_was_issued() -> a
 
     let stale = claim_page_1(&rig.db.pool, 1, first.fence).await?;
     assert!(
-        matches!(stale, (BatchClaim::Fenced, Claim::Fenced)),
+        matches!(stale, (BatchStake::Fenced, Stake::Fenced)),
         "{stale:?}"
     );
-    let claimed: i64 = sqlx::query_scalar(
+    let staked: i64 = sqlx::query_scalar(
         "SELECT (SELECT count(*) FROM delivery_batches) + (SELECT count(*) FROM deliveries)",
     )
     .fetch_one(&rig.db.pool)
     .await?;
-    assert_eq!(claimed, 0, "nothing was claimed under the stale fence");
+    assert_eq!(staked, 0, "nothing was staked under the stale fence");
 
-    // The newest fence claims.
+    // The newest fence stakes.
     let fresh = claim_page_1(&rig.db.pool, 2, second.fence).await?;
     assert!(
-        matches!(fresh, (BatchClaim::Claimed { .. }, Claim::Claimed { .. })),
+        matches!(fresh, (BatchStake::Staked { .. }, Stake::Staked { .. })),
         "{fresh:?}"
     );
     Ok(())

@@ -1,10 +1,10 @@
-//! The ledger's page rule (migration 0007): every claim marks its page, so a
-//! page with no mark has no key in the ledger; bulk claims are one row whose
+//! The ledger's page rule (migration 0007): every stake marks its page, so a
+//! page with no mark has no key in the ledger; bulk stakes are one row whose
 //! attempts every key of it spends; syncs with keys from before the rule are
 //! still probed key by key.
 
 use serde_json::json;
-use syncward::store::ledger::{self, BatchClaim, CallClaim, Claim, KeyState};
+use syncward::store::ledger::{self, BatchStake, CallStake, KeyState, Stake};
 use syncward::worker::PageKeys;
 
 use crate::helpers::{TestDb, start_fenced_run};
@@ -36,9 +36,9 @@ fn arrays(keys: &[Vec<u8>]) -> Vec<[u8; 32]> {
         .collect()
 }
 
-/// A bulk claim of `packed` keys of `page`.
+/// A bulk stake of `packed` keys of `page`.
 #[allow(clippy::too_many_arguments)]
-async fn claim_batch(
+async fn stake_batch(
     pool: &sqlx::PgPool,
     sync_id: &str,
     page: &[u8; 32],
@@ -48,15 +48,15 @@ async fn claim_batch(
     fence: i64,
     superseded: &[i64],
     watched: &[i64],
-) -> sqlx::Result<BatchClaim> {
-    let request = ledger::BatchClaimRequest {
+) -> sqlx::Result<BatchStake> {
+    let request = ledger::BatchStakeRequest {
         page: *page,
         packed_keys: packed.to_vec(),
         attempts,
         superseded: superseded.to_vec(),
         watched: watched.to_vec(),
     };
-    ledger::claim_batch(pool, sync_id, run_id, fence, &request).await
+    ledger::stake_batch(pool, sync_id, run_id, fence, &request).await
 }
 
 /// The batch's call answered with one Brevo import.
@@ -80,7 +80,7 @@ async fn age_keys(db: &TestDb, table: &str, days: i32) -> anyhow::Result<()> {
     .bind(days)
     .execute(&db.pool)
     .await?;
-    // Their per-key claims (the batch rows marking their pages) were made
+    // Their per-key stakes (the batch rows marking their pages) were made
     // before they completed.
     if table == "deliveries" {
         sqlx::query(
@@ -106,7 +106,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert!(keys.iter().all(|k| state(&looked, k) == KeyState::Absent));
 
-    let BatchClaim::Claimed { batch: first, .. } = claim_batch(
+    let BatchStake::Staked { batch: first, .. } = stake_batch(
         &db.pool,
         "s1",
         &page_id,
@@ -121,7 +121,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     else {
         anyhow::bail!("fenced");
     };
-    // Claimed only: the attempt is reserved, not spent, until the call starts.
+    // Staked only: the attempt is reserved, not spent, until the call starts.
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(
         state(&looked, &keys[0]),
@@ -130,7 +130,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
             per_key: false
         }
     );
-    ledger::start_call(&db.pool, CallClaim::Batch(first)).await?;
+    ledger::start_call(&db.pool, CallStake::Batch(first)).await?;
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(
         state(&looked, &keys[0]),
@@ -143,14 +143,14 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM deliveries")
         .fetch_one(&db.pool)
         .await?;
-    assert_eq!(rows, 0, "a bulk claim writes no row per key");
+    assert_eq!(rows, 0, "a bulk stake writes no row per key");
 
-    // The run died; the next claims the page again, spending a second attempt,
-    // and the first claim (all of whose keys it holds) goes.
-    let BatchClaim::Claimed {
+    // The run died; the next stakes the page again, spending a second attempt,
+    // and the first stake (all of whose keys it holds) goes.
+    let BatchStake::Staked {
         batch: second,
         completed_meanwhile,
-    } = claim_batch(
+    } = stake_batch(
         &db.pool,
         "s1",
         &page_id,
@@ -166,7 +166,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
         anyhow::bail!("fenced");
     };
     assert!(completed_meanwhile.is_empty());
-    ledger::start_call(&db.pool, CallClaim::Batch(second)).await?;
+    ledger::start_call(&db.pool, CallStake::Batch(second)).await?;
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(
         state(&looked, &keys[4]),
@@ -191,11 +191,11 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     .await?;
     assert_eq!(states, vec![("completed".to_string(), 5)]);
 
-    // A stale fence claims nothing.
+    // A stale fence stakes nothing.
     start_fenced_run(&db.pool, "s1").await?;
     let (other_page, other_keys) = page(5, 2);
     assert!(matches!(
-        claim_batch(
+        stake_batch(
             &db.pool,
             "s1",
             &other_page,
@@ -207,7 +207,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
             &[]
         )
         .await?,
-        BatchClaim::Fenced
+        BatchStake::Fenced
     ));
     Ok(())
 }
@@ -217,7 +217,7 @@ async fn a_claim_completed_by_an_older_run_meanwhile_is_not_sent_again() -> anyh
     let db = TestDb::new().await?;
     let fence = seed(&db).await?;
     let (page_id, keys) = page(0, 3);
-    let BatchClaim::Claimed { batch: old, .. } = claim_batch(
+    let BatchStake::Staked { batch: old, .. } = stake_batch(
         &db.pool,
         "s1",
         &page_id,
@@ -232,14 +232,14 @@ async fn a_claim_completed_by_an_older_run_meanwhile_is_not_sent_again() -> anyh
     else {
         anyhow::bail!("fenced");
     };
-    // Looked up while open; the older run's answer lands before the claim.
+    // Looked up while open; the older run's answer lands before the stake.
     let looked = ledger::lookup_page(&db.pool, "s1", &page_id, &arrays(&keys)).await?;
     assert_eq!(looked.open_batches.len(), 1);
     complete(&db, old, 1).await?;
-    let BatchClaim::Claimed {
+    let BatchStake::Staked {
         completed_meanwhile,
         ..
-    } = claim_batch(
+    } = stake_batch(
         &db.pool,
         "s1",
         &page_id,
@@ -266,7 +266,7 @@ async fn a_claim_completed_by_an_older_run_meanwhile_is_not_sent_again() -> anyh
         .bind(old)
         .fetch_one(&db.pool)
         .await?;
-    assert_eq!(open, 1, "a completed claim is never deleted as superseded");
+    assert_eq!(open, 1, "a completed stake is never deleted as superseded");
     Ok(())
 }
 
@@ -276,7 +276,7 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
     let fence = seed(&db).await?;
     let (page_id, keys) = page(0, 4);
     // A bulk call whose answer came key by key: two delivered, two refused.
-    let BatchClaim::Claimed { batch, .. } = claim_batch(
+    let BatchStake::Staked { batch, .. } = stake_batch(
         &db.pool,
         "s1",
         &page_id,
@@ -309,11 +309,11 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
         "refused: forgotten"
     );
 
-    // Per-record claims of the refused keys: one row each, in a batch that
-    // marks the page; a key pending in a bulk claim keeps what it spent.
-    let Claim::Claimed { keys: claimed, .. } = ledger::claim_keys(
+    // Per-record stakes of the refused keys: one row each, in a batch that
+    // marks the page; a key pending in a bulk stake keeps what it spent.
+    let Stake::Staked { keys: staked, .. } = ledger::stake_keys(
         &db.pool,
-        &ledger::KeyClaim {
+        &ledger::KeyStake {
             sync_id: "s1",
             page: &page_id,
             fresh: &keys[2..],
@@ -327,10 +327,10 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
     else {
         anyhow::bail!("fenced");
     };
-    let mut attempts: Vec<i32> = claimed.iter().map(|(_, a)| *a).collect();
+    let mut attempts: Vec<i32> = staked.iter().map(|(_, a)| *a).collect();
     attempts.sort();
     assert_eq!(attempts, vec![1, 3]);
-    let call = CallClaim::Keys {
+    let call = CallStake::Keys {
         sync_id: "s1",
         run_id: 2,
         keys: &keys[2..],
@@ -365,7 +365,7 @@ async fn keys_from_before_page_marks_are_still_found_key_by_key() -> anyhow::Res
     assert_eq!(
         state(&looked, &keys[0]),
         KeyState::Absent,
-        "without the migration's list, an unmarked page is taken as never claimed"
+        "without the migration's list, an unmarked page is taken as never staked"
     );
     // Migration 0007 lists the syncs that had keys: those are probed per key.
     sqlx::query("INSERT INTO ledger_unpaged_syncs VALUES ('s1')")
@@ -387,7 +387,7 @@ async fn keys_from_before_page_marks_are_still_found_key_by_key() -> anyhow::Res
 /// What became of one destination call in the budget property.
 #[derive(Debug, Clone, Copy)]
 enum CallEnd {
-    /// The process died between the claim and the call: nothing was sent.
+    /// The process died between the stake and the call: nothing was sent.
     DeathBeforeCall,
     /// The process died mid-call: no run saw the outcome.
     Death,
@@ -410,8 +410,8 @@ fn call_end() -> impl proptest::strategy::Strategy<Value = CallEnd> {
 }
 
 /// One run over a page of keys, as the run loop makes it: look the page up,
-/// quarantine keys whose spent attempts reached `budget`, claim the rest
-/// (one bulk claim, or one row per key), mark the call started as it goes
+/// quarantine keys whose spent attempts reached `budget`, stake the rest
+/// (one bulk stake, or one row per key), mark the call started as it goes
 /// out (unless the process died first), then end it as `end` says.
 /// Returns the keys quarantined by this run.
 async fn budget_run(
@@ -443,19 +443,19 @@ async fn budget_run(
     let sent: Vec<Vec<u8>> = send.iter().map(|s| s.0.clone()).collect();
     if bulk {
         let packed = sent.concat();
-        let claiming: std::collections::HashSet<&[u8]> = packed.chunks_exact(32).collect();
+        let staking: std::collections::HashSet<&[u8]> = packed.chunks_exact(32).collect();
         let attempts = send.iter().map(|s| s.1).max().unwrap_or(0) + 1;
         let mut superseded = Vec::new();
         let mut watched = Vec::new();
         for (id, open) in &looked.open_batches {
-            if open.chunks_exact(32).any(|k| claiming.contains(k)) {
+            if open.chunks_exact(32).any(|k| staking.contains(k)) {
                 watched.push(*id);
-                if open.chunks_exact(32).all(|k| claiming.contains(k)) {
+                if open.chunks_exact(32).all(|k| staking.contains(k)) {
                     superseded.push(*id);
                 }
             }
         }
-        let BatchClaim::Claimed { batch, .. } = claim_batch(
+        let BatchStake::Staked { batch, .. } = stake_batch(
             pool,
             sync,
             &page_id,
@@ -471,7 +471,7 @@ async fn budget_run(
             anyhow::bail!("fenced");
         };
         if !matches!(end, CallEnd::DeathBeforeCall) {
-            ledger::start_call(pool, CallClaim::Batch(batch)).await?;
+            ledger::start_call(pool, CallStake::Batch(batch)).await?;
         }
         match end {
             CallEnd::DeathBeforeCall | CallEnd::Death => {}
@@ -491,7 +491,7 @@ async fn budget_run(
         let fresh_keys: Vec<Vec<u8>> = fresh.iter().map(|s| s.0.clone()).collect();
         let spent: Vec<i32> = fresh.iter().map(|s| s.1).collect();
         let again: Vec<Vec<u8>> = again.iter().map(|s| s.0.clone()).collect();
-        let request = ledger::KeyClaim {
+        let request = ledger::KeyStake {
             sync_id: sync,
             page: &page_id,
             fresh: &fresh_keys,
@@ -500,10 +500,10 @@ async fn budget_run(
             run_id,
             fence,
         };
-        let claim = ledger::claim_keys(pool, &request).await?;
-        anyhow::ensure!(matches!(claim, Claim::Claimed { .. }), "fenced");
+        let stake = ledger::stake_keys(pool, &request).await?;
+        anyhow::ensure!(matches!(stake, Stake::Staked { .. }), "fenced");
         if !matches!(end, CallEnd::DeathBeforeCall) {
-            let call = CallClaim::Keys {
+            let call = CallStake::Keys {
                 sync_id: sync,
                 run_id,
                 keys: &sent,
@@ -523,7 +523,7 @@ async fn budget_run(
     Ok(quarantined)
 }
 
-/// Guarantee 4's budget, over random sequences of call ends in both claim
+/// Guarantee 4's budget, over random sequences of call ends in both stake
 /// shapes: a key is quarantined exactly when `budget` of its sends died with
 /// their process; answers, refusals, timeouts and deaths before the call
 /// never count, and a key that may have been written stays pending until it
@@ -585,7 +585,7 @@ async fn a_record_is_given_up_only_after_budget_sends_no_run_saw_end() -> anyhow
                         deaths < budget,
                         "{deaths} deaths and still sent (budget {budget})"
                     );
-                    // The last claim's call never left: its keys stay claimed.
+                    // The last stake's call never left: its keys stay staked.
                     let claimed_unsent = matches!(end, CallEnd::DeathBeforeCall);
                     match end {
                         CallEnd::DeathBeforeCall => {}
@@ -630,15 +630,15 @@ async fn a_record_is_given_up_only_after_budget_sends_no_run_saw_end() -> anyhow
     result.map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// Claims `keys` of `page` per key (none in the ledger before) for run 1.
+/// Stakes `keys` of `page` per key (none in the ledger before) for run 1.
 async fn claim_fresh(
     db: &TestDb,
     page_id: &[u8; 32],
     keys: &[Vec<u8>],
     fence: i64,
-) -> anyhow::Result<Claim> {
+) -> anyhow::Result<Stake> {
     let spent = vec![0; keys.len()];
-    let claim = ledger::KeyClaim {
+    let stake = ledger::KeyStake {
         sync_id: "s1",
         page: page_id,
         fresh: keys,
@@ -647,7 +647,7 @@ async fn claim_fresh(
         run_id: 1,
         fence,
     };
-    Ok(ledger::claim_keys(&db.pool, &claim).await?)
+    Ok(ledger::stake_keys(&db.pool, &stake).await?)
 }
 
 #[tokio::test]
@@ -669,7 +669,7 @@ async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it() 
     claim_fresh(&db, &old_page, &old_keys, fence).await?;
     ledger::complete_keys(&db.pool, "s1", &old_keys, &vec![json!({"id": 1}); 3]).await?;
     let (old_bulk_page, old_bulk) = page(10, 4);
-    let BatchClaim::Claimed { batch, .. } = claim_batch(
+    let BatchStake::Staked { batch, .. } = stake_batch(
         &db.pool,
         "s1",
         &old_bulk_page,
@@ -695,13 +695,13 @@ async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it() 
     assert_eq!(in_old_day, 4, "the aged rows sit in their day's partition");
 
     // Six days ago: a per-key page completed; today: a bulk page completed;
-    // and one key claimed eight days ago that never completed.
+    // and one key staked eight days ago that never completed.
     let (recent_page, recent_keys) = page(20, 2);
     claim_fresh(&db, &recent_page, &recent_keys, fence).await?;
     ledger::complete_keys(&db.pool, "s1", &recent_keys, &vec![json!({"id": 2}); 2]).await?;
     age_keys(&db, "deliveries", 6).await?;
     let (today_page, today_keys) = page(30, 2);
-    let BatchClaim::Claimed { batch, .. } = claim_batch(
+    let BatchStake::Staked { batch, .. } = stake_batch(
         &db.pool,
         "s1",
         &today_page,
@@ -719,14 +719,14 @@ async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it() 
     complete(&db, batch, 8).await?;
     let (pending_page, pending_keys) = page(40, 1);
     claim_fresh(&db, &pending_page, &pending_keys, fence).await?;
-    let call = CallClaim::Keys {
+    let call = CallStake::Keys {
         sync_id: "s1",
         run_id: 1,
         keys: &pending_keys,
     };
     ledger::start_call(&db.pool, call).await?;
     sqlx::query(
-        "UPDATE deliveries SET claimed_at = now() - interval '8 days' WHERE status = 'pending'",
+        "UPDATE deliveries SET staked_at = now() - interval '8 days' WHERE status = 'pending'",
     )
     .execute(&db.pool)
     .await?;
@@ -767,12 +767,12 @@ async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it() 
         }
     }
 
-    // A purged key may be claimed again, per key and in bulk.
-    let Claim::Claimed { keys, .. } = claim_fresh(&db, &old_page, &old_keys, fence).await? else {
-        anyhow::bail!("a purged key's claim was fenced");
+    // A purged key may be staked again, per key and in bulk.
+    let Stake::Staked { keys, .. } = claim_fresh(&db, &old_page, &old_keys, fence).await? else {
+        anyhow::bail!("a purged key's stake was fenced");
     };
     assert_eq!(keys.len(), 3);
-    let again = claim_batch(
+    let again = stake_batch(
         &db.pool,
         "s1",
         &old_bulk_page,
@@ -784,6 +784,6 @@ async fn a_purge_drops_days_past_retention_and_keeps_keys_completed_within_it() 
         &[],
     )
     .await?;
-    assert!(matches!(again, BatchClaim::Claimed { .. }), "{again:?}");
+    assert!(matches!(again, BatchStake::Staked { .. }), "{again:?}");
     Ok(())
 }

@@ -176,7 +176,7 @@ async fn the_schema_has_every_table_and_column_the_design_names() -> anyhow::Res
                 "result",
                 "run_id",
                 "fence",
-                "claimed_at",
+                "staked_at",
                 "completed_at",
                 "batch_id",
             ],

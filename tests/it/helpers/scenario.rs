@@ -158,16 +158,14 @@ attributes = {{ FIRSTNAME = "first_name" }}
     /// The daemon's parts in this process (store, leases, default settings),
     /// for tests that drive one of them directly (a scheduler tick).
     pub fn daemon_in_process(&self) -> syncward::daemon_shared::Daemon {
-        let leases = syncward::lease::LeaseManager::new(
-            self.redis.pool.clone(),
-            &self.redis.prefix,
-            uuid::Uuid::new_v4(),
-            std::time::Duration::from_secs(60),
-        );
+        let mut settings = syncward::config::Settings::default();
+        settings.redis.key_prefix = self.redis.prefix.clone();
+        settings.lease.ttl = std::time::Duration::from_secs(60);
         syncward::daemon_shared::Daemon::new(
             self.db.pool.clone(),
-            leases,
-            Arc::new(syncward::config::Settings::default()),
+            syncward::redis::SharedConnection::new(self.redis.pool.clone()),
+            uuid::Uuid::new_v4(),
+            Arc::new(settings),
         )
     }
 

@@ -1,9 +1,9 @@
-//! Claims: how a destination call reserves its records' attempts before it
+//! Stakes: how a destination call reserves its records' attempts before it
 //! is made, spends them as it goes out, and how its answers settle them
 //! after. A bulk call is one `delivery_batches` row holding the page's
 //! packed keys (one insert instead of a thousand);
 //! per-record calls get a `deliveries` row per key. The next page's bulk
-//! claim rides in this page's checkpoint statement, so a clean page costs
+//! stake rides in this page's checkpoint statement, so a clean page costs
 //! one commit for both.
 
 use std::collections::{HashMap, HashSet};
@@ -18,20 +18,20 @@ use super::run_failure::RunFailure;
 use crate::destination::{DestinationError, FollowUp};
 use crate::store::imports;
 use crate::store::ledger::{
-    self, BatchClaim, BatchClaimRequest, BatchCompletion, CallClaim, Claim,
+    self, BatchCompletion, BatchStake, BatchStakeRequest, CallStake, Stake,
 };
 
 impl PreparedPage {
-    /// The claim of this page's bulk call (suspects first, as the run sends
+    /// The stake of this page's bulk call (suspects first, as the run sends
     /// them); none when nothing is to be sent, or when the page is not sent
     /// in one call (a suspect on its last attempt goes alone).
-    pub(super) fn whole_claim(&self, budget: i32) -> Option<BatchClaimRequest> {
+    pub(super) fn whole_stake(&self, budget: i32) -> Option<BatchStakeRequest> {
         if self.suspects.is_empty() && self.fresh.is_empty()
             || self.suspects.iter().any(|s| s.last_chance(budget))
         {
             return None;
         }
-        Some(whole_claim(
+        Some(whole_stake(
             &self.page_id,
             &self.open_batches,
             self.suspects.iter().chain(&self.fresh),
@@ -39,52 +39,52 @@ impl PreparedPage {
     }
 }
 
-/// What a claim needs to know of its page.
-pub(super) struct PageClaims<'a> {
+/// What a stake needs to know of its page.
+pub(super) struct PageStakes<'a> {
     pub page_id: &'a [u8; 32],
     pub open_batches: &'a [(i64, Vec<u8>)],
-    /// The page's bulk call, already claimed with the previous checkpoint.
-    pub claimed: Option<BatchClaim>,
+    /// The page's bulk call, already staked with the previous checkpoint.
+    pub staked: Option<BatchStake>,
 }
 
-/// How a call's records were claimed.
+/// How a call's records were staked.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Claimed {
+pub(super) enum Staked {
     /// One batch row holds the keys (a bulk call): its answer completes it.
     Whole(i64),
     /// One row per key (per-record calls).
     PerKey,
 }
 
-impl PageClaims<'_> {
-    /// Claims the records of one call, fenced: refused when a newer fence
+impl PageStakes<'_> {
+    /// Stakes the records of one call, fenced: refused when a newer fence
     /// exists. Returns the records still to send (a key completed by another
     /// run since the lookup is not sent again).
-    pub async fn claim(
+    pub async fn stake(
         &mut self,
         cx: &RunContext<'_>,
         batch: Vec<Pending>,
-    ) -> Result<(Claimed, Vec<Pending>), RunFailure> {
+    ) -> Result<(Staked, Vec<Pending>), RunFailure> {
         if cx.bulk() {
-            self.claim_whole(cx, batch).await
+            self.stake_whole(cx, batch).await
         } else {
-            self.claim_per_key(cx, batch).await
+            self.stake_per_key(cx, batch).await
         }
     }
 
-    /// Claims a bulk call's keys (or takes the claim the previous page's
+    /// Stakes a bulk call's keys (or takes the stake the previous page's
     /// checkpoint made for them).
-    async fn claim_whole(
+    async fn stake_whole(
         &mut self,
         cx: &RunContext<'_>,
         batch: Vec<Pending>,
-    ) -> Result<(Claimed, Vec<Pending>), RunFailure> {
-        let claimed = match self.claimed.take() {
-            Some(claimed) => claimed,
+    ) -> Result<(Staked, Vec<Pending>), RunFailure> {
+        let staked = match self.staked.take() {
+            Some(staked) => staked,
             None => {
-                let request = whole_claim(self.page_id, self.open_batches, batch.iter());
+                let request = whole_stake(self.page_id, self.open_batches, batch.iter());
                 let run = cx.run;
-                ledger::claim_batch(
+                ledger::stake_batch(
                     &cx.env.store,
                     &run.sync_id,
                     run.id,
@@ -94,9 +94,9 @@ impl PageClaims<'_> {
                 .await?
             }
         };
-        match claimed {
-            BatchClaim::Fenced => Err(RunFailure::fenced_before_claim()),
-            BatchClaim::Claimed {
+        match staked {
+            BatchStake::Fenced => Err(RunFailure::fenced_before_stake()),
+            BatchStake::Staked {
                 batch: id,
                 completed_meanwhile,
             } => {
@@ -105,19 +105,19 @@ impl PageClaims<'_> {
                     .into_iter()
                     .filter(|p| !done.contains(&p.key.0[..]))
                     .collect();
-                Ok((Claimed::Whole(id), batch))
+                Ok((Staked::Whole(id), batch))
             }
         }
     }
 
-    /// Claims a batch of per-record calls, one row per key.
-    async fn claim_per_key(
+    /// Stakes a batch of per-record calls, one row per key.
+    async fn stake_per_key(
         &self,
         cx: &RunContext<'_>,
         batch: Vec<Pending>,
-    ) -> Result<(Claimed, Vec<Pending>), RunFailure> {
-        // Keys with a row of their own are claimed again; the rest (new, or
-        // pending only in a bulk claim) get a row, with what they already spent.
+    ) -> Result<(Staked, Vec<Pending>), RunFailure> {
+        // Keys with a row of their own are staked again; the rest (new, or
+        // pending only in a bulk stake) get a row, with what they already spent.
         let (again, fresh): (Vec<&Pending>, Vec<&Pending>) = batch.iter().partition(|p| p.per_key);
         let spent: Vec<i32> = fresh.iter().map(|p| p.spent).collect();
         let keys = |items: Vec<&Pending>| -> Vec<Vec<u8>> {
@@ -125,7 +125,7 @@ impl PageClaims<'_> {
         };
         let (fresh, again) = (keys(fresh), keys(again));
         let run = cx.run;
-        let request = ledger::KeyClaim {
+        let request = ledger::KeyStake {
             sync_id: &run.sync_id,
             page: self.page_id,
             fresh: &fresh,
@@ -134,39 +134,39 @@ impl PageClaims<'_> {
             run_id: run.id,
             fence: cx.lease.fence,
         };
-        let claim = ledger::claim_keys(&cx.env.store, &request).await?;
-        match claim {
-            Claim::Fenced => Err(RunFailure::fenced_before_claim()),
-            Claim::Claimed { keys, .. } => {
-                let claimed: HashMap<Vec<u8>, i32> = keys.into_iter().collect();
+        let stake = ledger::stake_keys(&cx.env.store, &request).await?;
+        match stake {
+            Stake::Fenced => Err(RunFailure::fenced_before_stake()),
+            Stake::Staked { keys, .. } => {
+                let staked: HashMap<Vec<u8>, i32> = keys.into_iter().collect();
                 let batch = batch
                     .into_iter()
-                    .filter(|p| claimed.contains_key(&p.key.0[..]))
+                    .filter(|p| staked.contains_key(&p.key.0[..]))
                     .collect();
-                Ok((Claimed::PerKey, batch))
+                Ok((Staked::PerKey, batch))
             }
         }
     }
 }
 
-impl Claimed {
+impl Staked {
     /// Marks the call of these records as started, just before it goes
-    /// out: the attempt the claim reserved is now spent. A mark that fails
+    /// out: the attempt the stake reserved is now spent. A mark that fails
     /// costs nothing but the count (the run settles the call next).
     pub async fn start_call(self, cx: &RunContext<'_>, keys: &[DeliveryKey]) {
         let packed: Vec<Vec<u8>>;
-        let claim = match self {
-            Claimed::Whole(batch) => CallClaim::Batch(batch),
-            Claimed::PerKey => {
+        let stake = match self {
+            Staked::Whole(batch) => CallStake::Batch(batch),
+            Staked::PerKey => {
                 packed = keys.iter().map(|k| k.0.to_vec()).collect();
-                CallClaim::Keys {
+                CallStake::Keys {
                     sync_id: &cx.run.sync_id,
                     run_id: cx.run.id,
                     keys: &packed,
                 }
             }
         };
-        if let Err(e) = ledger::start_call(&cx.env.store, claim).await {
+        if let Err(e) = ledger::start_call(&cx.env.store, stake).await {
             warn!(
                 error = %e,
                 "Could not mark a call as started: a death during it would not count against its records' attempts"
@@ -175,35 +175,35 @@ impl Claimed {
     }
 }
 
-/// The claim of a bulk call of these records, read from page `page_id`: one
+/// The stake of a bulk call of these records, read from page `page_id`: one
 /// batch row spending one attempt of every key (the page's keys share a
 /// budget: the next attempt is one more than the most any of them has spent).
-/// Open claims of the page that share keys with it are watched (an older run
+/// Open stakes of the page that share keys with it are watched (an older run
 /// may still complete them); those it covers entirely go.
-fn whole_claim<'a>(
+fn whole_stake<'a>(
     page_id: &[u8; 32],
     open_batches: &[(i64, Vec<u8>)],
     records: impl Iterator<Item = &'a Pending>,
-) -> BatchClaimRequest {
+) -> BatchStakeRequest {
     let mut packed = Vec::new();
     let mut attempts = 1;
     for p in records {
         packed.extend_from_slice(&p.key.0);
         attempts = attempts.max(p.spent + 1);
     }
-    let claiming: HashSet<&[u8]> = packed.chunks_exact(32).collect();
+    let staking: HashSet<&[u8]> = packed.chunks_exact(32).collect();
     let mut superseded = Vec::new();
     let mut watched = Vec::new();
     for (id, open) in open_batches {
         let mut open_keys = open.chunks_exact(32);
-        if open_keys.clone().any(|k| claiming.contains(k)) {
+        if open_keys.clone().any(|k| staking.contains(k)) {
             watched.push(*id);
-            if open_keys.all(|k| claiming.contains(k)) {
+            if open_keys.all(|k| staking.contains(k)) {
                 superseded.push(*id);
             }
         }
     }
-    BatchClaimRequest {
+    BatchStakeRequest {
         page: *page_id,
         packed_keys: packed,
         attempts,
@@ -217,7 +217,7 @@ fn whole_claim<'a>(
 pub(super) struct CallAnswers {
     pub delivered: Vec<Vec<u8>>,
     pub results: Vec<Value>,
-    /// Rejected for good: their claims are released.
+    /// Rejected for good: their stakes are released.
     pub refused: Vec<Vec<u8>>,
     /// Asynchronous writes to check later (Brevo imports), with how many
     /// records each carried.
@@ -254,26 +254,26 @@ impl CallAnswers {
         }
     }
 
-    /// Settles the call's claims: delivered keys completed with their
+    /// Settles the call's stakes: delivered keys completed with their
     /// answers, refused ones released, failed ones given their attempt back
     /// (the run saw the failure). A bulk call answered whole completes its
     /// one row in the page's checkpoint statement (`completions`).
     pub async fn settle(
         &self,
         cx: &RunContext<'_>,
-        claimed: Claimed,
+        staked: Staked,
         sent: usize,
         completions: &mut Vec<BatchCompletion>,
     ) -> Result<(), RunFailure> {
         let (store, run) = (&cx.env.store, cx.run);
         let failed = &self.failed;
-        match claimed {
-            Claimed::Whole(id) if self.delivered.is_empty() && self.refused.is_empty() => {
+        match staked {
+            Staked::Whole(id) if self.delivered.is_empty() && self.refused.is_empty() => {
                 if failed.error.is_some() {
                     ledger::give_back_batch(store, id, failed.maybe_written).await?;
                 }
             }
-            Claimed::Whole(id)
+            Staked::Whole(id)
                 if self.delivered.len() == sent
                     && self.results.iter().all(|r| r == &self.results[0]) =>
             {
@@ -283,7 +283,7 @@ impl CallAnswers {
                     import: self.follow_ups.first().map(|(f, n)| (f.0, *n)),
                 });
             }
-            Claimed::Whole(id) => {
+            Staked::Whole(id) => {
                 ledger::settle_batch_per_key(
                     store,
                     id,
@@ -295,7 +295,7 @@ impl CallAnswers {
                 .await?;
                 self.record_follow_ups(cx).await?;
             }
-            Claimed::PerKey => {
+            Staked::PerKey => {
                 if !self.delivered.is_empty() {
                     ledger::complete_keys(store, &run.sync_id, &self.delivered, &self.results)
                         .await?;
