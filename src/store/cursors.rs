@@ -3,13 +3,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::PgPool;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgPool};
 
 use super::audit::{Actor, record_audit};
 use super::fence::take_fence;
 
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct CursorRow {
     pub sync_id: String,
     pub cursor: Option<Json<serde_json::Value>>,
@@ -20,10 +20,15 @@ pub struct CursorRow {
 }
 
 pub async fn get_cursor(pool: &PgPool, sync_id: &str) -> sqlx::Result<Option<CursorRow>> {
-    sqlx::query_as::<_, CursorRow>("SELECT * FROM sync_cursors WHERE sync_id = $1")
-        .bind(sync_id)
-        .fetch_optional(pool)
-        .await
+    sqlx::query_as!(
+        CursorRow,
+        r#"SELECT sync_id, cursor AS "cursor: Json<serde_json::Value>", fence_issued, fence,
+                  run_id, updated_at
+           FROM sync_cursors WHERE sync_id = $1"#,
+        sync_id,
+    )
+    .fetch_optional(pool)
+    .await
 }
 
 /// Forgets the saved cursor. It also issues a new fence, so a run in progress

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::{FromRow, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 /// What kind of process holds runs.
@@ -26,7 +26,7 @@ impl ProcessKind {
 }
 
 /// A process as stored.
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ProcessRow {
     pub boot_id: Uuid,
     pub kind: String,
@@ -49,23 +49,22 @@ pub async fn register(
 ) -> sqlx::Result<()> {
     let host = hostname();
     let pid = std::process::id();
-    sqlx::query(
+    let ttl_ms = i64::try_from(liveness_ttl.as_millis())
+        .unwrap_or(i64::MAX)
+        .max(1);
+    sqlx::query!(
         "INSERT INTO processes (boot_id, kind, host, pid, version, liveness_ttl_ms, machine_boot, start_ticks)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT (boot_id) DO UPDATE SET heartbeat_at = now()",
+        boot_id,
+        kind.as_str(),
+        host,
+        i32::try_from(pid).unwrap_or(i32::MAX),
+        env!("CARGO_PKG_VERSION"),
+        ttl_ms,
+        machine_boot(),
+        start_ticks(pid),
     )
-    .bind(boot_id)
-    .bind(kind.as_str())
-    .bind(host)
-    .bind(i32::try_from(pid).unwrap_or(i32::MAX))
-    .bind(env!("CARGO_PKG_VERSION"))
-    .bind(
-        i64::try_from(liveness_ttl.as_millis())
-            .unwrap_or(i64::MAX)
-            .max(1),
-    )
-    .bind(machine_boot())
-    .bind(start_ticks(pid))
     .execute(pool)
     .await?;
     Ok(())
@@ -73,10 +72,12 @@ pub async fn register(
 
 /// This process is still alive.
 pub async fn beat(pool: &PgPool, boot_id: Uuid) -> sqlx::Result<()> {
-    sqlx::query("UPDATE processes SET heartbeat_at = now() WHERE boot_id = $1")
-        .bind(boot_id)
-        .execute(pool)
-        .await?;
+    sqlx::query!(
+        "UPDATE processes SET heartbeat_at = now() WHERE boot_id = $1",
+        boot_id
+    )
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
@@ -87,13 +88,13 @@ pub async fn beat_with_workers(
     busy: usize,
     total: usize,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE processes SET heartbeat_at = now(), workers_busy = $2, workers_total = $3
          WHERE boot_id = $1",
+        boot_id,
+        i32::try_from(busy).unwrap_or(i32::MAX),
+        i32::try_from(total).unwrap_or(i32::MAX),
     )
-    .bind(boot_id)
-    .bind(i32::try_from(busy).unwrap_or(i32::MAX))
-    .bind(i32::try_from(total).unwrap_or(i32::MAX))
     .execute(pool)
     .await?;
     Ok(())
@@ -101,11 +102,11 @@ pub async fn beat_with_workers(
 
 /// This process ends cleanly; rows of processes long gone are tidied too.
 pub async fn deregister(pool: &PgPool, boot_id: Uuid) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM processes
          WHERE boot_id = $1 OR heartbeat_at < now() - interval '1 day'",
+        boot_id,
     )
-    .bind(boot_id)
     .execute(pool)
     .await?;
     Ok(())
@@ -113,8 +114,11 @@ pub async fn deregister(pool: &PgPool, boot_id: Uuid) -> sqlx::Result<()> {
 
 /// Processes whose heartbeat is fresh, oldest first.
 pub async fn live_processes(pool: &PgPool) -> sqlx::Result<Vec<ProcessRow>> {
-    sqlx::query_as::<_, ProcessRow>(
-        "SELECT * FROM processes
+    sqlx::query_as!(
+        ProcessRow,
+        "SELECT boot_id, kind, host, pid, version, started_at, heartbeat_at, liveness_ttl_ms,
+                workers_total, workers_busy
+         FROM processes
          WHERE heartbeat_at > now() - make_interval(secs => liveness_ttl_ms / 1000.0)
          ORDER BY started_at",
     )
@@ -123,7 +127,7 @@ pub async fn live_processes(pool: &PgPool) -> sqlx::Result<Vec<ProcessRow>> {
 }
 
 /// A live run of a sync and the process that holds it.
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct LiveHolder {
     pub run_id: i64,
     pub started_at: Option<DateTime<Utc>>,
@@ -140,26 +144,27 @@ pub async fn live_holder(
     sync_id: &str,
     except_run: Option<i64>,
 ) -> sqlx::Result<Option<LiveHolder>> {
-    sqlx::query_as::<_, LiveHolder>(
+    sqlx::query_as!(
+        LiveHolder,
         "SELECT r.id AS run_id, r.started_at, p.boot_id, p.kind, p.host, p.pid
          FROM runs r JOIN processes p ON p.boot_id = r.boot_id
          WHERE r.sync_id = $1 AND r.status = 'running' AND r.id IS DISTINCT FROM $2
            AND p.heartbeat_at > now() - make_interval(secs => p.liveness_ttl_ms / 1000.0)
          ORDER BY r.id LIMIT 1",
+        sync_id,
+        except_run,
     )
-    .bind(sync_id)
-    .bind(except_run)
     .fetch_optional(pool)
     .await
 }
 
 /// Whether the process with `boot_id` has a fresh heartbeat.
 pub async fn is_live(pool: &PgPool, boot_id: Uuid) -> sqlx::Result<bool> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM processes WHERE boot_id = $1
-           AND heartbeat_at > now() - make_interval(secs => liveness_ttl_ms / 1000.0))",
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM processes WHERE boot_id = $1
+             AND heartbeat_at > now() - make_interval(secs => liveness_ttl_ms / 1000.0)) AS "live!""#,
+        boot_id,
     )
-    .bind(boot_id)
     .fetch_one(pool)
     .await
 }
@@ -173,19 +178,19 @@ pub async fn dead_on_this_machine(pool: &PgPool, own: Uuid) -> sqlx::Result<Vec<
     let Some(boot) = machine_boot() else {
         return Ok(Vec::new());
     };
-    #[derive(FromRow)]
     struct Here {
         boot_id: Uuid,
         pid: i32,
         start_ticks: Option<i64>,
     }
-    let here: Vec<Here> = sqlx::query_as(
+    let here: Vec<Here> = sqlx::query_as!(
+        Here,
         "SELECT boot_id, pid, start_ticks FROM processes
          WHERE host = $1 AND machine_boot = $2 AND boot_id <> $3",
+        hostname(),
+        boot,
+        own,
     )
-    .bind(hostname())
-    .bind(boot)
-    .bind(own)
     .fetch_all(pool)
     .await?;
     Ok(here

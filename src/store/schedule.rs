@@ -2,10 +2,10 @@
 //! tick that advances their due times and enqueues their runs together.
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgConnection};
+use sqlx::PgConnection;
 
 /// An active sync whose due time has come (or which is not yet armed).
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct DueSync {
     pub id: String,
     pub workspace_id: String,
@@ -22,7 +22,8 @@ pub struct DueSync {
 /// rows another daemon's tick holds, so several daemons split one busy second
 /// between them instead of queueing on the same rows.
 pub async fn lock_due_syncs(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<DueSync>> {
-    sqlx::query_as::<_, DueSync>(
+    sqlx::query_as!(
+        DueSync,
         "SELECT d.sync_id AS id, s.workspace_id, s.version, nullif(d.next_due_at, '-infinity') AS next_due_at,
                 s.definition->>'schedule' AS schedule, s.definition->>'timezone' AS timezone,
                 s.definition->>'catch_up' AS catch_up
@@ -31,8 +32,8 @@ pub async fn lock_due_syncs(conn: &mut PgConnection, limit: i64) -> sqlx::Result
          ORDER BY d.next_due_at
          LIMIT $1
          FOR UPDATE OF d SKIP LOCKED",
+        limit,
     )
-    .bind(limit)
     .fetch_all(conn)
     .await
 }
@@ -50,7 +51,7 @@ pub struct Advance {
 }
 
 /// What the tick's statement did to one sync.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct Advanced {
     pub sync_id: String,
     /// A new queued run was inserted (false when one was already queued, or
@@ -79,8 +80,9 @@ pub async fn advance_and_enqueue(
     let versions: Vec<i32> = steps.iter().map(|s| s.version).collect();
     // The sync's workspace and version come from the lock's read, in this
     // transaction: the statement touches no `syncs` row.
-    sqlx::query_as::<_, Advanced>(
-        "WITH step AS (
+    sqlx::query_as!(
+        Advanced,
+        r#"WITH step AS (
            SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bool[],
                                 $6::text[], $7::int[])
                          AS t(id, seen, next, enqueue, workspace_id, version)),
@@ -94,16 +96,16 @@ pub async fn advance_and_enqueue(
            SELECT id, workspace_id, version, 'schedule', $5 FROM advanced WHERE enqueue
            ON CONFLICT (sync_id) WHERE status = 'queued' DO NOTHING
            RETURNING sync_id)
-         SELECT advanced.id AS sync_id, enqueued.sync_id IS NOT NULL AS enqueued
-         FROM advanced LEFT JOIN enqueued ON enqueued.sync_id = advanced.id",
+         SELECT advanced.id AS "sync_id!", enqueued.sync_id IS NOT NULL AS "enqueued!"
+         FROM advanced LEFT JOIN enqueued ON enqueued.sync_id = advanced.id"#,
+        &ids as _,
+        &seen as _,
+        &next,
+        &enqueue,
+        max_attempts,
+        &workspaces as _,
+        &versions,
     )
-    .bind(&ids)
-    .bind(&seen)
-    .bind(&next)
-    .bind(&enqueue)
-    .bind(max_attempts)
-    .bind(&workspaces)
-    .bind(&versions)
     .fetch_all(conn)
     .await
 }
