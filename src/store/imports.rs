@@ -34,15 +34,15 @@ pub async fn record_import_processes(
 ) -> sqlx::Result<()> {
     let ids: Vec<i64> = processes.iter().map(|p| p.0).collect();
     let records: Vec<i32> = processes.iter().map(|p| p.1).collect();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO import_processes (sync_id, run_id, process_id, records)
          SELECT $1, $2, p, r FROM unnest($3::bigint[], $4::int[]) AS t(p, r)
          ON CONFLICT (sync_id, process_id) DO NOTHING",
+        sync_id,
+        run_id,
+        &ids,
+        &records,
     )
-    .bind(sync_id)
-    .bind(run_id)
-    .bind(&ids)
-    .bind(&records)
     .execute(pool)
     .await?;
     Ok(())
@@ -54,23 +54,27 @@ pub async fn due_import_processes(
     after: std::time::Duration,
     limit: i64,
 ) -> sqlx::Result<Vec<ImportProcessRow>> {
-    sqlx::query_as::<_, ImportProcessRow>(
-        "SELECT * FROM import_processes
-         WHERE status = 'pending' AND coalesce(checked_at, created_at) < now() - make_interval(secs => $1)
-         ORDER BY coalesce(checked_at, created_at) LIMIT $2",
+    sqlx::query_as!(
+        ImportProcessRow,
+        r#"SELECT id, sync_id, run_id, process_id, records, status AS "status: ImportStatus",
+                  counts AS "counts: Json<serde_json::Value>", error, created_at, checked_at,
+                  checks, invalid_emails
+           FROM import_processes
+           WHERE status = 'pending' AND coalesce(checked_at, created_at) < now() - make_interval(secs => $1)
+           ORDER BY coalesce(checked_at, created_at) LIMIT $2"#,
+        after.as_secs_f64(),
+        limit,
     )
-    .bind(after.as_secs_f64())
-    .bind(limit)
     .fetch_all(pool)
     .await
 }
 
 /// Notes a check that found the import still running.
 pub async fn mark_import_checked(pool: &PgPool, id: i64) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE import_processes SET checked_at = now(), checks = checks + 1 WHERE id = $1",
+        id,
     )
-    .bind(id)
     .execute(pool)
     .await?;
     Ok(())
@@ -90,16 +94,16 @@ pub async fn finish_import_process(
 ) -> sqlx::Result<bool> {
     let invalid = invalid_emails(counts);
     let mut tx = pool.begin().await?;
-    let ended = sqlx::query(
+    let ended = sqlx::query!(
         "UPDATE import_processes SET status = $2, counts = $3, error = $4, invalid_emails = $5,
                 checked_at = now(), checks = checks + 1
          WHERE id = $1 AND status = 'pending'",
+        process.id,
+        status as _,
+        counts.map(Json) as _,
+        error,
+        invalid,
     )
-    .bind(process.id)
-    .bind(status)
-    .bind(counts.map(Json))
-    .bind(error)
-    .bind(invalid)
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -111,11 +115,13 @@ pub async fn finish_import_process(
         "process_id": process.process_id, "status": status, "records": process.records,
         "counts": counts, "error": error,
     });
-    sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, 'import_outcome', $2)")
-        .bind(process.run_id)
-        .bind(Json(&detail))
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "INSERT INTO run_events (run_id, kind, detail) VALUES ($1, 'import_outcome', $2)",
+        process.run_id,
+        Json(&detail) as _,
+    )
+    .execute(&mut *tx)
+    .await?;
     if status == ImportStatus::Completed {
         // Brevo's report counts the rows it skipped but does not name them:
         // one row per count with its code, and the run's rejected count
@@ -128,21 +134,23 @@ pub async fn finish_import_process(
                 process.records,
                 skipped_reason(&what),
             );
-            sqlx::query(
+            sqlx::query!(
                 "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
                  VALUES ($1, $2, NULL, NULL, $3, $4)",
+                process.run_id,
+                &process.sync_id,
+                format!("import_{what}"),
+                message,
             )
-            .bind(process.run_id)
-            .bind(&process.sync_id)
-            .bind(format!("import_{what}"))
-            .bind(message)
             .execute(&mut *tx)
             .await?;
-            sqlx::query("UPDATE runs SET records_rejected = records_rejected + $2 WHERE id = $1")
-                .bind(process.run_id)
-                .bind(n)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query!(
+                "UPDATE runs SET records_rejected = records_rejected + $2 WHERE id = $1",
+                process.run_id,
+                n,
+            )
+            .execute(&mut *tx)
+            .await?;
         }
     }
     if status != ImportStatus::Completed {
@@ -163,23 +171,25 @@ pub async fn finish_import_process(
                 process.records
             )
         };
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
              VALUES ($1, $2, NULL, NULL, $3, $4)",
+            process.run_id,
+            &process.sync_id,
+            format!("import_{status}"),
+            message,
         )
-        .bind(process.run_id)
-        .bind(&process.sync_id)
-        .bind(format!("import_{status}"))
-        .bind(message)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("UPDATE runs SET records_rejected = records_rejected + $2 WHERE id = $1")
-            .bind(process.run_id)
-            .bind(i64::from(process.records))
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query!(
+            "UPDATE runs SET records_rejected = records_rejected + $2 WHERE id = $1",
+            process.run_id,
+            i64::from(process.records),
+        )
+        .execute(&mut *tx)
+        .await?;
         // Its keys leave the ledger, whether completed one by one or as a batch.
-        sqlx::query(
+        sqlx::query!(
             "WITH b AS (
                DELETE FROM delivery_batches
                WHERE sync_id = $1 AND result @> jsonb_build_object('processId', $2::bigint)
@@ -189,9 +199,9 @@ pub async fn finish_import_process(
                WHERE d.sync_id = b.sync_id AND d.key = ANY(b.keys) AND d.batch_id = b.id)
              DELETE FROM deliveries
              WHERE sync_id = $1 AND result @> jsonb_build_object('processId', $2::bigint)",
+            &process.sync_id,
+            process.process_id,
         )
-        .bind(&process.sync_id)
-        .bind(process.process_id)
         .execute(&mut *tx)
         .await?;
     }
@@ -237,10 +247,14 @@ pub async fn list_import_processes(
     pool: &PgPool,
     run_id: i64,
 ) -> sqlx::Result<Vec<ImportProcessRow>> {
-    sqlx::query_as::<_, ImportProcessRow>(
-        "SELECT * FROM import_processes WHERE run_id = $1 ORDER BY id",
+    sqlx::query_as!(
+        ImportProcessRow,
+        r#"SELECT id, sync_id, run_id, process_id, records, status AS "status: ImportStatus",
+                  counts AS "counts: Json<serde_json::Value>", error, created_at, checked_at,
+                  checks, invalid_emails
+           FROM import_processes WHERE run_id = $1 ORDER BY id"#,
+        run_id,
     )
-    .bind(run_id)
     .fetch_all(pool)
     .await
 }
