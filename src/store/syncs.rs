@@ -170,10 +170,12 @@ async fn publish_in(
     let mut outcomes = Vec::with_capacity(definitions.len());
     for definition in definitions {
         let json = serde_json::to_value(definition)?;
-        sqlx::query("INSERT INTO workspaces (id) VALUES ($1) ON CONFLICT (id) DO NOTHING")
-            .bind(definition.workspace.as_str())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query!(
+            "INSERT INTO workspaces (id) VALUES ($1) ON CONFLICT (id) DO NOTHING",
+            definition.workspace.as_str(),
+        )
+        .execute(&mut *tx)
+        .await?;
         // `before` reads the row as the statement's snapshot saw it, i.e. before the
         // upsert, to tell created / updated / unchanged apart in one statement. (No
         // FOR UPDATE there: locking a row this same statement updates yields nothing.)
@@ -222,18 +224,18 @@ async fn publish_in(
         .bind(actor.label())
         .fetch_one(&mut *tx)
         .await?;
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO sync_cursors (sync_id) VALUES ($1) ON CONFLICT (sync_id) DO NOTHING",
+            definition.id.as_str(),
         )
-        .bind(definition.id.as_str())
         .execute(&mut *tx)
         .await?;
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO sync_schedule (sync_id) VALUES ($1)
              ON CONFLICT (sync_id) DO UPDATE SET next_due_at = '-infinity' WHERE $2",
+            definition.id.as_str(),
+            rearm,
         )
-        .bind(definition.id.as_str())
-        .bind(rearm)
         .execute(&mut *tx)
         .await?;
         let outcome = match outcome.as_str() {
@@ -258,11 +260,11 @@ async fn publish_in(
 
 /// Syncs not archived whose ids are not in `kept`, locked for the apply.
 async fn syncs_not_in(tx: &mut PgConnection, kept: &[&str]) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT id FROM syncs WHERE status <> 'archived' AND NOT (id = ANY($1))
          ORDER BY id FOR UPDATE",
+        kept as _,
     )
-    .bind(kept)
     .fetch_all(tx)
     .await
 }
@@ -324,11 +326,11 @@ async fn archive_in(
 /// is retried in the new epoch), audited. Returns the new epoch.
 pub async fn resync_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<i32> {
     let mut tx = pool.begin().await?;
-    let epoch: i32 = sqlx::query_scalar(
+    let epoch: i32 = sqlx::query_scalar!(
         "UPDATE syncs SET ledger_epoch = ledger_epoch + 1, updated_at = now()
          WHERE id = $1 RETURNING ledger_epoch",
+        id,
     )
-    .bind(id)
     .fetch_one(&mut *tx)
     .await?;
     let previous = super::cursors::rewind_cursor(&mut tx, id).await?;
@@ -479,10 +481,12 @@ pub async fn resume_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<
     .await?;
     if let Some(previous) = &previous {
         // Armed afresh: the ticks that fell while it was paused are not made up.
-        sqlx::query("UPDATE sync_schedule SET next_due_at = '-infinity' WHERE sync_id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query!(
+            "UPDATE sync_schedule SET next_due_at = '-infinity' WHERE sync_id = $1",
+            id,
+        )
+        .execute(&mut *tx)
+        .await?;
         record_audit(
             &mut tx,
             actor,
@@ -549,18 +553,19 @@ pub async fn set_last_error(
     sync_id: &str,
     last_error: &serde_json::Value,
 ) -> sqlx::Result<()> {
-    sqlx::query("UPDATE syncs SET last_error = $2 WHERE id = $1")
-        .bind(sync_id)
-        .bind(Json(last_error))
-        .execute(pool)
-        .await?;
+    sqlx::query!(
+        "UPDATE syncs SET last_error = $2 WHERE id = $1",
+        sync_id,
+        Json(last_error) as _,
+    )
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
 /// The workspace a sync belongs to.
 pub async fn workspace_of_sync(pool: &PgPool, sync_id: &str) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("SELECT workspace_id FROM syncs WHERE id = $1")
-        .bind(sync_id)
+    sqlx::query_scalar!("SELECT workspace_id FROM syncs WHERE id = $1", sync_id)
         .fetch_optional(pool)
         .await
 }
