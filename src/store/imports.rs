@@ -134,23 +134,7 @@ pub async fn finish_import_process(
                 process.records,
                 skipped_reason(&what),
             );
-            sqlx::query!(
-                "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
-                 VALUES ($1, $2, NULL, NULL, $3, $4)",
-                process.run_id,
-                &process.sync_id,
-                format!("import_{what}"),
-                message,
-            )
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query!(
-                "UPDATE runs SET records_rejected = records_rejected + $2 WHERE id = $1",
-                process.run_id,
-                n,
-            )
-            .execute(&mut *tx)
-            .await?;
+            reject_carried(&mut tx, process, format!("import_{what}"), message, n).await?;
         }
     }
     if status != ImportStatus::Completed {
@@ -171,23 +155,8 @@ pub async fn finish_import_process(
                 process.records
             )
         };
-        sqlx::query!(
-            "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
-             VALUES ($1, $2, NULL, NULL, $3, $4)",
-            process.run_id,
-            &process.sync_id,
-            format!("import_{status}"),
-            message,
-        )
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query!(
-            "UPDATE runs SET records_rejected = records_rejected + $2 WHERE id = $1",
-            process.run_id,
-            i64::from(process.records),
-        )
-        .execute(&mut *tx)
-        .await?;
+        let code = format!("import_{status}");
+        reject_carried(&mut tx, process, code, message, i64::from(process.records)).await?;
         // Its keys leave the ledger, whether completed one by one or as a batch.
         sqlx::query!(
             "WITH b AS (
@@ -207,6 +176,31 @@ pub async fn finish_import_process(
     }
     tx.commit().await?;
     Ok(true)
+}
+
+/// Counts `records` the import carried as rejected on its run, kept as one
+/// rejected-records row under `code` (with no key: Brevo does not say which).
+async fn reject_carried(
+    tx: &mut sqlx::PgConnection,
+    process: &ImportProcessRow,
+    code: String,
+    message: String,
+    records: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "WITH kept AS (
+           INSERT INTO rejected_records (run_id, sync_id, key, email, code, message)
+           VALUES ($1, $2, NULL, NULL, $3, $4))
+         UPDATE runs SET records_rejected = records_rejected + $5 WHERE id = $1",
+        process.run_id,
+        &process.sync_id,
+        code,
+        message,
+        records,
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
 }
 
 /// The rows a completed import skipped, by Brevo's count name
