@@ -2,8 +2,8 @@
 //! and what ran out of its attempt budget, with the page each was read from,
 //! until `sync retry-rejected` puts them back.
 
+use sqlx::PgPool;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgPool};
 
 use super::audit::{Actor, record_audit};
 
@@ -34,26 +34,26 @@ pub async fn record_rejections(
     let messages: Vec<&str> = rejections.iter().map(|r| r.message.as_str()).collect();
     // The source's start is stored as JSON null: SQL NULL means "unknown".
     let page_cursor = Json(page_cursor.unwrap_or(&serde_json::Value::Null));
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message, page, page_cursor)
          SELECT $1, $2, k, e, c, m, $7, $8
          FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[]) AS r(k, e, c, m)",
+        run_id,
+        sync_id,
+        keys as _,
+        emails as _,
+        codes as _,
+        messages as _,
+        &page[..],
+        page_cursor as _,
     )
-    .bind(run_id)
-    .bind(sync_id)
-    .bind(keys)
-    .bind(emails)
-    .bind(codes)
-    .bind(messages)
-    .bind(&page[..])
-    .bind(page_cursor)
     .execute(pool)
     .await?;
     Ok(())
 }
 
 /// A stored rejected record.
-#[derive(Debug, Clone, serde::Serialize, FromRow)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RejectedRow {
     pub id: i64,
     pub run_id: i64,
@@ -77,11 +77,13 @@ pub async fn list_rejections(
     run_id: i64,
     limit: i64,
 ) -> sqlx::Result<Vec<RejectedRow>> {
-    sqlx::query_as::<_, RejectedRow>(
-        "SELECT * FROM rejected_records WHERE run_id = $1 ORDER BY id LIMIT $2",
+    sqlx::query_as!(
+        RejectedRow,
+        "SELECT id, run_id, key, email, code, message, created_at FROM rejected_records
+         WHERE run_id = $1 ORDER BY id LIMIT $2",
+        run_id,
+        limit,
     )
-    .bind(run_id)
-    .bind(limit)
     .fetch_all(pool)
     .await
 }
@@ -91,11 +93,13 @@ pub const ATTEMPT_BUDGET_EXHAUSTED: &str = "attempt_budget_exhausted";
 
 /// How many records a run quarantined.
 pub async fn quarantined_in_run(pool: &PgPool, run_id: i64) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT count(*) FROM rejected_records WHERE run_id = $1 AND code = $2")
-        .bind(run_id)
-        .bind(ATTEMPT_BUDGET_EXHAUSTED)
-        .fetch_one(pool)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "quarantined!" FROM rejected_records WHERE run_id = $1 AND code = $2"#,
+        run_id,
+        ATTEMPT_BUDGET_EXHAUSTED,
+    )
+    .fetch_one(pool)
+    .await
 }
 
 /// A sync's records that are quarantined or rejected and not put back yet.
@@ -115,7 +119,6 @@ pub async fn open_rejections(
     sync_id: &str,
     limit: i64,
 ) -> sqlx::Result<OpenRejections> {
-    #[derive(FromRow)]
     struct Open {
         quarantined: i64,
         rejected: i64,
@@ -123,21 +126,23 @@ pub async fn open_rejections(
     let Open {
         quarantined,
         rejected,
-    } = sqlx::query_as(
-        "SELECT count(DISTINCT coalesce(key, int8send(id))) FILTER (WHERE code = $2) AS quarantined,
-                count(DISTINCT coalesce(key, int8send(id))) FILTER (WHERE code <> $2) AS rejected
-         FROM rejected_records WHERE sync_id = $1 AND put_back_at IS NULL",
+    } = sqlx::query_as!(
+        Open,
+        r#"SELECT count(DISTINCT coalesce(key, int8send(id))) FILTER (WHERE code = $2) AS "quarantined!",
+                  count(DISTINCT coalesce(key, int8send(id))) FILTER (WHERE code <> $2) AS "rejected!"
+           FROM rejected_records WHERE sync_id = $1 AND put_back_at IS NULL"#,
+        sync_id,
+        ATTEMPT_BUDGET_EXHAUSTED,
     )
-    .bind(sync_id)
-    .bind(ATTEMPT_BUDGET_EXHAUSTED)
     .fetch_one(pool)
     .await?;
-    let latest = sqlx::query_as::<_, RejectedRow>(
+    let latest = sqlx::query_as!(
+        RejectedRow,
         "SELECT id, run_id, key, email, code, message, created_at FROM rejected_records
          WHERE sync_id = $1 AND put_back_at IS NULL ORDER BY id DESC LIMIT $2",
+        sync_id,
+        limit,
     )
-    .bind(sync_id)
-    .bind(limit)
     .fetch_all(pool)
     .await?;
     Ok(OpenRejections {
@@ -150,14 +155,15 @@ pub async fn open_rejections(
 /// Whether a quarantine alert is due for the sync: none was raised since its
 /// records were last put back (one alert per incident).
 pub async fn quarantine_alert_due(pool: &PgPool, sync_id: &str, kind: &str) -> sqlx::Result<bool> {
-    sqlx::query_scalar(
-        "SELECT NOT EXISTS (
-           SELECT 1 FROM alerts WHERE sync_id = $1 AND kind = $2
-             AND at > coalesce((SELECT max(at) FROM audit_log
-                                WHERE sync_id = $1 AND action = 'retry_rejected'), '-infinity'))",
+    sqlx::query_scalar!(
+        r#"SELECT NOT EXISTS (
+             SELECT 1 FROM alerts WHERE sync_id = $1 AND kind = $2
+               AND at > coalesce((SELECT max(at) FROM audit_log
+                                  WHERE sync_id = $1 AND action = 'retry_rejected'), '-infinity'))
+           AS "due!""#,
+        sync_id,
+        kind,
     )
-    .bind(sync_id)
-    .bind(kind)
     .fetch_one(pool)
     .await
 }
@@ -187,13 +193,14 @@ impl PutBack {
     }
 }
 
-type PutBackRow = (
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Json<serde_json::Value>>,
-    String,
-    i64,
-);
+/// A record put back: its key, the page it was read from and that page's
+/// cursor (when known), and its row.
+struct PutBackRow {
+    key: Option<Vec<u8>>,
+    page: Option<Vec<u8>>,
+    page_cursor: Option<Json<serde_json::Value>>,
+    id: i64,
+}
 
 /// Puts rejected and quarantined records back so the next run sends them
 /// again: their stakes are forgotten (a fresh attempt budget), and the cursor
@@ -208,15 +215,16 @@ pub async fn put_back(
     actor: Actor,
 ) -> sqlx::Result<PutBack> {
     let mut tx = pool.begin().await?;
-    let rows: Vec<PutBackRow> = sqlx::query_as(
-        "UPDATE rejected_records SET put_back_at = now()
-         WHERE sync_id = $1 AND put_back_at IS NULL
-           AND ($2::bigint IS NULL OR run_id = $2) AND ($3::text IS NULL OR code = $3)
-         RETURNING key, page, page_cursor, code, id",
+    let rows: Vec<PutBackRow> = sqlx::query_as!(
+        PutBackRow,
+        r#"UPDATE rejected_records SET put_back_at = now()
+           WHERE sync_id = $1 AND put_back_at IS NULL
+             AND ($2::bigint IS NULL OR run_id = $2) AND ($3::text IS NULL OR code = $3)
+           RETURNING key, page, page_cursor AS "page_cursor: Json<serde_json::Value>", id"#,
+        sync_id,
+        filter.run_id,
+        filter.code.as_deref(),
     )
-    .bind(sync_id)
-    .bind(filter.run_id)
-    .bind(filter.code.as_deref())
     .fetch_all(&mut *tx)
     .await?;
     let mut done = PutBack::default();
@@ -224,41 +232,45 @@ pub async fn put_back(
         tx.commit().await?;
         return Ok(done);
     }
-    let mut keys: Vec<Vec<u8>> = rows.iter().filter_map(|r| r.0.clone()).collect();
+    let mut keys: Vec<Vec<u8>> = rows.iter().filter_map(|r| r.key.clone()).collect();
     keys.sort();
     keys.dedup();
-    let mut pages: Vec<Vec<u8>> = rows.iter().filter_map(|r| r.1.clone()).collect();
+    let mut pages: Vec<Vec<u8>> = rows.iter().filter_map(|r| r.page.clone()).collect();
     pages.sort();
     pages.dedup();
     // A key rejected on several runs counts once per code.
-    done.by_code = sqlx::query_as(
-        "SELECT code, count(DISTINCT coalesce(key, int8send(id))) FROM rejected_records
-         WHERE id = ANY($1) GROUP BY code ORDER BY code",
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    done.by_code = sqlx::query!(
+        r#"SELECT code, count(DISTINCT coalesce(key, int8send(id))) AS "records!"
+           FROM rejected_records WHERE id = ANY($1) GROUP BY code ORDER BY code"#,
+        &ids,
     )
-    .bind(rows.iter().map(|r| r.4).collect::<Vec<i64>>())
     .fetch_all(&mut *tx)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|row| (row.code, row.records))
+    .collect();
     // Forget their stakes: per-key rows, and the open bulk stakes of their
     // pages (the keys of such a stake that arrived have completed stakes of
     // their own; the others are sent again, as they would be anyway).
-    sqlx::query(
+    sqlx::query!(
         "WITH k AS (
            DELETE FROM deliveries WHERE sync_id = $1 AND key = ANY($2) AND status = 'pending')
          DELETE FROM delivery_batches
          WHERE sync_id = $1 AND page = ANY($3) AND completed_at IS NULL AND NOT per_key",
+        sync_id,
+        &keys,
+        &pages,
     )
-    .bind(sync_id)
-    .bind(&keys)
-    .bind(&pages)
     .execute(&mut *tx)
     .await?;
     // The earliest page, unless the cursor was reset since (a reset already
     // reads everything again, and the cursor may now be before that page).
     let earliest = rows
         .iter()
-        .filter(|r| r.2.is_some())
-        .min_by_key(|r| r.4)
-        .map(|r| (r.4, r.2.clone().map(|c| c.0).unwrap_or_default()));
+        .filter(|r| r.page_cursor.is_some())
+        .min_by_key(|r| r.id)
+        .map(|r| (r.id, r.page_cursor.clone().map(|c| c.0).unwrap_or_default()));
     if let Some((id, cursor)) = earliest {
         let moved: Option<i64> = sqlx::query_scalar(concat!(
             "UPDATE sync_cursors c
