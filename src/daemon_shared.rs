@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use crate::alerts::Alerter;
 use crate::config::Settings;
 use crate::lease::LeaseManager;
+use crate::outbound::SharedBudgets;
 use crate::redis::SharedConnection;
 use crate::source::SourceConnections;
 use crate::store::grouped::RunStatements;
@@ -21,6 +22,9 @@ pub struct Daemon {
     /// The daemon's one way to Redis (leases take theirs from it too).
     pub redis: SharedConnection,
     pub leases: LeaseManager,
+    /// Destination request budgets (shared in Redis; while Redis is away,
+    /// this process's own pace): one set for all its runs and checks.
+    pub budgets: SharedBudgets,
     pub settings: Arc<Settings>,
     pub alerter: Alerter,
     /// Source connections shared by this daemon's runs.
@@ -47,6 +51,7 @@ impl Daemon {
             settings.lease.ttl,
         );
         Self {
+            budgets: SharedBudgets::in_redis(redis.pool().clone(), &settings.redis.key_prefix),
             redis,
             statements: RunStatements::new(store.clone()),
             alerter: Alerter::new(store.clone(), &settings.alerts),

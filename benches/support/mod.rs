@@ -134,7 +134,10 @@ pub fn run_env(
     let env = syncward::worker::RunEnv::new(
         pool.clone(),
         syncward::store::grouped::RunStatements::new(pool.clone()),
-        &redis,
+        syncward::outbound::SharedBudgets::in_redis(
+            redis.pool().clone(),
+            &settings.redis.key_prefix,
+        ),
         leases,
         Default::default(),
         settings,

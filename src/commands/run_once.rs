@@ -202,7 +202,7 @@ pub async fn foreground(
             let env = RunEnv::new(
                 pool.clone(),
                 statements.clone(),
-                &shared,
+                crate::outbound::SharedBudgets::in_redis(redis.clone(), &prefix),
                 leases.clone(),
                 Default::default(),
                 settings,

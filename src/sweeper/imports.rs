@@ -11,7 +11,6 @@ use crate::daemon_shared::Daemon;
 use std::collections::HashMap;
 
 use crate::destination::{AnyDestination, DESTINATION_RETRY, Destination, ImportOutcome};
-use crate::outbound::SharedBudgets;
 use crate::states::ImportStatus;
 use crate::store::imports::ImportProcessRow;
 use crate::store::{imports, syncs};
@@ -36,12 +35,13 @@ pub const IMPORT_UNKNOWN_ALERT: &str = "import_outcome_unknown";
 /// Takes one check from this hour's budget of the account; false when spent
 /// (or when Redis cannot count it: no check is better than one too many).
 async fn take_check(daemon: &Daemon, budget: &str) -> bool {
-    let budgets = SharedBudgets::in_redis(
-        daemon.redis.pool().clone(),
-        &daemon.settings.redis.key_prefix,
-    );
     let per_hour = daemon.settings.sweeper.import_checks_per_hour;
-    budgets.per_hour(budget, per_hour).take().await.is_ok()
+    daemon
+        .budgets
+        .per_hour(budget, per_hour)
+        .take()
+        .await
+        .is_ok()
 }
 
 /// The due imports of one destination account, with a destination to ask.

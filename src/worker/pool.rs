@@ -63,7 +63,7 @@ fn run_env(daemon: &Daemon, shutdown: &Shutdown) -> RunEnv {
     let mut env = RunEnv::new(
         daemon.store.clone(),
         daemon.statements.clone(),
-        &daemon.redis,
+        daemon.budgets.clone(),
         daemon.leases.clone(),
         daemon.sources.clone(),
         &daemon.settings,
@@ -321,5 +321,50 @@ async fn break_recorded_lease(daemon: &Daemon, run_id: i64) {
         && let Err(e) = daemon.leases.break_lease(&row.sync_id, &value).await
     {
         warn!(error = %e, "Breaking the run's lease failed; it expires on its own");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+    use crate::redis::{RedisPool, SharedConnection};
+
+    /// With Redis away, an account's runs in one daemon pace it together (at
+    /// half the shared rate), not each at that rate of its own.
+    #[tokio::test]
+    async fn runs_of_one_daemon_share_the_local_pace_while_redis_is_away() {
+        // A port nothing listens on: every reservation falls back to the local pace.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        let redis = RedisPool::server(&format!("redis://127.0.0.1:{port}")).unwrap();
+        let store = PgPool::connect_lazy("postgres://nobody@127.0.0.1:1/none").unwrap();
+        let daemon = Daemon::new(
+            store,
+            SharedConnection::new(redis),
+            uuid::Uuid::new_v4(),
+            Arc::new(Settings::default()),
+        );
+        let shutdown = Shutdown::new(Duration::from_secs(15));
+        let (first, second) = (run_env(&daemon, &shutdown), run_env(&daemon, &shutdown));
+        let per_second = 10;
+        let first_slot = first.budgets.per_second("acct", per_second).take().await;
+        let second_slot = second.budgets.per_second("acct", per_second).take().await;
+        assert_eq!(first_slot, Ok(Duration::ZERO));
+        // The second run's slot comes one local interval (twice the shared
+        // one: 2 × 1 s / (10 × 0.9) = 222 ms) after the first run's.
+        let interval = first
+            .budgets
+            .per_second("acct", per_second)
+            .interval()
+            .unwrap();
+        let second_slot = second_slot.unwrap();
+        assert!(
+            second_slot > interval + interval / 2 && second_slot <= interval * 2,
+            "the second run's slot is {second_slot:?} away; one local interval ({:?}) expected",
+            interval * 2
+        );
     }
 }

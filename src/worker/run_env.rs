@@ -13,7 +13,6 @@ use crate::destination::{DESTINATION_RETRY, RetryPolicy};
 use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
 use crate::outbound::SharedBudgets;
-use crate::redis::SharedConnection;
 use crate::source::SourceConnections;
 use crate::store::grouped::RunStatements;
 use crate::store::runs::RunCounts;
@@ -35,7 +34,9 @@ pub struct RunEnv {
     pub stop: CancellationToken,
     /// Source connections shared by the runs of this process.
     pub sources: SourceConnections,
-    /// Destination request budgets, shared per account with every daemon.
+    /// Destination request budgets, shared per account with every daemon:
+    /// the process's one set (its local pace, while Redis is away, is the
+    /// whole process's, not each run's).
     pub budgets: SharedBudgets,
     /// Where each workspace's secrets are read, when a run opens its
     /// connectors.
@@ -53,7 +54,7 @@ impl RunEnv {
     pub fn new(
         store: PgPool,
         statements: RunStatements,
-        redis: &SharedConnection,
+        budgets: SharedBudgets,
         leases: LeaseManager,
         sources: SourceConnections,
         settings: &Settings,
@@ -69,7 +70,7 @@ impl RunEnv {
             retry: DESTINATION_RETRY,
             stop,
             sources,
-            budgets: SharedBudgets::in_redis(redis.pool().clone(), &settings.redis.key_prefix),
+            budgets,
             secrets: settings.secrets.store(),
             hold_worker_for_slot: None,
         }
