@@ -169,7 +169,7 @@ impl Outages {
 /// `SELECT 1` through the probe's pool; when that fails, a connection of
 /// its own says why.
 async fn probe_store(pool: &PgPool, options: &PgConnectOptions) -> Result<(), String> {
-    let pooled = tokio::time::timeout(PROBE_TIMEOUT, sqlx::query("SELECT 1").execute(pool)).await;
+    let pooled = tokio::time::timeout(PROBE_TIMEOUT, crate::store::ping(pool)).await;
     if let Ok(Ok(_)) = pooled {
         return Ok(());
     }

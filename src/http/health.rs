@@ -69,14 +69,12 @@ async fn refresh_sync_health(state: &HttpState) {
 }
 
 pub async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
-    let postgres =
-        match tokio::time::timeout(READY_TIMEOUT, sqlx::query("SELECT 1").execute(&state.store))
-            .await
-        {
-            Ok(Ok(_)) => "ok".to_string(),
-            Ok(Err(e)) => format!("unreachable: {e}"),
-            Err(_) => "no answer within 2s".to_string(),
-        };
+    let postgres = match tokio::time::timeout(READY_TIMEOUT, crate::store::ping(&state.store)).await
+    {
+        Ok(Ok(_)) => "ok".to_string(),
+        Ok(Err(e)) => format!("unreachable: {e}"),
+        Err(_) => "no answer within 2s".to_string(),
+    };
     let redis = match tokio::time::timeout(READY_TIMEOUT, async {
         let mut conn = state.redis.get().await.map_err(|e| e.to_string())?;
         deadpool_redis::redis::cmd("PING")

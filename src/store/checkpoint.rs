@@ -2,60 +2,12 @@
 //! One commit (one round trip) per page: the fenced cursor, the run's counts, the bulk
 //! call's answer, the next page's stake; built from the single-effect statements' fragments.
 
+use sqlx::PgPool;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgPool};
 
-use super::cursors::move_cursor;
-use super::ledger::{
-    BatchCompletion, BatchStake, BatchStakeRequest, BatchStakeRow, complete_batch_ctes,
-    completed_meanwhile, stake_batch_ctes,
-};
+use super::compose::composed;
+use super::ledger::{BatchCompletion, BatchStake, BatchStakeRequest, BatchStakeRow};
 use super::runs::RunCounts;
-
-/// The checkpoint. Binds: $1 run, $2 sync, $3 fence, $4-$7 and $9 the counts,
-/// $8 the cursor, $10-$13 the completion, $14-$18 the stake, $19 the pages.
-///
-/// - `done`, `followed`: the page's bulk answer, as `ledger::complete_batch`
-///   writes it, whether or not the cursor moves (the call was made).
-/// - `moved`: the cursor, as `cursors::checkpoint_cursor` moves it, under the
-///   fence check; it is what every later effect hangs on.
-/// - `progress`: the run's counts and position, only with the cursor; it
-///   answers whether a person asked the run to stop (`runs cancel`).
-/// - `gone`, `staked`: the next page's stake, as `ledger::stake_batch` makes
-///   it, fenced by `moved` instead of a `FOR SHARE` check (the cursor row is
-///   already locked by its update), and only when one is asked for.
-const CLEAN_PAGE: &str = concat!(
-    "WITH ",
-    complete_batch_ctes!(batch: "$10", result: "$11", sync: "$2", run: "$1",
-                         process: "$12", records: "$13"),
-    ",
-     moved AS (",
-    move_cursor!(sync: "$2", cursor: "$8", fence: "$3", run: "$1"),
-    " RETURNING 1),
-     progress AS (
-       UPDATE runs SET records_read = $4, records_written = $5, records_replayed = $6,
-              records_rejected = $7, records_resent = $9, cursor_end = $8,
-              pages = $19, heartbeat_at = now()
-       WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)
-       RETURNING cancel_requested_at IS NOT NULL AS cancel),
-     next_stake AS (SELECT 1 FROM moved WHERE $14 IS NOT NULL), ",
-    stake_batch_ctes!(guard: "next_stake", sync: "$2", run: "$1", fence: "$3", page: "$14",
-                      packed_keys: "$15", attempts: "$16", superseded: "$17"),
-    " SELECT EXISTS (SELECT 1 FROM moved) AS moved, (SELECT id FROM staked) AS batch, ",
-    completed_meanwhile!(watched: "$18"),
-    " AS completed_meanwhile, coalesce((SELECT cancel FROM progress), false) AS cancel"
-);
-
-/// What the clean-page statement answers: whether the cursor moved, the next
-/// page's stake (as `ledger::BatchStakeRow`'s columns), and whether the run
-/// was asked to stop.
-#[derive(Debug, FromRow)]
-struct CleanPageRow {
-    moved: bool,
-    #[sqlx(flatten)]
-    stake: BatchStakeRow,
-    cancel: bool,
-}
 
 /// One clean page, as the run holds it at its checkpoint.
 #[derive(Debug, Clone, Copy)]
@@ -97,32 +49,67 @@ pub async fn record_clean_page(
         completion,
         stake,
     } = *page;
-    let CleanPageRow {
-        moved,
-        stake: staked,
-        cancel,
-    } = sqlx::query_as(CLEAN_PAGE)
-        .bind(run_id)
-        .bind(sync_id)
-        .bind(fence)
-        .bind(counts.read)
-        .bind(counts.written)
-        .bind(counts.replayed)
-        .bind(counts.rejected)
-        .bind(cursor.map(Json))
-        .bind(counts.resent)
-        .bind(completion.map(|c| c.batch))
-        .bind(completion.map(|c| Json(&c.result)))
-        .bind(completion.and_then(|c| c.import.map(|i| i.0)))
-        .bind(completion.and_then(|c| c.import.map(|i| i.1)))
-        .bind(stake.map(|c| &c.page[..]))
-        .bind(stake.map(|c| &c.packed_keys))
-        .bind(stake.map(|c| c.attempts))
-        .bind(stake.map(|c| &c.superseded[..]).unwrap_or(&[]))
-        .bind(stake.map(|c| &c.watched[..]).unwrap_or(&[]))
-        .bind(i32::try_from(pages).unwrap_or(i32::MAX))
-        .fetch_one(pool)
-        .await?;
+    // Binds: $1 run, $2 sync, $3 fence, $4-$7 and $9 the counts, $8 the
+    // cursor, $10-$13 the completion, $14-$18 the stake, $19 the pages.
+    //
+    // - `done`, `followed`: the page's bulk answer, as `ledger::complete_batch`
+    //   writes it, whether or not the cursor moves (the call was made).
+    // - `moved`: the cursor, as `cursors::checkpoint_cursor` moves it, under
+    //   the fence check; it is what every later effect hangs on.
+    // - `progress`: the run's counts and position, only with the cursor; it
+    //   answers whether a person asked the run to stop (`runs cancel`).
+    // - `gone`, `staked`: the next page's stake, as `ledger::stake_batch`
+    //   makes it, fenced by `moved` instead of a `FOR SHARE` check (the cursor
+    //   row is already locked by its update), and only when one is asked for.
+    let row = composed!(query [
+        "WITH ",
+        complete_batch_ctes!(batch: "$10", result: "$11", sync: "$2", run: "$1",
+                             process: "$12", records: "$13"),
+        ",
+         moved AS (",
+        move_cursor!(sync: "$2", cursor: "$8", fence: "$3", run: "$1"),
+        " RETURNING 1),
+         progress AS (
+           UPDATE runs SET records_read = $4, records_written = $5, records_replayed = $6,
+                  records_rejected = $7, records_resent = $9, cursor_end = $8,
+                  pages = $19, heartbeat_at = now()
+           WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)
+           RETURNING cancel_requested_at IS NOT NULL AS cancel),
+         next_stake AS (SELECT 1 FROM moved WHERE $14::bytea IS NOT NULL), ",
+        stake_batch_ctes!(guard: "next_stake", sync: "$2", run: "$1", fence: "$3", page: "$14",
+                          packed_keys: "$15", attempts: "$16", superseded: "$17"),
+        " SELECT EXISTS (SELECT 1 FROM moved) AS \"moved!\", (SELECT id FROM staked) AS batch, ",
+        completed_meanwhile!(watched: "$18"),
+        " AS completed_meanwhile,
+          coalesce((SELECT cancel FROM progress), false) AS \"cancel!\"",
+    ],
+        run_id,
+        sync_id,
+        fence,
+        counts.read,
+        counts.written,
+        counts.replayed,
+        counts.rejected,
+        cursor.map(Json) as _,
+        counts.resent,
+        completion.map(|c| c.batch),
+        completion.map(|c| Json(&c.result)) as _,
+        completion.and_then(|c| c.import.map(|i| i.0)),
+        completion.and_then(|c| c.import.map(|i| i.1)),
+        stake.map(|c| &c.page[..]),
+        stake.map(|c| &c.packed_keys),
+        stake.map(|c| c.attempts),
+        stake.map(|c| &c.superseded[..]).unwrap_or(&[]),
+        stake.map(|c| &c.watched[..]).unwrap_or(&[]),
+        i32::try_from(pages).unwrap_or(i32::MAX),
+    )
+    .fetch_one(pool)
+    .await?;
+    let (moved, cancel) = (row.moved, row.cancel);
+    let staked = BatchStakeRow {
+        batch: row.batch,
+        completed_meanwhile: row.completed_meanwhile,
+    };
     let staked = (moved && stake.is_some()).then(|| staked.into());
     Ok((moved, staked, cancel))
 }

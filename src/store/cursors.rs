@@ -7,7 +7,7 @@ use sqlx::PgPool;
 use sqlx::types::Json;
 
 use super::audit::{Actor, record_audit};
-use super::fence::take_fence;
+use super::compose::composed;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CursorRow {
@@ -57,15 +57,14 @@ pub async fn rewind_cursor(
     conn: &mut sqlx::PgConnection,
     sync_id: &str,
 ) -> sqlx::Result<Option<Option<serde_json::Value>>> {
-    let previous: Option<Option<Json<serde_json::Value>>> = sqlx::query_scalar(concat!(
+    let previous = composed!(query_scalar [
         "UPDATE sync_cursors c SET cursor = NULL, ",
         take_fence!(row: "c"),
         ", run_id = NULL, updated_at = now()
          FROM (SELECT sync_id, cursor FROM sync_cursors WHERE sync_id = $1 FOR UPDATE) old
          WHERE c.sync_id = old.sync_id
-         RETURNING old.cursor"
-    ))
-    .bind(sync_id)
+         RETURNING old.cursor AS \"cursor: Json<serde_json::Value>\"",
+    ], sync_id)
     .fetch_optional(conn)
     .await?;
     Ok(previous.map(|p| p.map(|c| c.0)))
@@ -77,12 +76,12 @@ pub async fn rewind_cursor(
 /// wrote (rows affected, or a `RETURNING`).
 #[rustfmt::skip]
 macro_rules! move_cursor {
-    (sync: $sync:literal, cursor: $cursor:literal, fence: $fence:literal, run: $run:literal) => {
-        concat!("
+    (@sql $k:tt sync: $sync:tt, cursor: $cursor:tt, fence: $fence:tt, run: $run:tt) => {
+        $crate::store::compose::composed!(@resume $k ["
        UPDATE sync_cursors SET cursor = ", $cursor, ", fence = ", $fence, ", run_id = ", $run, ",
               updated_at = now()
-       WHERE ", $crate::store::fence::fence_held!(sync: $sync, fence: $fence)
-        )
+       WHERE ", fence_held!(sync: $sync, fence: $fence),
+        ])
     };
 }
 pub(crate) use move_cursor;
@@ -98,13 +97,11 @@ pub async fn checkpoint_cursor(
     fence: i64,
     run_id: i64,
 ) -> sqlx::Result<bool> {
-    let written = sqlx::query(move_cursor!(sync: "$1", cursor: "$2", fence: "$3", run: "$4"))
-        .bind(sync_id)
-        .bind(cursor.map(Json))
-        .bind(fence)
-        .bind(run_id)
-        .execute(pool)
-        .await?
-        .rows_affected();
+    let written = composed!(query [
+        move_cursor!(sync: "$1", cursor: "$2", fence: "$3", run: "$4"),
+    ], sync_id, cursor.map(Json) as _, fence, run_id)
+    .execute(pool)
+    .await?
+    .rows_affected();
     Ok(written == 1)
 }

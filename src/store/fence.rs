@@ -1,11 +1,13 @@
 //! The fence's SQL (guarantee 3), written once: how a fence is issued and how
 //! a write checks that its fence is still the newest. Every statement that
-//! issues or checks a fence is composed from these fragments with `concat!`.
+//! issues or checks a fence is composed from these fragments with
+//! `compose::composed!`, which checks it at compile time.
 //!
-//! Each fragment is a macro that expands to a string literal, so a statement
-//! built from it is one `&'static str`: the same text every time, which
-//! sqlx's per-connection statement cache keys on. The arguments are the
-//! statement's placeholders (`"$3"`) or the names of its CTEs.
+//! Each fragment answers `@sql` with its parts (string literals, and other
+//! fragments), so a statement built from it is one literal text: the same
+//! every time, which sqlx's per-connection statement cache keys on. The
+//! arguments are the statement's placeholders (`"$3"`) or the names of its
+//! CTEs.
 
 /// Issues the next fence of each sync in `from` (a row source with a
 /// `sync_id` column): one more than the last issued, or 1 for a sync never
@@ -14,19 +16,19 @@
 /// holder. Append `RETURNING` as the statement needs.
 #[rustfmt::skip]
 macro_rules! issue_fence {
-    (from: $from:literal) => { concat!("
+    (@sql $k:tt from: $from:tt) => { $crate::store::compose::composed!(@resume $k ["
        INSERT INTO sync_cursors (sync_id, fence_issued) SELECT sync_id, 1 FROM ", $from, "
        ON CONFLICT (sync_id) DO UPDATE SET fence_issued = ",
-           $crate::store::fence::next_fence!(row: "sync_cursors")
-    ) };
+           next_fence!(row: "sync_cursors"),
+    ]) };
 }
 pub(crate) use issue_fence;
 
 /// The fence after the last one issued on `row` (a `sync_cursors` row or its
 /// alias): fences only grow, one at a time.
 macro_rules! next_fence {
-    (row: $row:literal) => {
-        concat!($row, ".fence_issued + 1")
+    (@sql $k:tt row: $row:tt) => {
+        $crate::store::compose::composed!(@resume $k [$row, ".fence_issued + 1",])
     };
 }
 pub(crate) use next_fence;
@@ -37,10 +39,10 @@ pub(crate) use next_fence;
 /// older one is refused from then on and cannot write its position back.
 #[rustfmt::skip]
 macro_rules! take_fence {
-    (row: $row:literal) => { concat!(
-        "fence_issued = ", $crate::store::fence::next_fence!(row: $row),
-        ", fence = ", $crate::store::fence::next_fence!(row: $row)
-    ) };
+    (@sql $k:tt row: $row:tt) => { $crate::store::compose::composed!(@resume $k [
+        "fence_issued = ", next_fence!(row: $row),
+        ", fence = ", next_fence!(row: $row),
+    ]) };
 }
 pub(crate) use take_fence;
 
@@ -49,8 +51,10 @@ pub(crate) use take_fence;
 /// a newer fence exists (a lease taken over, a cursor reset), which is what
 /// keeps a stale run from moving the cursor or staking keys.
 macro_rules! fence_held {
-    (sync: $sync:literal, fence: $fence:literal) => {
-        concat!("sync_id = ", $sync, " AND fence_issued = ", $fence)
+    (@sql $k:tt sync: $sync:tt, fence: $fence:tt) => {
+        $crate::store::compose::composed!(@resume $k [
+            "sync_id = ", $sync, " AND fence_issued = ", $fence,
+        ])
     };
 }
 pub(crate) use fence_held;
@@ -61,10 +65,10 @@ pub(crate) use fence_held;
 /// fence can be issued between the check and the write.
 #[rustfmt::skip]
 macro_rules! fence_guard {
-    (sync: $sync:literal, fence: $fence:literal) => { concat!(
+    (@sql $k:tt sync: $sync:tt, fence: $fence:tt) => { $crate::store::compose::composed!(@resume $k [
         "SELECT 1 FROM sync_cursors WHERE ",
-        $crate::store::fence::fence_held!(sync: $sync, fence: $fence),
-        " FOR SHARE"
-    ) };
+        fence_held!(sync: $sync, fence: $fence),
+        " FOR SHARE",
+    ]) };
 }
 pub(crate) use fence_guard;

@@ -120,16 +120,17 @@ pub async fn forget_addresses(
         }
     }
     let digests: Vec<String> = lowered.iter().map(|a| address_digest(a)).collect();
-    sqlx::query(
-        "INSERT INTO audit_log (actor, action, workspace_id, sync_id, reason, detail)
-         VALUES ($1, 'forget', NULL, NULL, 'erasure request', $2)",
-    )
-    .bind(actor.label())
-    .bind(Json(serde_json::json!({
+    let detail = serde_json::json!({
         "addresses_sha256": digests,
         "deleted": erased.deleted,
         "rewritten": erased.rewritten,
-    })))
+    });
+    sqlx::query!(
+        "INSERT INTO audit_log (actor, action, workspace_id, sync_id, reason, detail)
+         VALUES ($1, 'forget', NULL, NULL, 'erasure request', $2)",
+        actor.label(),
+        Json(detail) as _,
+    )
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;

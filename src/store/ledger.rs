@@ -19,16 +19,16 @@
 
 use std::time::Duration;
 
+use sqlx::PgPool;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgPool};
 
-use super::fence::fence_guard;
+use super::compose::composed;
 use super::history::delete_in_batches;
-use super::ledger_days::{self, completion_day};
+use super::ledger_days;
 use crate::states::DeliveryStatus;
 
 /// A key's per-key row in the ledger.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct LedgerEntry {
     pub key: Vec<u8>,
     pub status: DeliveryStatus,
@@ -105,7 +105,7 @@ impl PageLedger {
 /// One row of the page lookup: a batch-only stake of the page (`batch`
 /// names it), or the sign that the page's keys must also be probed one by one
 /// (`probe`), from the first UTC day any of them can have completed on.
-#[derive(Debug, FromRow)]
+#[derive(Debug)]
 struct PageLookupRow {
     /// The batch-only stake, with its keys packed, whether it completed and
     /// the attempts it spent; NULL on the probe row.
@@ -144,10 +144,12 @@ pub async fn lookup_page(
     if keys.is_empty() {
         return Ok(PageLedger::default());
     }
-    let rows: Vec<PageLookupRow> = sqlx::query_as(
-        "SELECT id AS batch, packed_keys, completed_at IS NOT NULL AS completed,
-                attempts - (NOT call_started)::int AS attempts,
-                false AS probe, NULL::date AS probe_since
+    let rows = sqlx::query_as!(
+        PageLookupRow,
+        r#"SELECT id AS "batch?", packed_keys AS "packed_keys?",
+                completed_at IS NOT NULL AS "completed?",
+                attempts - (NOT call_started)::int AS "attempts?",
+                false AS "probe!", NULL::date AS "probe_since?"
          FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND NOT per_key
          UNION ALL
          SELECT NULL, NULL, NULL, NULL, true,
@@ -155,10 +157,10 @@ pub async fn lookup_page(
                      THEN (SELECT min((created_at AT TIME ZONE 'UTC')::date) FROM delivery_batches
                            WHERE page = $2 AND sync_id = $1 AND per_key) END
          WHERE EXISTS (SELECT 1 FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND per_key)
-            OR EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)",
+            OR EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)"#,
+        sync_id,
+        &page[..],
     )
-    .bind(sync_id)
-    .bind(&page[..])
     .fetch_all(pool)
     .await?;
     let mut ledger = PageLedger::default();
@@ -236,8 +238,9 @@ async fn lookup_keys(
     // keys in the ledger: 260 ms a page instead of 17 ms). `since` prunes the
     // days before the page was first staked (a replay of a recent page
     // probes today's partition, the pending and the default ones).
-    sqlx::query_as::<_, LedgerEntry>(
-        "WITH d AS MATERIALIZED (
+    sqlx::query_as!(
+        LedgerEntry,
+        r#"WITH d AS MATERIALIZED (
            SELECT d.key, d.status, d.attempts, d.batch_id
            FROM unnest($2::bytea[]) AS k(key)
            CROSS JOIN LATERAL (
@@ -249,18 +252,18 @@ async fn lookup_keys(
          done AS MATERIALIZED (
            SELECT id FROM delivery_batches
            WHERE id IN (SELECT DISTINCT batch_id FROM d) AND completed_at IS NOT NULL)
-         SELECT key,
+         SELECT key AS "key!",
                 CASE WHEN status = 'completed' OR batch_id IN (SELECT id FROM done)
-                     THEN 'completed' ELSE 'pending' END AS status,
-                attempts
-         FROM d",
+                     THEN 'completed' ELSE 'pending' END AS "status!: DeliveryStatus",
+                attempts AS "attempts!"
+         FROM d"#,
+        sync_id,
+        keys,
+        match since {
+            ProbeFrom::Day(day) => Some(day),
+            ProbeFrom::EveryDay => None,
+        },
     )
-    .bind(sync_id)
-    .bind(keys)
-    .bind(match since {
-        ProbeFrom::Day(day) => Some(day),
-        ProbeFrom::EveryDay => None,
-    })
     .fetch_all(pool)
     .await
 }
@@ -278,10 +281,6 @@ pub enum Stake {
     /// A newer fence was issued: this run no longer owns the sync.
     Fenced,
 }
-
-/// A staked key and its attempts, or (no key) the fence check's row with the
-/// new batch.
-type StakeRow = (Option<Vec<u8>>, Option<i32>, Option<i64>);
 
 /// A stake of per-record calls: the run staking under its fence, the page
 /// the keys were read from, and the keys.
@@ -320,7 +319,7 @@ pub async fn stake_keys(pool: &PgPool, stake: &KeyStake<'_>) -> sqlx::Result<Sta
     } = *stake;
     // The last branch yields one row with no key (and the batch) when the
     // fence is still ours.
-    let rows: Result<Vec<StakeRow>, sqlx::Error> = sqlx::query_as(concat!(
+    let rows = composed!(query [
         "WITH f AS (",
         fence_guard!(sync: "$1", fence: "$4"),
         "),
@@ -343,17 +342,11 @@ pub async fn stake_keys(pool: &PgPool, stake: &KeyStake<'_>) -> sqlx::Result<Sta
                  AND NOT EXISTS (SELECT 1 FROM delivery_batches done
                                  WHERE done.id = d.batch_id AND done.completed_at IS NOT NULL)
                RETURNING d.key, d.attempts)
-             SELECT key, attempts, NULL::bigint FROM fresh
+             SELECT key AS \"key?\", attempts AS \"attempts?\", NULL::bigint AS \"batch?\"
+             FROM fresh
              UNION ALL SELECT key, attempts, NULL FROM again
-             UNION ALL SELECT NULL, NULL, (SELECT id FROM b) FROM f"
-    ))
-    .bind(sync_id)
-    .bind(fresh)
-    .bind(run_id)
-    .bind(fence)
-    .bind(again)
-    .bind(&page[..])
-    .bind(spent)
+             UNION ALL SELECT NULL, NULL, (SELECT id FROM b) FROM f",
+    ], sync_id, fresh, run_id, fence, again, &page[..], spent)
     .fetch_all(pool)
     .await;
     let rows = match rows {
@@ -361,17 +354,19 @@ pub async fn stake_keys(pool: &PgPool, stake: &KeyStake<'_>) -> sqlx::Result<Sta
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Ok(Stake::Fenced),
         Err(e) => return Err(e),
     };
+    // A staked key and its attempts, or (no key) the fence check's row with
+    // the new batch.
     let Some(batch) = rows
         .iter()
-        .find(|(key, _, _)| key.is_none())
-        .and_then(|row| row.2)
+        .find(|row| row.key.is_none())
+        .and_then(|row| row.batch)
     else {
         return Ok(Stake::Fenced);
     };
     Ok(Stake::Staked {
         keys: rows
             .into_iter()
-            .filter_map(|(key, attempts, _)| Some((key?, attempts?)))
+            .filter_map(|row| Some((row.key?, row.attempts?)))
             .collect(),
         batch,
     })
@@ -412,9 +407,9 @@ pub struct BatchStakeRequest {
 /// and `completed_meanwhile!`.
 #[rustfmt::skip]
 macro_rules! stake_batch_ctes {
-    (guard: $guard:literal, sync: $sync:literal, run: $run:literal, fence: $fence:literal,
-     page: $page:literal, packed_keys: $packed:literal, attempts: $attempts:literal,
-     superseded: $superseded:literal) => { concat!("
+    (@sql $k:tt guard: $guard:tt, sync: $sync:tt, run: $run:tt, fence: $fence:tt,
+     page: $page:tt, packed_keys: $packed:tt, attempts: $attempts:tt,
+     superseded: $superseded:tt) => { $crate::store::compose::composed!(@resume $k ["
      gone AS (
        DELETE FROM delivery_batches o USING ", $guard, "
        WHERE o.id = ANY(", $superseded, "::bigint[]) AND o.completed_on = 'infinity'
@@ -424,8 +419,8 @@ macro_rules! stake_batch_ctes {
          (sync_id, run_id, fence, page, keys, packed_keys, attempts, call_started, per_key)
        SELECT ", $sync, ", ", $run, ", ", $fence, ", ", $page, ", '{}', ", $packed, ", ", $attempts, ", false, false
        FROM ", $guard, "
-       RETURNING id)"
-    ) };
+       RETURNING id)",
+    ]) };
 }
 pub(crate) use stake_batch_ctes;
 
@@ -433,10 +428,10 @@ pub(crate) use stake_batch_ctes;
 /// was looked up: a stake's second answer, not to be sent.
 #[rustfmt::skip]
 macro_rules! completed_meanwhile {
-    (watched: $watched:literal) => { concat!("
+    (@sql $k:tt watched: $watched:tt) => { $crate::store::compose::composed!(@resume $k ["
      (SELECT string_agg(packed_keys, ''::bytea) FROM delivery_batches
-      WHERE id = ANY(", $watched, "::bigint[]) AND completed_at IS NOT NULL)"
-    ) };
+      WHERE id = ANY(", $watched, "::bigint[]) AND completed_at IS NOT NULL)",
+    ]) };
 }
 pub(crate) use completed_meanwhile;
 
@@ -449,7 +444,7 @@ pub async fn stake_batch(
     fence: i64,
     stake: &BatchStakeRequest,
 ) -> sqlx::Result<BatchStake> {
-    const STAKE: &str = concat!(
+    let row = composed!(query_as BatchStakeRow [
         "WITH f AS (",
         fence_guard!(sync: "$1", fence: "$6"),
         "), ",
@@ -457,26 +452,26 @@ pub async fn stake_batch(
                           packed_keys: "$3", attempts: "$4", superseded: "$7"),
         " SELECT (SELECT id FROM staked) AS batch, ",
         completed_meanwhile!(watched: "$8"),
-        " AS completed_meanwhile"
-    );
-    let row: BatchStakeRow = sqlx::query_as(STAKE)
-        .bind(sync_id)
-        .bind(&stake.page[..])
-        .bind(&stake.packed_keys)
-        .bind(stake.attempts)
-        .bind(run_id)
-        .bind(fence)
-        .bind(&stake.superseded)
-        .bind(&stake.watched)
-        .fetch_one(pool)
-        .await?;
+        " AS completed_meanwhile",
+    ],
+        sync_id,
+        &stake.page[..],
+        &stake.packed_keys,
+        stake.attempts,
+        run_id,
+        fence,
+        &stake.superseded,
+        &stake.watched,
+    )
+    .fetch_one(pool)
+    .await?;
     Ok(row.into())
 }
 
 /// A bulk call's stake as its statement answers it: the new batch's id
 /// (none: a newer fence was issued) and the watched keys completed meanwhile,
 /// packed.
-#[derive(Debug, FromRow)]
+#[derive(Debug)]
 pub(crate) struct BatchStakeRow {
     pub batch: Option<i64>,
     pub completed_meanwhile: Option<Vec<u8>>,
@@ -552,11 +547,11 @@ pub async fn start_call(pool: &PgPool, stake: CallStake<'_>) -> sqlx::Result<()>
 /// Gives back a bulk stake whose call was never made (the run stopped first):
 /// the attempt it spent is not spent.
 pub async fn forget_batch(pool: &PgPool, batch: i64) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM delivery_batches
          WHERE id = $1 AND completed_on = 'infinity' AND NOT per_key",
+        batch,
     )
-    .bind(batch)
     .execute(pool)
     .await?;
     Ok(())
@@ -569,15 +564,15 @@ pub async fn forget_batch(pool: &PgPool, batch: i64) -> sqlx::Result<()> {
 /// otherwise its keys stay `pending` with the attempts they had before.
 pub async fn give_back_batch(pool: &PgPool, batch: i64, maybe_written: bool) -> sqlx::Result<()> {
     // Two effects on one row, chosen by disjoint conditions: one statement.
-    sqlx::query(
+    sqlx::query!(
         "WITH gone AS (
            DELETE FROM delivery_batches
            WHERE id = $1 AND completed_on = 'infinity' AND NOT per_key AND attempts <= 1 AND NOT $2)
          UPDATE delivery_batches SET attempts = attempts - call_started::int
          WHERE id = $1 AND completed_on = 'infinity' AND NOT per_key AND (attempts > 1 OR $2)",
+        batch,
+        maybe_written,
     )
-    .bind(batch)
-    .bind(maybe_written)
     .execute(pool)
     .await?;
     Ok(())
@@ -592,7 +587,7 @@ pub async fn give_back_keys(
     keys: &[Vec<u8>],
     maybe_written: bool,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "WITH gone AS (
            DELETE FROM deliveries
            WHERE sync_id = $1 AND key = ANY($2) AND completed_on = 'infinity' AND run_id = $3
@@ -600,11 +595,11 @@ pub async fn give_back_keys(
          UPDATE deliveries SET attempts = attempts - call_started::int
          WHERE sync_id = $1 AND key = ANY($2) AND completed_on = 'infinity' AND run_id = $3
            AND (attempts > 1 OR $4)",
+        sync_id,
+        keys,
+        run_id,
+        maybe_written,
     )
-    .bind(sync_id)
-    .bind(keys)
-    .bind(run_id)
-    .bind(maybe_written)
     .execute(pool)
     .await?;
     Ok(())
@@ -628,17 +623,18 @@ pub struct BatchCompletion {
 /// none when `process` is NULL) for the sweeper to follow up.
 #[rustfmt::skip]
 macro_rules! complete_batch_ctes {
-    (batch: $batch:literal, result: $result:literal, sync: $sync:literal, run: $run:literal,
-     process: $process:literal, records: $records:literal) => { concat!("
+    (@sql $k:tt batch: $batch:tt, result: $result:tt, sync: $sync:tt, run: $run:tt,
+     process: $process:tt, records: $records:tt) => { $crate::store::compose::composed!(@resume $k ["
      done AS (
        UPDATE delivery_batches
        SET result = ", $result, ", completed_at = now(), completed_on = (now() AT TIME ZONE 'UTC')::date
        WHERE id = ", $batch, " AND completed_on = 'infinity'),
      followed AS (
        INSERT INTO import_processes (sync_id, run_id, process_id, records)
-       SELECT ", $sync, ", ", $run, ", ", $process, ", ", $records, " WHERE ", $process, " IS NOT NULL
-       ON CONFLICT (sync_id, process_id) DO NOTHING)"
-    ) };
+       SELECT ", $sync, "::text, ", $run, "::bigint, ", $process, "::bigint, ", $records, "::int
+       WHERE ", $process, "::bigint IS NOT NULL
+       ON CONFLICT (sync_id, process_id) DO NOTHING)",
+    ]) };
 }
 pub(crate) use complete_batch_ctes;
 
@@ -650,21 +646,21 @@ pub async fn complete_batch(
     run_id: i64,
     completion: &BatchCompletion,
 ) -> sqlx::Result<()> {
-    const COMPLETE: &str = concat!(
+    composed!(query [
         "WITH ",
         complete_batch_ctes!(batch: "$1", result: "$2", sync: "$3", run: "$4",
                              process: "$5", records: "$6"),
-        " SELECT 1"
-    );
-    sqlx::query(COMPLETE)
-        .bind(completion.batch)
-        .bind(Json(&completion.result))
-        .bind(sync_id)
-        .bind(run_id)
-        .bind(completion.import.map(|i| i.0))
-        .bind(completion.import.map(|i| i.1))
-        .execute(pool)
-        .await?;
+        " SELECT 1 AS completed",
+    ],
+        completion.batch,
+        Json(&completion.result) as _,
+        sync_id,
+        run_id,
+        completion.import.map(|i| i.0),
+        completion.import.map(|i| i.1),
+    )
+    .fetch_one(pool)
+    .await?;
     Ok(())
 }
 
@@ -686,7 +682,7 @@ pub async fn settle_batch_per_key(
     // The delivered keys' pending rows (if any) are deleted and their
     // completed rows inserted into the day's partition: (key, sync_id) is
     // unique within a partition only.
-    sqlx::query(concat!(
+    composed!(query [
         "WITH b AS (
            UPDATE delivery_batches
            SET per_key = true, packed_keys = NULL,
@@ -709,13 +705,8 @@ pub async fn settle_batch_per_key(
         completion_day!(),
         " FROM b, unnest($2::bytea[], $3::jsonb[]) AS r(key, result)
          ON CONFLICT (key, sync_id, completed_on) DO UPDATE SET result = EXCLUDED.result,
-           completed_at = EXCLUDED.completed_at, batch_id = EXCLUDED.batch_id"
-    ))
-    .bind(batch)
-    .bind(keys)
-    .bind(results)
-    .bind(failed)
-    .bind(maybe_written)
+           completed_at = EXCLUDED.completed_at, batch_id = EXCLUDED.batch_id",
+    ], batch, keys, &results as _, failed, maybe_written)
     .execute(pool)
     .await?;
     Ok(())
@@ -736,31 +727,25 @@ pub async fn complete_keys(
     if let Some(first) = results.first()
         && results.iter().all(|r| r == first)
     {
-        return Ok(sqlx::query(concat!(
+        return Ok(composed!(query [
             "UPDATE deliveries SET status = 'completed', result = $3, completed_at = now(),
                     completed_on = ",
             completion_day!(),
-            " WHERE sync_id = $1 AND key = ANY($2::bytea[]) AND completed_on = 'infinity'"
-        ))
-        .bind(sync_id)
-        .bind(keys)
-        .bind(Json(first))
+            " WHERE sync_id = $1 AND key = ANY($2::bytea[]) AND completed_on = 'infinity'",
+        ], sync_id, keys, Json(first) as _)
         .execute(pool)
         .await?
         .rows_affected());
     }
     let results: Vec<Json<&serde_json::Value>> = results.iter().map(Json).collect();
-    Ok(sqlx::query(concat!(
+    Ok(composed!(query [
         "UPDATE deliveries d SET status = 'completed', result = r.result, completed_at = now(),
                 completed_on = ",
         completion_day!(),
         " FROM unnest($2::bytea[], $3::jsonb[]) AS r(key, result)
          WHERE d.sync_id = $1 AND d.key = ANY($2::bytea[]) AND d.key = r.key
-           AND d.completed_on = 'infinity'"
-    ))
-    .bind(sync_id)
-    .bind(keys)
-    .bind(results)
+           AND d.completed_on = 'infinity'",
+    ], sync_id, keys, &results as _)
     .execute(pool)
     .await?
     .rows_affected())
@@ -769,12 +754,12 @@ pub async fn complete_keys(
 /// Forgets pending keys whose records the destination refused for good: nothing
 /// was written, so a later replay (after a mapping fix, say) may send them.
 pub async fn release_keys(pool: &PgPool, sync_id: &str, keys: &[Vec<u8>]) -> sqlx::Result<u64> {
-    Ok(sqlx::query(
+    Ok(sqlx::query!(
         "DELETE FROM deliveries
          WHERE sync_id = $1 AND key = ANY($2) AND completed_on = 'infinity'",
+        sync_id,
+        keys,
     )
-    .bind(sync_id)
-    .bind(keys)
     .execute(pool)
     .await?
     .rows_affected())
@@ -817,27 +802,23 @@ pub async fn purge_completed(
     )
     .await?;
     loop {
-        #[derive(FromRow)]
-        struct Purged {
-            deleted: i64,
-            bulk_keys: i64,
-        }
-        let Purged { deleted, bulk_keys } = sqlx::query_as(
-            "WITH b AS (
+        let purged = sqlx::query!(
+            r#"WITH b AS (
                DELETE FROM delivery_batches_default WHERE ctid IN (
                  SELECT ctid FROM delivery_batches_default
                  WHERE completed_at < now() - make_interval(secs => $1)
                  LIMIT $2)
                RETURNING per_key, packed_keys)
-             SELECT count(*) AS deleted,
+             SELECT count(*) AS "deleted!",
                     coalesce(sum(octet_length(packed_keys) / 32) FILTER (WHERE NOT per_key), 0)::bigint
-                      AS bulk_keys
-             FROM b",
+                      AS "bulk_keys!"
+             FROM b"#,
+            seconds,
+            batch,
         )
-        .bind(seconds)
-        .bind(batch)
         .fetch_one(pool)
         .await?;
+        let (deleted, bulk_keys) = (purged.deleted, purged.bulk_keys);
         keys += u64::try_from(bulk_keys).unwrap_or(0);
         if deleted < batch {
             break;
@@ -847,19 +828,19 @@ pub async fn purge_completed(
     // once none of its keys' own rows point at it. A batch-only stake (a bulk
     // call that never answered) is its keys' pending stake, kept as a pending
     // key row is.
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM delivery_batches b
          WHERE completed_on = 'infinity' AND per_key
            AND created_at < now() - make_interval(secs => $1)
            AND NOT EXISTS (SELECT 1 FROM deliveries d
                            WHERE d.sync_id = b.sync_id AND d.key = ANY(b.keys) AND d.batch_id = b.id)",
+        seconds,
     )
-    .bind(seconds)
     .execute(pool)
     .await?;
     // A sync whose keys from before pages were recorded are all gone looks its
     // pages up like any other.
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM ledger_unpaged_syncs u
          WHERE NOT EXISTS (SELECT 1 FROM delivery_batches b
                            WHERE b.sync_id = u.sync_id AND b.page IS NULL)

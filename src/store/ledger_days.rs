@@ -9,13 +9,17 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tracing::{info, warn};
 
+use super::compose::composed;
+
 /// Days of partitions kept ready after today.
 pub const DAYS_AHEAD: i32 = 3;
 
 /// The UTC day a row completing now completes on (its partition), as SQL.
 #[rustfmt::skip]
 macro_rules! completion_day {
-    () => { "(now() AT TIME ZONE 'UTC')::date" };
+    (@sql $k:tt) => {
+        $crate::store::compose::composed!(@resume $k ["(now() AT TIME ZONE 'UTC')::date",])
+    };
 }
 pub(crate) use completion_day;
 
@@ -25,25 +29,22 @@ pub(crate) use completion_day;
 /// purge deletes them past retention): it is skipped with a warning. Returns
 /// how many days were created.
 pub async fn create_days(pool: &PgPool, first: i32, last: i32) -> sqlx::Result<u64> {
-    let days: Vec<chrono::NaiveDate> = sqlx::query_scalar(concat!(
-        "SELECT d::date FROM generate_series(",
+    let days = composed!(query_scalar [
+        "SELECT d::date AS \"day!\" FROM generate_series(",
         completion_day!(),
-        " + $1, ",
+        " + $1::int, ",
         completion_day!(),
-        " + $2, interval '1 day') AS d
+        " + $2::int, interval '1 day') AS d
          WHERE to_regclass('deliveries_' || to_char(d, 'YYYY_MM_DD')) IS NULL
-            OR to_regclass('delivery_batches_' || to_char(d, 'YYYY_MM_DD')) IS NULL"
-    ))
-    .bind(first)
-    .bind(last)
+            OR to_regclass('delivery_batches_' || to_char(d, 'YYYY_MM_DD')) IS NULL",
+    ], first, last)
     .fetch_all(pool)
     .await?;
     let mut created = 0;
     for day in days {
         // One statement (and transaction) per day: a day refused because the
         // default partition holds its rows does not stop the others.
-        match sqlx::query_scalar::<_, bool>("SELECT ledger_create_day($1)")
-            .bind(day)
+        match sqlx::query_scalar!(r#"SELECT ledger_create_day($1) AS "created!""#, day)
             .fetch_one(pool)
             .await
         {
@@ -64,7 +65,7 @@ pub async fn create_days(pool: &PgPool, first: i32, last: i32) -> sqlx::Result<u
 const EXACT_BELOW: f32 = 100_000.0;
 
 /// One day partition of a ledger table.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 struct DayPartition {
     parent: String,
     name: String,
@@ -86,22 +87,23 @@ pub async fn drop_days_past(
     retention: Duration,
     lock_wait: Duration,
 ) -> sqlx::Result<(u64, u64)> {
-    let partitions: Vec<DayPartition> = sqlx::query_as(
-        "SELECT p.relname::text AS parent, c.relname::text AS name,
-                to_date(right(c.relname, 10), 'YYYY_MM_DD') AS day,
-                c.reltuples AS estimated_rows
+    let partitions = sqlx::query_as!(
+        DayPartition,
+        r#"SELECT p.relname::text AS "parent!", c.relname::text AS "name!",
+                to_date(right(c.relname, 10), 'YYYY_MM_DD') AS "day!",
+                c.reltuples AS "estimated_rows!"
          FROM pg_inherits i
          JOIN pg_class c ON c.oid = i.inhrelid
          JOIN pg_class p ON p.oid = i.inhparent
          WHERE p.relname IN ('deliveries', 'delivery_batches')
            AND p.relnamespace = to_regnamespace(current_schema())
            AND c.relname = p.relname || '_' || right(c.relname, 10)
-           AND right(c.relname, 10) ~ '^\\d{4}_\\d{2}_\\d{2}$'
+           AND right(c.relname, 10) ~ '^\d{4}_\d{2}_\d{2}$'
            AND to_date(right(c.relname, 10), 'YYYY_MM_DD') + 1
                <= ((now() - make_interval(secs => $1)) AT TIME ZONE 'UTC')::date
-         ORDER BY day, parent",
+         ORDER BY 3, 1"#,
+        retention.as_secs_f64(),
     )
-    .bind(retention.as_secs_f64())
     .fetch_all(pool)
     .await?;
     let (mut days, mut keys) = (std::collections::BTreeSet::new(), 0u64);

@@ -4,6 +4,7 @@
 pub mod alerts;
 pub mod audit;
 pub mod checkpoint;
+mod compose;
 pub mod cursors;
 pub mod deadman;
 mod fence;
@@ -133,6 +134,17 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<usize> {
         .saturating_sub(applied_before))
 }
 
+/// Whether the store answers a statement now (readiness, outage probes).
+pub async fn ping(pool: &PgPool) -> sqlx::Result<()> {
+    sqlx::query_scalar!(r#"SELECT 1 AS "one!""#)
+        .fetch_one(pool)
+        .await?;
+    Ok(())
+}
+
+// The migration history is sqlx's own table, made by `migrate` and not by a
+// migration: the compile-time checks (`.sqlx/`, written from `migrations/`)
+// cannot see it, so these reads are checked at run time.
 async fn applied_migrations(pool: &PgPool) -> anyhow::Result<usize> {
     let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
         .fetch_one(pool)

@@ -6,6 +6,7 @@ use sqlx::PgPool;
 use sqlx::types::Json;
 
 use super::audit::{Actor, record_audit};
+use super::compose::composed;
 
 /// One record the destination refused (or that ran out of attempts).
 #[derive(Debug, Clone)]
@@ -272,19 +273,16 @@ pub async fn put_back(
         .min_by_key(|r| r.id)
         .map(|r| (r.id, r.page_cursor.clone().map(|c| c.0).unwrap_or_default()));
     if let Some((id, cursor)) = earliest {
-        let moved: Option<i64> = sqlx::query_scalar(concat!(
+        let moved = composed!(query_scalar [
             "UPDATE sync_cursors c
              SET cursor = CASE WHEN $2 = 'null'::jsonb THEN NULL ELSE $2 END, ",
-            super::fence::take_fence!(row: "c"),
+            take_fence!(row: "c"),
             ", run_id = NULL, updated_at = now()
              WHERE c.sync_id = $1 AND NOT EXISTS (
                SELECT 1 FROM audit_log a WHERE a.sync_id = $1 AND a.action = 'reset_cursor'
                  AND a.at > (SELECT created_at FROM rejected_records WHERE id = $3))
-             RETURNING c.fence"
-        ))
-        .bind(sync_id)
-        .bind(Json(&cursor))
-        .bind(id)
+             RETURNING c.fence",
+        ], sync_id, Json(&cursor) as _, id)
         .fetch_optional(&mut *tx)
         .await?;
         if moved.is_some() {

@@ -2,17 +2,17 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::PgPool;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgPool};
 
 use super::audit::{Actor, record_audit};
+use super::compose::composed;
 use super::deadman::IncidentRow;
-use super::fence::issue_fence;
 use crate::failure::FailureCode;
 use crate::states::{RunStatus, RunTrigger};
 
 /// A run as stored.
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RunRow {
     pub id: i64,
     pub sync_id: String,
@@ -47,7 +47,6 @@ pub struct RunRow {
     pub failure_detail: Option<String>,
     /// The account request slot the run reserved before it gave its worker
     /// back (`RunOutcome::Deferred`): its first request leaves then.
-    #[sqlx(default)]
     pub slot_at: Option<DateTime<Utc>>,
 }
 
@@ -64,8 +63,43 @@ impl RunRow {
     }
 }
 
+/// `sqlx::query_as!(RunRow, …)` with a run's columns (what `RunRow` reads)
+/// between `$head` and `$tail` (or another sqlx macro, named first).
+/// `query_as!` reads only string literals, so the list lives here once. Each
+/// column says whether it is nullable (`!` no, `?` yes): read from a CTE, a
+/// column's nullability is only guessed.
+macro_rules! query_runs {
+    ($kind:ident $($row:ident)?, $head:tt, $tail:tt $($args:tt)*) => {
+        sqlx::$kind!(
+            $($row,)?
+            $head
+                + r#"id AS "id!", sync_id AS "sync_id!", workspace_id AS "workspace_id!",
+                     sync_version AS "sync_version!", ledger_epoch AS "ledger_epoch!",
+                     status AS "status!: RunStatus", trigger AS "trigger!: RunTrigger",
+                     attempt AS "attempt!", max_attempts AS "max_attempts!",
+                     created_at AS "created_at!", scheduled_at AS "scheduled_at!",
+                     started_at AS "started_at?", finished_at AS "finished_at?",
+                     heartbeat_at AS "heartbeat_at?", worker_id AS "worker_id?",
+                     boot_id AS "boot_id?", lease_token AS "lease_token?", fence AS "fence?",
+                     cursor_start AS "cursor_start?: Json<serde_json::Value>",
+                     cursor_end AS "cursor_end?: Json<serde_json::Value>",
+                     records_read AS "records_read!", records_written AS "records_written!",
+                     records_replayed AS "records_replayed!",
+                     records_rejected AS "records_rejected!",
+                     records_resent AS "records_resent!", pages AS "pages!",
+                     failure_code AS "failure_code?", failure_detail AS "failure_detail?",
+                     slot_at AS "slot_at?""#
+                + $tail
+                $($args)*
+        )
+    };
+    ($head:tt, $tail:tt $($args:tt)*) => {
+        query_runs!(query_as RunRow, $head, $tail $($args)*)
+    };
+}
+
 /// One entry of a run's timeline.
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RunEventRow {
     pub id: i64,
     pub run_id: i64,
@@ -91,48 +125,54 @@ pub struct RunFilter<'a> {
 
 /// Newest runs first, as `filter` says.
 pub async fn list_runs(pool: &PgPool, filter: &RunFilter<'_>) -> sqlx::Result<Vec<RunRow>> {
-    sqlx::query_as::<_, RunRow>(
-        "SELECT * FROM runs
+    query_runs!(
+        "SELECT ",
+        " FROM runs
          WHERE ($1::text IS NULL OR sync_id = $1) AND ($2::text[] IS NULL OR sync_id = ANY($2))
            AND ($3::text IS NULL OR workspace_id = $3) AND ($4::text IS NULL OR status = $4)
            AND ($5::timestamptz IS NULL OR created_at >= $5)
          ORDER BY id DESC LIMIT $6",
+        filter.sync,
+        filter.syncs,
+        filter.workspace,
+        filter.status,
+        filter.since,
+        filter.limit,
     )
-    .bind(filter.sync)
-    .bind(filter.syncs)
-    .bind(filter.workspace)
-    .bind(filter.status)
-    .bind(filter.since)
-    .bind(filter.limit)
     .fetch_all(pool)
     .await
 }
 
 pub async fn get_run(pool: &PgPool, id: i64) -> sqlx::Result<Option<RunRow>> {
-    sqlx::query_as::<_, RunRow>("SELECT * FROM runs WHERE id = $1")
-        .bind(id)
+    query_runs!("SELECT ", " FROM runs WHERE id = $1", id)
         .fetch_optional(pool)
         .await
 }
 
 pub async fn list_run_events(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<RunEventRow>> {
-    sqlx::query_as::<_, RunEventRow>("SELECT * FROM run_events WHERE run_id = $1 ORDER BY id")
-        .bind(run_id)
-        .fetch_all(pool)
-        .await
+    sqlx::query_as!(
+        RunEventRow,
+        r#"SELECT id, run_id, at, kind, detail AS "detail: Json<serde_json::Value>"
+           FROM run_events WHERE run_id = $1 ORDER BY id"#,
+        run_id,
+    )
+    .fetch_all(pool)
+    .await
 }
 
 /// The source notices (`source_notice` events, e.g. Shopify serving another
 /// API version than the pinned one) of the sync's latest started run: shown
 /// on the sync's page until a run goes without them.
 pub async fn latest_source_notices(pool: &PgPool, sync_id: &str) -> sqlx::Result<Vec<RunEventRow>> {
-    sqlx::query_as::<_, RunEventRow>(
-        "SELECT * FROM run_events WHERE kind = 'source_notice' AND run_id = \
-           (SELECT id FROM runs WHERE sync_id = $1 AND started_at IS NOT NULL \
-             ORDER BY id DESC LIMIT 1) \
-         ORDER BY id",
+    sqlx::query_as!(
+        RunEventRow,
+        r#"SELECT id, run_id, at, kind, detail AS "detail: Json<serde_json::Value>"
+           FROM run_events WHERE kind = 'source_notice' AND run_id =
+             (SELECT id FROM runs WHERE sync_id = $1 AND started_at IS NOT NULL
+               ORDER BY id DESC LIMIT 1)
+           ORDER BY id"#,
+        sync_id,
     )
-    .bind(sync_id)
     .fetch_all(pool)
     .await
 }
@@ -163,18 +203,19 @@ pub async fn create_claimed_run(
     max_attempts: i32,
     executor: &Executor,
 ) -> sqlx::Result<RunRow> {
-    sqlx::query_as::<_, RunRow>(
+    query_runs!(
         "INSERT INTO runs (sync_id, workspace_id, sync_version, ledger_epoch, trigger, max_attempts,
                            status, attempt, started_at, heartbeat_at, worker_id, boot_id)
          SELECT id, workspace_id, version, ledger_epoch, $2, $3, 'running', 1, now(), now(), $4, $5
          FROM syncs WHERE id = $1
-         RETURNING *",
+         RETURNING ",
+        "",
+        sync_id,
+        trigger as _,
+        max_attempts,
+        &executor.worker_id,
+        executor.boot_id,
     )
-    .bind(sync_id)
-    .bind(trigger)
-    .bind(max_attempts)
-    .bind(&executor.worker_id)
-    .bind(executor.boot_id)
     .fetch_one(pool)
     .await
 }
@@ -200,14 +241,7 @@ pub async fn begin_leased_runs(
     pool: &PgPool,
     starts: &[LeaseStart],
 ) -> sqlx::Result<Vec<Option<(i64, Option<serde_json::Value>)>>> {
-    #[derive(FromRow)]
-    struct Started {
-        run_id: i64,
-        /// None: the sync's fence went to another run.
-        fence: Option<i64>,
-        cursor: Option<Json<serde_json::Value>>,
-    }
-    let rows: Vec<Started> = sqlx::query_as(concat!(
+    let rows = composed!(query [
         "WITH want AS (
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS w(run_id, sync_id, lease_value)),
          free AS (
@@ -226,11 +260,14 @@ pub async fn begin_leased_runs(
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
            SELECT id, 'lease', jsonb_build_object('fence', fence_issued) FROM held)
-         SELECT w.run_id, f.fence_issued AS fence, f.cursor FROM want w LEFT JOIN f USING (sync_id)"
-    ))
-    .bind(starts.iter().map(|s| s.run_id).collect::<Vec<_>>())
-    .bind(starts.iter().map(|s| s.sync_id.as_str()).collect::<Vec<_>>())
-    .bind(starts.iter().map(|s| s.lease_value.as_str()).collect::<Vec<_>>())
+         SELECT w.run_id AS \"run_id!\", f.fence_issued AS fence,
+                f.cursor AS \"cursor: Json<serde_json::Value>\"
+         FROM want w LEFT JOIN f USING (sync_id)",
+    ],
+        &starts.iter().map(|s| s.run_id).collect::<Vec<_>>(),
+        &starts.iter().map(|s| s.sync_id.as_str()).collect::<Vec<_>>() as _,
+        &starts.iter().map(|s| s.lease_value.as_str()).collect::<Vec<_>>() as _,
+    )
     .fetch_all(pool)
     .await?;
     let mut answers: std::collections::HashMap<i64, Option<(i64, Option<serde_json::Value>)>> =
@@ -254,8 +291,7 @@ fn one<T>(mut answers: Vec<T>) -> sqlx::Result<T> {
 
 /// The run proved itself alive (its lease was renewed).
 pub async fn touch_heartbeat(pool: &PgPool, run_id: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE runs SET heartbeat_at = now() WHERE id = $1")
-        .bind(run_id)
+    sqlx::query!("UPDATE runs SET heartbeat_at = now() WHERE id = $1", run_id)
         .execute(pool)
         .await?;
     Ok(())
@@ -309,14 +345,8 @@ pub async fn finish_runs(
     pool: &PgPool,
     finishes: &[Finish],
 ) -> sqlx::Result<Vec<Option<Vec<IncidentRow>>>> {
-    #[derive(FromRow)]
-    struct Ended {
-        id: i64,
-        /// The dead-man incidents its success closed.
-        closed: Json<Vec<IncidentRow>>,
-    }
-    let rows: Vec<Ended> = sqlx::query_as(
-        "WITH want AS (
+    let rows = sqlx::query!(
+        r#"WITH want AS (
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[],
                                 $7::int8[], $8::text[], $9::text[], $10::timestamptz[], $11::jsonb[])
              AS w(id, status, read, written, replayed, rejected, resent, failure_code, failure_detail,
@@ -337,21 +367,22 @@ pub async fn finish_runs(
            WHERE e.status = 'succeeded' AND i.closed_at IS NULL AND i.workspace_id = e.workspace_id
              AND (i.scope = 'workspace' OR i.sync_id = e.sync_id)
            RETURNING i.*, e.id AS closed_by)
-         SELECT e.id, coalesce((SELECT jsonb_agg(to_jsonb(c) - 'closed_by') FROM closed c
-                                WHERE c.closed_by = e.id), '[]'::jsonb) AS closed
-         FROM ended e",
+         SELECT e.id AS "id!",
+                coalesce((SELECT jsonb_agg(to_jsonb(c) - 'closed_by') FROM closed c
+                          WHERE c.closed_by = e.id), '[]'::jsonb) AS "closed!: Json<Vec<IncidentRow>>"
+         FROM ended e"#,
+        &finishes.iter().map(|f| f.run_id).collect::<Vec<_>>(),
+        &finishes.iter().map(|f| f.status.as_str()).collect::<Vec<_>>() as _,
+        &finishes.iter().map(|f| f.counts.read).collect::<Vec<_>>(),
+        &finishes.iter().map(|f| f.counts.written).collect::<Vec<_>>(),
+        &finishes.iter().map(|f| f.counts.replayed).collect::<Vec<_>>(),
+        &finishes.iter().map(|f| f.counts.rejected).collect::<Vec<_>>(),
+        &finishes.iter().map(|f| f.counts.resent).collect::<Vec<_>>(),
+        &finishes.iter().map(|f| f.failure.as_ref().map(|x| x.0.as_str())).collect::<Vec<_>>() as _,
+        &finishes.iter().map(|f| f.failure.as_ref().map(|x| x.1.as_str())).collect::<Vec<_>>() as _,
+        &finishes.iter().map(|f| f.started_at).collect::<Vec<_>>() as _,
+        &finishes.iter().map(|f| Json(&f.event)).collect::<Vec<_>>() as _,
     )
-    .bind(finishes.iter().map(|f| f.run_id).collect::<Vec<_>>())
-    .bind(finishes.iter().map(|f| f.status.as_str()).collect::<Vec<_>>())
-    .bind(finishes.iter().map(|f| f.counts.read).collect::<Vec<_>>())
-    .bind(finishes.iter().map(|f| f.counts.written).collect::<Vec<_>>())
-    .bind(finishes.iter().map(|f| f.counts.replayed).collect::<Vec<_>>())
-    .bind(finishes.iter().map(|f| f.counts.rejected).collect::<Vec<_>>())
-    .bind(finishes.iter().map(|f| f.counts.resent).collect::<Vec<_>>())
-    .bind(finishes.iter().map(|f| f.failure.as_ref().map(|x| x.0.as_str())).collect::<Vec<_>>())
-    .bind(finishes.iter().map(|f| f.failure.as_ref().map(|x| x.1.as_str())).collect::<Vec<_>>())
-    .bind(finishes.iter().map(|f| f.started_at).collect::<Vec<_>>())
-    .bind(finishes.iter().map(|f| Json(&f.event)).collect::<Vec<_>>())
     .fetch_all(pool)
     .await?;
     let mut closed: std::collections::HashMap<i64, Vec<IncidentRow>> =
@@ -366,12 +397,14 @@ pub async fn add_run_event(
     kind: &str,
     detail: serde_json::Value,
 ) -> sqlx::Result<()> {
-    sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, $2, $3)")
-        .bind(run_id)
-        .bind(kind)
-        .bind(Json(detail))
-        .execute(pool)
-        .await?;
+    sqlx::query!(
+        "INSERT INTO run_events (run_id, kind, detail) VALUES ($1, $2, $3)",
+        run_id,
+        kind,
+        Json(detail) as _,
+    )
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
@@ -383,32 +416,32 @@ pub async fn enqueue_run(
     trigger: RunTrigger,
     max_attempts: i32,
 ) -> sqlx::Result<(i64, bool)> {
-    let inserted: Option<i64> = sqlx::query_scalar(
+    let inserted = sqlx::query_scalar!(
         "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts)
          SELECT id, workspace_id, version, $2, $3 FROM syncs WHERE id = $1
          ON CONFLICT (sync_id) WHERE status = 'queued' DO NOTHING
          RETURNING id",
+        sync_id,
+        trigger as _,
+        max_attempts,
     )
-    .bind(sync_id)
-    .bind(trigger)
-    .bind(max_attempts)
     .fetch_optional(pool)
     .await?;
     if let Some(id) = inserted {
         return Ok((id, true));
     }
-    let existing: i64 =
-        sqlx::query_scalar("SELECT id FROM runs WHERE sync_id = $1 AND status = 'queued'")
-            .bind(sync_id)
-            .fetch_one(pool)
-            .await?;
+    let existing = sqlx::query_scalar!(
+        "SELECT id FROM runs WHERE sync_id = $1 AND status = 'queued'",
+        sync_id,
+    )
+    .fetch_one(pool)
+    .await?;
     Ok((existing, false))
 }
 
 /// A claimed run with its sync's stored definition (absent if the sync is gone).
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct ClaimedRun {
-    #[sqlx(flatten)]
     pub run: RunRow,
     pub sync_definition: Option<Json<serde_json::Value>>,
     /// The sync is paused: the run ends skipped unless it was forced.
@@ -424,14 +457,6 @@ pub async fn claim_next_run(
     executor: &Executor,
 ) -> sqlx::Result<Option<ClaimedRun>> {
     one(claim_runs(pool, std::slice::from_ref(executor)).await?)
-}
-
-/// A claimed run and which of the claim's executors it went to.
-#[derive(FromRow)]
-struct ClaimedFor {
-    #[sqlx(flatten)]
-    claimed: ClaimedRun,
-    slot: i64,
 }
 
 /// `claim_next_run` for several executors in one statement, fair across
@@ -457,7 +482,8 @@ pub async fn claim_runs(
     // FOR UPDATE) to pair each with an executor; rows locked but not taken
     // are free again at the commit. The claims and their timeline events
     // commit together, and each sync's definition comes along.
-    let rows: Vec<ClaimedFor> = sqlx::query_as(
+    let rows = query_runs!(
+        query,
         "WITH want AS (
            SELECT * FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS w(worker_id, boot_id, slot)),
          heads_at AS (
@@ -500,23 +526,63 @@ pub async fn claim_runs(
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
            SELECT id, 'claimed', jsonb_build_object('attempt', attempt, 'worker', worker_id) FROM claimed)
-         SELECT c.*, s.definition AS sync_definition, s.status = 'paused' AS sync_paused,
-                s.status = 'archived' AS sync_archived
-         FROM claimed c LEFT JOIN syncs s ON s.id = c.sync_id",
+         SELECT ",
+        r#", sync_definition AS "sync_definition?: Json<serde_json::Value>",
+             sync_paused AS "sync_paused?", sync_archived AS "sync_archived?", slot AS "slot!"
+         FROM (SELECT c.*, s.definition AS sync_definition, s.status = 'paused' AS sync_paused,
+                      s.status = 'archived' AS sync_archived
+               FROM claimed c LEFT JOIN syncs s ON s.id = c.sync_id) AS c"#,
+        &executors.iter().map(|e| e.worker_id.as_str()).collect::<Vec<_>>() as _,
+        &executors.iter().map(|e| e.boot_id).collect::<Vec<_>>(),
+        i32::try_from(executors.len()).unwrap_or(i32::MAX),
     )
-    .bind(executors.iter().map(|e| e.worker_id.as_str()).collect::<Vec<_>>())
-    .bind(executors.iter().map(|e| e.boot_id).collect::<Vec<_>>())
-    .bind(i64::try_from(executors.len()).unwrap_or(i64::MAX))
     .fetch_all(pool)
     .await?;
     let mut answers: Vec<Option<ClaimedRun>> = executors.iter().map(|_| None).collect();
-    for row in rows {
-        if let Some(answer) = usize::try_from(row.slot - 1)
+    for r in rows {
+        let Some(answer) = usize::try_from(r.slot - 1)
             .ok()
             .and_then(|i| answers.get_mut(i))
-        {
-            *answer = Some(row.claimed);
-        }
+        else {
+            continue;
+        };
+        let run = RunRow {
+            id: r.id,
+            sync_id: r.sync_id,
+            workspace_id: r.workspace_id,
+            sync_version: r.sync_version,
+            ledger_epoch: r.ledger_epoch,
+            status: r.status,
+            trigger: r.trigger,
+            attempt: r.attempt,
+            max_attempts: r.max_attempts,
+            created_at: r.created_at,
+            scheduled_at: r.scheduled_at,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            heartbeat_at: r.heartbeat_at,
+            worker_id: r.worker_id,
+            boot_id: r.boot_id,
+            lease_token: r.lease_token,
+            fence: r.fence,
+            cursor_start: r.cursor_start,
+            cursor_end: r.cursor_end,
+            records_read: r.records_read,
+            records_written: r.records_written,
+            records_replayed: r.records_replayed,
+            records_rejected: r.records_rejected,
+            records_resent: r.records_resent,
+            pages: r.pages,
+            failure_code: r.failure_code,
+            failure_detail: r.failure_detail,
+            slot_at: r.slot_at,
+        };
+        *answer = Some(ClaimedRun {
+            run,
+            sync_definition: r.sync_definition,
+            sync_paused: r.sync_paused,
+            sync_archived: r.sync_archived,
+        });
     }
     Ok(answers)
 }
@@ -555,18 +621,18 @@ pub async fn requeue_run(
         slot_in,
     } = requeue;
     let mut tx = pool.begin().await?;
-    sqlx::query(
+    sqlx::query!(
         "UPDATE runs SET status = 'skipped', finished_at = now(),
-                failure_detail = 'merged into run ' || $1 || ', which was put back in the queue'
+                failure_detail = 'merged into run ' || $1::bigint || ', which was put back in the queue'
          WHERE status = 'queued' AND sync_id = (SELECT sync_id FROM runs WHERE id = $1)
            AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND status = 'running'
                          AND started_at IS NOT DISTINCT FROM $2)",
+        run.id,
+        run.started_at,
     )
-    .bind(run.id)
-    .bind(run.started_at)
     .execute(&mut *tx)
     .await?;
-    let requeued = sqlx::query(
+    let requeued = sqlx::query!(
         "UPDATE runs SET status = 'queued', trigger = $2,
                 attempt = CASE WHEN $3 THEN greatest(attempt - 1, 0) ELSE attempt END,
                 scheduled_at = now() + make_interval(secs => $4), worker_id = NULL, boot_id = NULL,
@@ -574,28 +640,33 @@ pub async fn requeue_run(
                 records_rejected = $8, records_resent = $9,
                 slot_at = now() + make_interval(secs => $11)
          WHERE id = $1 AND status = 'running' AND started_at IS NOT DISTINCT FROM $10",
+        run.id,
+        trigger as _,
+        give_back_attempt,
+        due_in.as_secs_f64(),
+        counts.read,
+        counts.written,
+        counts.replayed,
+        counts.rejected,
+        counts.resent,
+        run.started_at,
+        slot_in.map(|d| d.as_secs_f64()),
     )
-    .bind(run.id)
-    .bind(trigger)
-    .bind(give_back_attempt)
-    .bind(due_in.as_secs_f64())
-    .bind(counts.read)
-    .bind(counts.written)
-    .bind(counts.replayed)
-    .bind(counts.rejected)
-    .bind(counts.resent)
-    .bind(run.started_at)
-    .bind(slot_in.map(|d| d.as_secs_f64()))
     .execute(&mut *tx)
     .await?
     .rows_affected()
         == 1;
     if requeued {
-        sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, 'requeued', $2)")
-            .bind(run.id)
-            .bind(Json(serde_json::json!({"trigger": trigger, "reason": reason, "due_in_s": due_in.as_secs_f64()})))
-            .execute(&mut *tx)
-            .await?;
+        let detail = serde_json::json!({
+            "trigger": trigger, "reason": reason, "due_in_s": due_in.as_secs_f64(),
+        });
+        sqlx::query!(
+            "INSERT INTO run_events (run_id, kind, detail) VALUES ($1, 'requeued', $2)",
+            run.id,
+            Json(detail) as _,
+        )
+        .execute(&mut *tx)
+        .await?;
     }
     tx.commit().await?;
     Ok(requeued)
@@ -606,10 +677,12 @@ pub async fn running_runs(
     pool: &PgPool,
     started_before: Option<chrono::DateTime<chrono::Utc>>,
 ) -> sqlx::Result<Vec<RunRow>> {
-    sqlx::query_as::<_, RunRow>(
-        "SELECT * FROM runs WHERE status = 'running' AND ($1::timestamptz IS NULL OR started_at < $1) ORDER BY id",
+    query_runs!(
+        "SELECT ",
+        " FROM runs WHERE status = 'running' AND ($1::timestamptz IS NULL OR started_at < $1)
+          ORDER BY id",
+        started_before,
     )
-    .bind(started_before)
     .fetch_all(pool)
     .await
 }
@@ -623,16 +696,16 @@ pub async fn record_failed_enqueue(
     code: &str,
     detail: &str,
 ) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, status, attempt,
                            finished_at, failure_code, failure_detail)
          SELECT id, workspace_id, version, $2, 1, 'failed', 0, now(), $3, $4 FROM syncs WHERE id = $1
          RETURNING id",
+        sync_id,
+        trigger as _,
+        code,
+        detail,
     )
-    .bind(sync_id)
-    .bind(trigger)
-    .bind(code)
-    .bind(detail)
     .fetch_one(pool)
     .await
 }
@@ -645,36 +718,39 @@ pub async fn last_finished_runs(
     since: DateTime<Utc>,
     limit: i64,
 ) -> sqlx::Result<Vec<RunRow>> {
-    sqlx::query_as::<_, RunRow>(
-        "SELECT * FROM runs WHERE sync_id = $1 AND status IN ('succeeded', 'failed') AND finished_at > $2
-         ORDER BY finished_at DESC, id DESC LIMIT $3",
+    query_runs!(
+        "SELECT ",
+        " FROM runs WHERE sync_id = $1 AND status IN ('succeeded', 'failed') AND finished_at > $2
+          ORDER BY finished_at DESC, id DESC LIMIT $3",
+        sync_id,
+        since,
+        limit,
     )
-    .bind(sync_id)
-    .bind(since)
-    .bind(limit)
     .fetch_all(pool)
     .await
 }
 
 /// Queued runs, and how long the oldest due one has waited (seconds).
 pub async fn queue_stats(pool: &PgPool) -> sqlx::Result<(i64, f64)> {
-    sqlx::query_as(
-        "SELECT count(*),
-                coalesce(extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE scheduled_at <= now())), 0)::float8
-         FROM runs WHERE status = 'queued'",
+    let stats = sqlx::query!(
+        r#"SELECT count(*) AS "queued!",
+                  coalesce(extract(epoch FROM now() - min(scheduled_at)
+                                   FILTER (WHERE scheduled_at <= now())), 0)::float8 AS "waited!"
+           FROM runs WHERE status = 'queued'"#,
     )
     .fetch_one(pool)
-    .await
+    .await?;
+    Ok((stats.queued, stats.waited))
 }
 
 /// The workspace a run belongs to.
 pub async fn workspace_of_run(pool: &PgPool, run_id: i64) -> sqlx::Result<Option<String>> {
     // The sync's workspace now, not the one recorded when the run was
     // queued: a sync that moved takes its history along.
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT s.workspace_id FROM runs r JOIN syncs s ON s.id = r.sync_id WHERE r.id = $1",
+        run_id,
     )
-    .bind(run_id)
     .fetch_optional(pool)
     .await
 }
@@ -696,38 +772,35 @@ pub enum Cancel {
 /// at its next checkpoint (`checkpoint::record_clean_page` answers it).
 pub async fn cancel_run(pool: &PgPool, id: i64, actor: Actor) -> sqlx::Result<Option<Cancel>> {
     let mut tx = pool.begin().await?;
-    #[derive(FromRow)]
-    struct Found {
-        sync_id: String,
-        status: RunStatus,
-    }
-    let Some(Found { sync_id, status }): Option<Found> =
-        sqlx::query_as("SELECT sync_id, status FROM runs WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
+    let Some(found) = sqlx::query!(
+        r#"SELECT sync_id, status AS "status: RunStatus" FROM runs WHERE id = $1 FOR UPDATE"#,
+        id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?
     else {
         return Ok(None);
     };
+    let (sync_id, status) = (found.sync_id, found.status);
     let done = match status {
         RunStatus::Queued => {
-            sqlx::query(
+            sqlx::query!(
                 "UPDATE runs SET status = 'skipped', failure_code = 'run_cancelled',
                         failure_detail = $2, finished_at = now()
                  WHERE id = $1",
+                id,
+                FailureCode::RunCancelled.what_happened(),
             )
-            .bind(id)
-            .bind(FailureCode::RunCancelled.what_happened())
             .execute(&mut *tx)
             .await?;
             Cancel::Ended
         }
         RunStatus::Running => {
-            sqlx::query(
+            sqlx::query!(
                 "UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
                  WHERE id = $1",
+                id,
             )
-            .bind(id)
             .execute(&mut *tx)
             .await?;
             Cancel::Requested
@@ -738,12 +811,14 @@ pub async fn cancel_run(pool: &PgPool, id: i64, actor: Actor) -> sqlx::Result<Op
         Cancel::Ended => "cancelled",
         _ => "cancel_requested",
     };
-    sqlx::query("INSERT INTO run_events (run_id, kind, detail) VALUES ($1, $2, $3)")
-        .bind(id)
-        .bind(kind)
-        .bind(Json(serde_json::json!({ "by": actor.label() })))
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "INSERT INTO run_events (run_id, kind, detail) VALUES ($1, $2, $3)",
+        id,
+        kind,
+        Json(serde_json::json!({ "by": actor.label() })) as _,
+    )
+    .execute(&mut *tx)
+    .await?;
     record_audit(
         &mut tx,
         actor,

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool};
 
 use super::audit::{Actor, record_audit};
 use crate::config::SyncDefinition;
@@ -14,7 +14,7 @@ pub const PAUSED_MANUAL: &str = "manual";
 pub const PAUSED_BY_BREAKER: &str = "circuit_breaker_tripped";
 
 /// A sync as stored.
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SyncRow {
     pub id: String,
     pub workspace_id: String,
@@ -48,7 +48,7 @@ impl SyncRow {
 }
 
 /// A sync with its latest run, for listings.
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SyncSummary {
     pub id: String,
     pub workspace_id: String,
@@ -179,18 +179,8 @@ async fn publish_in(
         // `before` reads the row as the statement's snapshot saw it, i.e. before the
         // upsert, to tell created / updated / unchanged apart in one statement. (No
         // FOR UPDATE there: locking a row this same statement updates yields nothing.)
-        #[derive(FromRow)]
-        struct Published {
-            version: i32,
-            rearm: bool,
-            outcome: String,
-        }
-        let Published {
-            version,
-            rearm,
-            outcome,
-        } = sqlx::query_as(
-            "WITH before AS (SELECT definition, status FROM syncs WHERE id = $1),
+        let published = sqlx::query!(
+            r#"WITH before AS (SELECT definition, status FROM syncs WHERE id = $1),
              upserted AS (
                INSERT INTO syncs (id, workspace_id, definition) VALUES ($1, $2, $3)
                ON CONFLICT (id) DO UPDATE SET
@@ -205,25 +195,26 @@ async fn publish_in(
                INSERT INTO sync_versions (sync_id, version, definition, actor)
                SELECT $1, version, $3, $4 FROM upserted
                ON CONFLICT (sync_id, version) DO NOTHING)
-             SELECT upserted.version,
+             SELECT upserted.version AS "version!",
                     -- A new schedule, or a sync coming back from a pause or the
                     -- archive, is armed afresh: no catch-up of ticks from before.
                     coalesce((SELECT status <> 'active'
                                   OR definition->'schedule' IS DISTINCT FROM $3->'schedule'
                                   OR definition->'timezone' IS DISTINCT FROM $3->'timezone'
-                              FROM before), true) AS rearm,
+                              FROM before), true) AS "rearm!",
                     CASE WHEN NOT EXISTS (SELECT 1 FROM before) THEN 'created'
                          WHEN (SELECT status FROM before) = 'archived' THEN 'restored'
                          WHEN (SELECT definition FROM before) = $3 THEN 'unchanged'
-                         ELSE 'updated' END AS outcome
-             FROM upserted",
+                         ELSE 'updated' END AS "outcome!"
+             FROM upserted"#,
+            definition.id.as_str(),
+            definition.workspace.as_str(),
+            Json(&json) as _,
+            actor.label(),
         )
-        .bind(definition.id.as_str())
-        .bind(definition.workspace.as_str())
-        .bind(Json(&json))
-        .bind(actor.label())
         .fetch_one(&mut *tx)
         .await?;
+        let (version, rearm, outcome) = (published.version, published.rearm, published.outcome);
         sqlx::query!(
             "INSERT INTO sync_cursors (sync_id) VALUES ($1) ON CONFLICT (sync_id) DO NOTHING",
             definition.id.as_str(),
@@ -291,8 +282,8 @@ async fn archive_in(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let archived: Vec<String> = sqlx::query_scalar(
-        "WITH archived AS (
+    let archived = sqlx::query_scalar!(
+        r#"WITH archived AS (
            UPDATE syncs SET status = 'archived', archived_at = now(), paused_reason = NULL,
                   paused_at = NULL, updated_at = now()
            WHERE id = ANY($1) AND status <> 'archived'
@@ -301,9 +292,9 @@ async fn archive_in(
            UPDATE runs SET status = 'skipped', finished_at = now(), failure_code = 'sync_archived',
                   failure_detail = 'the sync was archived before this run started'
            WHERE status = 'queued' AND sync_id IN (SELECT id FROM archived))
-         SELECT id FROM archived ORDER BY id",
+         SELECT id AS "id!" FROM archived ORDER BY 1"#,
+        ids,
     )
-    .bind(ids)
     .fetch_all(&mut *tx)
     .await?;
     for id in &archived {
@@ -348,7 +339,7 @@ pub async fn resync_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<
 }
 
 /// One kept definition.
-#[derive(Debug, Clone, Serialize, FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SyncVersion {
     pub sync_id: String,
     pub version: i32,
@@ -362,37 +353,49 @@ pub async fn get_version(
     id: &str,
     version: i32,
 ) -> sqlx::Result<Option<SyncVersion>> {
-    sqlx::query_as::<_, SyncVersion>(
-        "SELECT * FROM sync_versions WHERE sync_id = $1 AND version = $2",
+    sqlx::query_as!(
+        SyncVersion,
+        r#"SELECT sync_id, version, definition AS "definition: Json<serde_json::Value>",
+                  published_at, actor
+           FROM sync_versions WHERE sync_id = $1 AND version = $2"#,
+        id,
+        version,
     )
-    .bind(id)
-    .bind(version)
     .fetch_optional(pool)
     .await
 }
 
 /// Every kept version of a sync, newest first.
 pub async fn list_versions(pool: &PgPool, id: &str) -> sqlx::Result<Vec<SyncVersion>> {
-    sqlx::query_as::<_, SyncVersion>(
-        "SELECT * FROM sync_versions WHERE sync_id = $1 ORDER BY version DESC",
+    sqlx::query_as!(
+        SyncVersion,
+        r#"SELECT sync_id, version, definition AS "definition: Json<serde_json::Value>",
+                  published_at, actor
+           FROM sync_versions WHERE sync_id = $1 ORDER BY version DESC"#,
+        id,
     )
-    .bind(id)
     .fetch_all(pool)
     .await
 }
 
 pub async fn get_sync(pool: &PgPool, id: &str) -> sqlx::Result<Option<SyncRow>> {
-    sqlx::query_as::<_, SyncRow>(
-        "SELECT s.*, nullif(d.next_due_at, '-infinity') AS next_due_at
-         FROM syncs s LEFT JOIN sync_schedule d ON d.sync_id = s.id WHERE s.id = $1",
+    sqlx::query_as!(
+        SyncRow,
+        r#"SELECT s.id, s.workspace_id, s.definition AS "definition: Json<serde_json::Value>",
+                  s.version, s.status AS "status: SyncStatus", s.paused_reason, s.paused_note,
+                  s.paused_at, s.last_error AS "last_error: Json<serde_json::Value>",
+                  s.created_at, s.updated_at, s.changed_at, s.activated_at,
+                  nullif(d.next_due_at, '-infinity') AS next_due_at, s.archived_at,
+                  s.ledger_epoch
+           FROM syncs s LEFT JOIN sync_schedule d ON d.sync_id = s.id WHERE s.id = $1"#,
+        id,
     )
-    .bind(id)
     .fetch_optional(pool)
     .await
 }
 
 /// A sync's id and current definition.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct StoredDefinition {
     pub id: String,
     pub definition: Json<serde_json::Value>,
@@ -400,18 +403,23 @@ pub struct StoredDefinition {
 
 /// Every sync's id and current definition, archived ones too, by id.
 pub async fn all_definitions(pool: &PgPool) -> sqlx::Result<Vec<StoredDefinition>> {
-    sqlx::query_as("SELECT id, definition FROM syncs ORDER BY id")
-        .fetch_all(pool)
-        .await
+    sqlx::query_as!(
+        StoredDefinition,
+        r#"SELECT id, definition AS "definition: Json<serde_json::Value>" FROM syncs ORDER BY id"#,
+    )
+    .fetch_all(pool)
+    .await
 }
 
 /// Every sync with its latest run and latest success, ordered by workspace and id.
 pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
-    sqlx::query_as::<_, SyncSummary>(
-        "SELECT s.id, s.workspace_id, s.version, s.status, s.paused_reason, s.paused_note,
+    sqlx::query_as!(
+        SyncSummary,
+        r#"SELECT s.id, s.workspace_id, s.version, s.status AS "status: SyncStatus",
+                s.paused_reason, s.paused_note,
                 s.definition->>'schedule' AS schedule,
-                last.id AS last_run_id, last.status AS last_run_status,
-                last.finished_at AS last_run_finished_at,
+                last.id AS "last_run_id?", last.status AS "last_run_status?: RunStatus",
+                last.finished_at AS "last_run_finished_at?",
                 (SELECT max(finished_at) FROM runs
                   WHERE sync_id = s.id AND status = 'succeeded') AS last_success_at,
                 (SELECT i.silence FROM deadman_incidents i
@@ -421,7 +429,7 @@ pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
          FROM syncs s
          LEFT JOIN LATERAL (SELECT id, status, finished_at FROM runs
                             WHERE sync_id = s.id ORDER BY id DESC LIMIT 1) last ON true
-         ORDER BY s.workspace_id, s.id",
+         ORDER BY s.workspace_id, s.id"#,
     )
     .fetch_all(pool)
     .await
@@ -437,14 +445,14 @@ pub async fn pause_sync(
     actor: Actor,
 ) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
-    let paused = sqlx::query(
+    let paused = sqlx::query!(
         "UPDATE syncs SET status = 'paused', paused_reason = $2, paused_note = $3,
                 paused_at = now(), updated_at = now()
          WHERE id = $1 AND status = 'active'",
+        id,
+        reason,
+        note,
     )
-    .bind(id)
-    .bind(reason)
-    .bind(note)
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -468,15 +476,15 @@ pub async fn pause_sync(
 /// the breaker only counts runs from here on. Returns false when it was not paused.
 pub async fn resume_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
-    let previous: Option<Option<String>> = sqlx::query_scalar(
+    let previous = sqlx::query_scalar!(
         "UPDATE syncs s SET status = 'active', paused_reason = NULL, paused_note = NULL,
                 paused_at = NULL,
                 changed_at = now(), activated_at = now(), updated_at = now()
          FROM (SELECT id, paused_reason FROM syncs WHERE id = $1 FOR UPDATE) old
          WHERE s.id = old.id AND s.status = 'paused'
          RETURNING old.paused_reason",
+        id,
     )
-    .bind(id)
     .fetch_optional(&mut *tx)
     .await?;
     if let Some(previous) = &previous {
@@ -519,15 +527,15 @@ pub struct Trip<'a> {
 /// whether this call tripped it.
 pub async fn trip_breaker(pool: &PgPool, sync_id: &str, trip: &Trip<'_>) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
-    let tripped = sqlx::query(
+    let tripped = sqlx::query!(
         "UPDATE syncs SET status = 'paused', paused_reason = $2, paused_note = NULL, paused_at = now(),
                 last_error = $3, updated_at = now()
          WHERE id = $1 AND status = 'active' AND changed_at = $4",
+        sync_id,
+        trip.reason,
+        Json(trip.last_error) as _,
+        trip.changed_at,
     )
-    .bind(sync_id)
-    .bind(trip.reason)
-    .bind(Json(trip.last_error))
-    .bind(trip.changed_at)
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -572,7 +580,7 @@ pub async fn workspace_of_sync(pool: &PgPool, sync_id: &str) -> sqlx::Result<Opt
 
 /// What the per-sync gauges of `/metrics` say of one sync, read from the
 /// store, so every process (and a run in a foreground command) counts.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct SyncHealth {
     pub id: String,
     pub workspace_id: String,
@@ -589,19 +597,21 @@ pub struct SyncHealth {
 
 /// Every sync's health, archived ones too (their state says so).
 pub async fn sync_health(pool: &PgPool) -> sqlx::Result<Vec<SyncHealth>> {
-    sqlx::query_as::<_, SyncHealth>(
-        "SELECT s.id, s.workspace_id, s.status, s.paused_reason, s.activated_at,
-                ok.last_success_at,
+    sqlx::query_as!(
+        SyncHealth,
+        r#"SELECT s.id, s.workspace_id, s.status AS "status: SyncStatus", s.paused_reason,
+                s.activated_at, ok.last_success_at,
                 (SELECT count(*) FROM runs r
                   WHERE r.sync_id = s.id AND r.status = 'failed'
-                    AND r.finished_at > coalesce(ok.last_success_at, '-infinity')) AS failure_streak,
+                    AND r.finished_at > coalesce(ok.last_success_at, '-infinity'))
+                  AS "failure_streak!",
                 (SELECT count(*) FROM audit_log a
                   WHERE a.sync_id = s.id AND a.action = 'pause' AND a.actor = 'breaker')
-                  AS breaker_trips
+                  AS "breaker_trips!"
          FROM syncs s
          LEFT JOIN LATERAL (SELECT max(finished_at) AS last_success_at FROM runs
                             WHERE sync_id = s.id AND status = 'succeeded') ok ON true
-         ORDER BY s.id",
+         ORDER BY s.id"#,
     )
     .fetch_all(pool)
     .await
