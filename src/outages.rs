@@ -186,16 +186,9 @@ async fn probe_store(pool: &PgPool, options: &PgConnectOptions) -> Result<(), St
 }
 
 async fn probe_redis(redis: &RedisPool) -> Result<(), String> {
-    let ping = async {
-        let mut conn = redis.get().await.map_err(|e| e.to_string())?;
-        deadpool_redis::redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .map_err(|e| e.to_string())
-    };
-    match tokio::time::timeout(PROBE_TIMEOUT, ping).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e),
+    match tokio::time::timeout(PROBE_TIMEOUT, redis.ping()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no answer within {} ms", PROBE_TIMEOUT.as_millis())),
     }
 }

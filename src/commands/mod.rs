@@ -164,14 +164,10 @@ pub async fn connect_redis(
         .address()
         .map_err(|problem| anyhow::anyhow!("redis.url: {problem}"))?;
     let pool = address.open_pool().with_context(unreachable)?;
-    let mut conn = tokio::time::timeout(std::time::Duration::from_secs(10), pool.get())
+    tokio::time::timeout(std::time::Duration::from_secs(10), pool.ping())
         .await
         .map_err(|_| anyhow::anyhow!("no answer within 10s"))
         .with_context(unreachable)?
-        .with_context(unreachable)?;
-    let _: String = deadpool_redis::redis::cmd("PING")
-        .query_async(&mut conn)
-        .await
         .with_context(unreachable)?;
     Ok(pool)
 }

@@ -75,15 +75,7 @@ pub async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
         Ok(Err(e)) => format!("unreachable: {e}"),
         Err(_) => "no answer within 2s".to_string(),
     };
-    let redis = match tokio::time::timeout(READY_TIMEOUT, async {
-        let mut conn = state.redis.get().await.map_err(|e| e.to_string())?;
-        deadpool_redis::redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .map_err(|e| e.to_string())
-    })
-    .await
-    {
+    let redis = match tokio::time::timeout(READY_TIMEOUT, state.redis.ping()).await {
         Ok(Ok(_)) => "ok".to_string(),
         Ok(Err(e)) => format!("unreachable: {e}"),
         Err(_) => "no answer within 2s".to_string(),

@@ -61,6 +61,16 @@ impl RedisPool {
             demoted: false,
         })
     }
+
+    /// Whether the server answers a command now (readiness, outage probes,
+    /// `doctor`).
+    pub async fn ping(&self) -> Result<(), super::RedisFailure> {
+        let mut conn = self.get().await?;
+        let _: String = deadpool_redis::redis::cmd("PING")
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
 }
 
 fn sentinel_config(
