@@ -68,18 +68,20 @@ async fn refresh_sync_health(state: &HttpState) {
     }
 }
 
+/// What one service's ping says within `READY_TIMEOUT`: "ok", or why not.
+async fn readiness<E: std::fmt::Display>(
+    ping: impl std::future::Future<Output = Result<(), E>>,
+) -> String {
+    match tokio::time::timeout(READY_TIMEOUT, ping).await {
+        Ok(Ok(())) => "ok".to_string(),
+        Ok(Err(e)) => format!("unreachable: {e}"),
+        Err(_) => "no answer within 2s".to_string(),
+    }
+}
+
 pub async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
-    let postgres = match tokio::time::timeout(READY_TIMEOUT, crate::store::ping(&state.store)).await
-    {
-        Ok(Ok(_)) => "ok".to_string(),
-        Ok(Err(e)) => format!("unreachable: {e}"),
-        Err(_) => "no answer within 2s".to_string(),
-    };
-    let redis = match tokio::time::timeout(READY_TIMEOUT, state.redis.ping()).await {
-        Ok(Ok(_)) => "ok".to_string(),
-        Ok(Err(e)) => format!("unreachable: {e}"),
-        Err(_) => "no answer within 2s".to_string(),
-    };
+    let postgres = readiness(crate::store::ping(&state.store)).await;
+    let redis = readiness(state.redis.ping()).await;
     let ready = postgres == "ok" && redis == "ok";
     let status = if ready {
         StatusCode::OK
