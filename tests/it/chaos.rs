@@ -4,7 +4,11 @@
 //! random moment — SIGKILL mostly, SIGTERM sometimes — and restarted, over and
 //! over. Then, from the fake's log and the database:
 //!
-//! - every source record was written (lost = 0);
+//! - every source record was written (lost = 0); a key that kills cut off
+//!   `ledger.record_attempts` times in a row is quarantined by the poison
+//!   guard, as the contract says, and counts as lost unless each of its
+//!   sends had a kill after it and the operator's `sync retry-rejected`
+//!   then delivers it;
 //! - no key was sent again once it was `completed` (re-sent completed = 0);
 //! - every second send of a key had a kill between it and the send before
 //!   (re-sends only of keys `pending` at a kill, at most once per kill);
@@ -116,6 +120,12 @@ struct Findings {
     overlaps: i64,
     cursor_backwards: usize,
     unfinished_runs: i64,
+    /// Keys the poison guard quarantined after kills cut their calls off
+    /// `ledger.record_attempts` times, put back as the alert says.
+    quarantined: usize,
+    /// Of those, keys with a send that no kill followed: a death that was
+    /// not a kill, or an attempt spent on an observed outcome.
+    quarantined_without_kill: usize,
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -276,8 +286,26 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
     stop.store(true, Ordering::SeqCst);
     let cursor_backwards = sampler.await?;
 
+    // Kills that cut one key's call off `ledger.record_attempts` times in a
+    // row look to the ledger like a record that kills its writer: the poison
+    // guard quarantines it and alerts (DESIGN §1.4: attempts no run observed
+    // count). The operator's step from the alert puts it back; then it must
+    // arrive like any other, and each of its sends must have had a kill after it.
+    let quarantined: Vec<(String, String)> = sqlx::query_as(
+        "SELECT sync_id, coalesce(lower(email), '') FROM rejected_records
+         WHERE code = 'attempt_budget_exhausted' ORDER BY id",
+    )
+    .fetch_all(&s.db.pool)
+    .await?;
+    let put_back_at = SystemTime::now();
+    if !quarantined.is_empty() {
+        println!("chaos: quarantined after kills: {quarantined:?}");
+        put_back_and_run(&s, &quarantined).await?;
+    }
+
     let mut f = Findings {
         cursor_backwards,
+        quarantined: quarantined.len(),
         ..Findings::default()
     };
     let writes = s.fake.writes();
@@ -336,6 +364,21 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
                 continue;
             }
             let completed_at = completed_at.unwrap_or(SystemTime::UNIX_EPOCH);
+            let mut sends = sends;
+            if quarantined.iter().any(|(q, e)| q == sync && e == email) {
+                // The send the operator asked for is not a re-send.
+                sends.retain(|at| *at < put_back_at);
+                if !sends
+                    .iter()
+                    .all(|at| kill_times.iter().any(|k| *k + SEND_LAG > *at))
+                {
+                    f.quarantined_without_kill += 1;
+                    eprintln!("chaos: {email} quarantined, sent at {sends:?} with no kill after");
+                }
+                if sends.is_empty() {
+                    continue;
+                }
+            }
             f.resent_completed += sends.iter().filter(|at| **at > completed_at).count();
             f.resent_pending += sends.len() - 1;
             for pair in sends.windows(2) {
@@ -394,9 +437,10 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
     let kills = kill_times.len();
     let in_flight_bound = kills * 100;
     println!(
-        "chaos: kills {kills}, rounds {round}, records {}, lost {}, re-sent completed {}, re-sent pending {} (bound {in_flight_bound}), re-sent without a kill {}, overlaps {}, cursor backwards {}, unfinished runs {}, wall time {:.0} s",
+        "chaos: kills {kills}, rounds {round}, records {}, lost {}, quarantined by kills and put back {}, re-sent completed {}, re-sent pending {} (bound {in_flight_bound}), re-sent without a kill {}, overlaps {}, cursor backwards {}, unfinished runs {}, wall time {:.0} s",
         f.records,
         f.lost,
+        f.quarantined,
         f.resent_completed,
         f.resent_pending,
         f.resent_without_kill,
@@ -406,12 +450,50 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
         started.elapsed().as_secs_f64()
     );
     assert_eq!(f.lost, 0, "{f:?}");
+    assert_eq!(f.quarantined_without_kill, 0, "{f:?}");
     assert_eq!(f.resent_completed, 0, "{f:?}");
     assert_eq!(f.resent_without_kill, 0, "{f:?}");
     assert!(f.resent_pending <= in_flight_bound, "{f:?}");
     assert_eq!(f.overlaps, 0, "{f:?}");
     assert_eq!(f.cursor_backwards, 0, "{f:?}");
     assert_eq!(f.unfinished_runs, 0, "{f:?}");
+    Ok(())
+}
+
+/// `sync retry-rejected` for each sync with a quarantined key, then one run
+/// of each on a fresh daemon, as an operator answers the alert.
+async fn put_back_and_run(s: &Scenario, quarantined: &[(String, String)]) -> anyhow::Result<()> {
+    let mut syncs: Vec<&str> = quarantined.iter().map(|(sync, _)| sync.as_str()).collect();
+    syncs.dedup();
+    let mut daemon = DaemonProcess::spawn(&s.cli).await?;
+    for sync in &syncs {
+        s.cli.run(&["sync", "retry-rejected", sync]).await?.ok()?;
+        syncward::store::runs::enqueue_run(
+            &s.db.pool,
+            sync,
+            syncward::states::RunTrigger::Manual,
+            5,
+        )
+        .await?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let busy: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')")
+                .fetch_one(&s.db.pool)
+                .await?;
+        if busy == 0 {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the put-back runs did not finish; the daemon's log ends:\n{}",
+            daemon.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    daemon.signal("TERM")?;
+    daemon.wait(Duration::from_secs(40)).await?;
     Ok(())
 }
 

@@ -109,6 +109,104 @@ async fn ties_on_a_non_unique_cursor_are_neither_lost_nor_repeated() -> anyhow::
     Ok(())
 }
 
+/// One page as a run sees it: where it starts, its rows' ids and cursor
+/// values, and whether it is the last.
+type SeenPage = (Option<Value>, Vec<(i64, i64)>, bool);
+
+/// Every page of the source, read from `cursor` on by one source (as one run
+/// reads them) or by a fresh source per page (as runs resumed at each
+/// checkpoint read them).
+async fn pages_of(
+    db: &TestDb,
+    cfg: &PostgresSourceConfig,
+    one_source: bool,
+) -> anyhow::Result<Vec<SeenPage>> {
+    let mut source = PostgresSource::with_url(cfg, &db.url, &Default::default())?;
+    let mut cursor: Option<Value> = None;
+    let mut pages = Vec::new();
+    loop {
+        if !one_source {
+            source = PostgresSource::with_url(cfg, &db.url, &Default::default())?;
+        }
+        let page = source.fetch_page(cursor.as_ref()).await?;
+        let rows = page
+            .records
+            .into_values()?
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_i64().unwrap_or(-1),
+                    r["c"].as_i64().unwrap_or(-1),
+                )
+            })
+            .collect();
+        pages.push((cursor.clone(), rows, page.last));
+        if page.last {
+            return Ok(pages);
+        }
+        cursor = page.next_cursor;
+        anyhow::ensure!(pages.len() < 5000, "paging does not end");
+    }
+}
+
+#[tokio::test]
+async fn pages_read_ahead_by_one_statement_are_the_pages_a_resumed_run_reads() -> anyhow::Result<()>
+{
+    let db = TestDb::new().await?;
+    // Cursor values shared by three rows (groups straddle page boundaries),
+    // and one group of 31 rows across the end of the first statement's rows
+    // (pages of 499: a statement reads 8 pages, rows 1-3992, and one more).
+    sqlx::raw_sql(
+        "CREATE TABLE ticks (id int PRIMARY KEY, c bigint NOT NULL);
+         INSERT INTO ticks SELECT i, CASE WHEN i BETWEEN 3985 AND 4015 THEN 3985 / 3 ELSE i / 3 END
+         FROM generate_series(1, 9000) i;",
+    )
+    .execute(&db.pool)
+    .await?;
+    let cfg = config("SELECT id, c FROM ticks", "c", 499);
+    let one_run = pages_of(&db, &cfg, true).await?;
+    let resumed = pages_of(&db, &cfg, false).await?;
+    assert_eq!(one_run.len(), resumed.len(), "as many pages either way");
+    for (a, b) in one_run.iter().zip(&resumed) {
+        assert_eq!(a, b, "the page at {:?} differs", a.0);
+    }
+    // Every row once, in cursor order; no cursor value in two pages; a page
+    // is 499 rows and the rest of the tie group at its end.
+    let all: Vec<(i64, i64)> = one_run.iter().flat_map(|p| p.1.clone()).collect();
+    let mut ids: Vec<i64> = all.iter().map(|r| r.0).collect();
+    ids.sort();
+    assert_eq!(ids, (1..=9000).collect::<Vec<_>>());
+    assert!(
+        all.windows(2).all(|w| w[0].1 <= w[1].1),
+        "out of cursor order"
+    );
+    for pair in one_run.windows(2) {
+        let (end, start) = (pair[0].1.last(), pair[1].1.first());
+        assert_ne!(
+            end.map(|r| r.1),
+            start.map(|r| r.1),
+            "a tie group split at {:?}",
+            pair[1].0
+        );
+    }
+    for (at, rows, last) in &one_run {
+        if !last {
+            assert!(rows.len() >= 499, "a short page at {at:?}");
+            assert!(
+                rows[498..].iter().all(|r| r.1 == rows[498].1),
+                "a page longer than its ties at {at:?}"
+            );
+        }
+    }
+    let long_group: Vec<usize> = one_run
+        .iter()
+        .map(|p| p.1.iter().filter(|r| r.1 == 3985 / 3).count())
+        .filter(|n| *n > 0)
+        .collect();
+    assert_eq!(long_group, vec![32], "the long tie group is in one page");
+    Ok(())
+}
+
 #[tokio::test]
 async fn text_and_timestamp_cursors_compare_in_their_own_types() -> anyhow::Result<()> {
     let db = TestDb::new().await?;

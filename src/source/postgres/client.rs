@@ -33,6 +33,12 @@ use crate::connector_config::WorkspaceSecrets;
 use crate::source::SyncMode;
 use crate::source::page::{Page, Source, SourceError};
 
+/// Rows one keyset statement reads at least: as many pages as fit, so a
+/// source of small pages costs a session reset and a statement per several
+/// pages, not per page (the reset and the statement's round trips dominate a
+/// page of 1,000 small rows), while memory stays a few pages' worth.
+const ROWS_PER_READ: usize = 4_000;
+
 /// Cursor column types the source can page by: each compares and round-trips
 /// through its text form exactly.
 const CURSOR_TYPES: &[&str] = &[
@@ -67,6 +73,17 @@ pub struct PostgresSource {
     /// Diff mode: rows fetched so far from the run's open cursor over the
     /// whole query (`None`: no cursor open on the connection).
     whole_read: Option<u64>,
+    /// Rows one statement read past the page it served: the next pages'.
+    ahead: Option<RowsAhead>,
+}
+
+/// Rows read ahead, in the query's order, for the page that starts at `from`
+/// (the cursor the page before them returned).
+struct RowsAhead {
+    from: Value,
+    rows: Vec<sqlx::postgres::PgRow>,
+    /// The statement read every row up to the horizon: none follow these.
+    exhausted: bool,
 }
 
 impl Drop for PostgresSource {
@@ -128,6 +145,7 @@ impl PostgresSource {
             plan: None,
             horizon: None,
             whole_read: None,
+            ahead: None,
         })
     }
 
@@ -314,12 +332,12 @@ impl PostgresSource {
         cursor: Option<&Value>,
     ) -> Result<Option<Page>, SourceError> {
         let plan = self.plan().await?;
+        let cursor_json = cursor;
         let cursor = match cursor {
             Some(c) => Some(parse_cursor(c)?),
             None => None,
         };
         let page_size = self.config.page_size as usize;
-        let fetch_limit = i64::try_from(page_size + 1).unwrap_or(i64::MAX);
         let config = self.config.clone();
         let bound = match self.horizon().await? {
             Horizon::Settled(Some(bound)) => bound,
@@ -333,65 +351,102 @@ impl PostgresSource {
                 }));
             }
         };
-        let sql = page_sql(
-            &config,
-            &plan,
-            cursor.as_ref().map(|c| c.0.as_str()),
-            Some(&bound.1),
-            &format!("LIMIT {fetch_limit}"),
-            false,
-        );
-        let conn = self.connection().await?;
-        reset_session(conn).await?;
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        if let Some((_, value)) = &cursor {
-            query = query.bind(value.clone());
-        }
-        query = query.bind(bound.0);
-        let rows = match query.fetch_all(&mut **conn).await {
-            Ok(rows) => rows,
-            Err(e) if result_type_changed(&e) => return Ok(None),
-            Err(e) => return Err(classify_query_error(e)),
-        };
-        if rows.first().is_some_and(|row| !plan.matches(row)) {
-            return Ok(None);
-        }
-        let mut rows: Vec<TiedRow> = rows.into_iter().map(TiedRow::from).collect();
-        let last = rows.len() <= page_size;
-        let lookahead = if last { None } else { rows.pop() };
-        if let Some(next) = lookahead
-            && let Some(page_end) = rows.last()
-            && let boundary = plan.cursor_bytes(&next.row)?
-            && plan.cursor_bytes(&page_end.row)? == boundary
-        {
-            // The tie group crosses the page boundary: take all of it.
-            let mut kept = Vec::with_capacity(rows.len());
-            for r in rows {
-                if plan.cursor_bytes(&r.row)? != boundary {
-                    kept.push(r);
+        // The page's rows, and the rows after them that the same statement
+        // read: from what an earlier statement read ahead when it covers the
+        // page, else from a new statement of several pages.
+        let ahead = self
+            .ahead
+            .take()
+            .filter(|ahead| cursor_json.is_some_and(|c| *c == ahead.from));
+        let (mut buffered, exhausted) = match ahead {
+            Some(ahead) if ahead.covers_page(page_size) => (ahead.rows, ahead.exhausted),
+            _ => {
+                let per_read = (ROWS_PER_READ / page_size).max(1) * page_size;
+                let limit = i64::try_from(per_read + 1).unwrap_or(i64::MAX);
+                let sql = page_sql(
+                    &config,
+                    &plan,
+                    cursor.as_ref().map(|c| c.0.as_str()),
+                    Some(&bound.1),
+                    &format!("LIMIT {limit}"),
+                    false,
+                );
+                let conn = self.connection().await?;
+                reset_session(conn).await?;
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                if let Some((_, value)) = &cursor {
+                    query = query.bind(value.clone());
                 }
+                query = query.bind(bound.0);
+                let rows = match query.fetch_all(&mut **conn).await {
+                    Ok(rows) => rows,
+                    Err(e) if result_type_changed(&e) => return Ok(None),
+                    Err(e) => return Err(classify_query_error(e)),
+                };
+                if rows.first().is_some_and(|row| !plan.matches(row)) {
+                    return Ok(None);
+                }
+                let exhausted = rows.len() <= per_read;
+                (rows, exhausted)
             }
-            rows = kept;
-            let (value, cursor_type) = plan.cursor_of(&next.row)?;
-            if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
-                return Err(unsupported_type(&config.cursor_column, &cursor_type));
+        };
+        // The page: `page_size` rows, and the rest of a tie group that
+        // crosses its end. Either the buffer holds the whole group (a row of
+        // another value follows it, or no row follows at all), or the group is
+        // read by itself and nothing is kept ahead.
+        let mut after = if buffered.len() > page_size {
+            buffered.split_off(page_size)
+        } else {
+            Vec::new()
+        };
+        let mut rows: Vec<TiedRow> = buffered.into_iter().map(TiedRow::from).collect();
+        if let Some(page_end) = rows.last()
+            && let Some(next) = after.first()
+            && let boundary = plan.cursor_bytes(&page_end.row)?.to_vec()
+            && plan.cursor_bytes(next)? == boundary
+        {
+            let mut group_end = 0;
+            while group_end < after.len() && plan.cursor_bytes(&after[group_end])? == boundary {
+                group_end += 1;
             }
-            // The page's own statement ran the operator's query: reset again.
-            reset_session(conn).await?;
-            let group = sqlx::query(sqlx::AssertSqlSafe(page_sql(
-                &config,
-                &plan,
-                Some(&cursor_type),
-                None,
-                "",
-                true,
-            )))
-            .bind(&value)
-            .fetch_all(&mut **conn)
-            .await
-            .map_err(classify_query_error)?;
-            rows.extend(group.into_iter().map(TiedRow::from));
+            if group_end < after.len() || exhausted {
+                let rest = after.split_off(group_end);
+                rows.extend(after.into_iter().map(TiedRow::from));
+                after = rest;
+            } else {
+                // The tie group may go on past what was read: read all of it.
+                let (value, cursor_type) = plan.cursor_of(&after[0])?;
+                if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
+                    return Err(unsupported_type(&config.cursor_column, &cursor_type));
+                }
+                let mut kept = Vec::with_capacity(rows.len());
+                for r in rows {
+                    if plan.cursor_bytes(&r.row)? != boundary {
+                        kept.push(r);
+                    }
+                }
+                rows = kept;
+                after = Vec::new();
+                let conn = self.connection().await?;
+                // The page's own statement ran the operator's query: reset again.
+                reset_session(conn).await?;
+                let group = sqlx::query(sqlx::AssertSqlSafe(page_sql(
+                    &config,
+                    &plan,
+                    Some(&cursor_type),
+                    None,
+                    "",
+                    true,
+                )))
+                .bind(&value)
+                .fetch_all(&mut **conn)
+                .await
+                .map_err(classify_query_error)?;
+                rows.extend(group.into_iter().map(TiedRow::from));
+            }
         }
+        // The last page: nothing read after it, and nothing left to read.
+        let last = after.is_empty() && exhausted;
         order_ties(&plan, &mut rows)?;
         let next_cursor = match rows.last() {
             Some(r) => {
@@ -403,6 +458,15 @@ impl PostgresSource {
             }
             None => None,
         };
+        if let Some(from) = &next_cursor
+            && !after.is_empty()
+        {
+            self.ahead = Some(RowsAhead {
+                from: from.clone(),
+                rows: after,
+                exhausted,
+            });
+        }
         let rows = rows.into_iter().map(|r| r.row).collect();
         Ok(Some(Page {
             records: PostgresRows::new(plan, rows).into(),
@@ -411,6 +475,15 @@ impl PostgresSource {
             notices: Vec::new(),
             held_back: None,
         }))
+    }
+}
+
+impl RowsAhead {
+    /// Whether these rows decide the page that starts with them: more rows
+    /// than a page (so the page's end and the row after it are known), or
+    /// every row left to read.
+    fn covers_page(&self, page_size: usize) -> bool {
+        self.exhausted || self.rows.len() > page_size
     }
 }
 
