@@ -4,11 +4,13 @@
 //! random moment — SIGKILL mostly, SIGTERM sometimes — and restarted, over and
 //! over. Then, from the fake's log and the database:
 //!
-//! - every source record was written (lost = 0); a key that kills cut off
+//! - every source record was written (lost = 0). A key that kills cut off
 //!   `ledger.record_attempts` times in a row is quarantined by the poison
-//!   guard, as the contract says, and counts as lost unless each of its
-//!   sends had a kill after it and the operator's `sync retry-rejected`
-//!   then delivers it;
+//!   guard, as the contract says; the test answers the alert as an operator
+//!   would, with `sync retry-rejected` (and one more run after the storm),
+//!   and counts it as lost unless the send before each quarantine had a kill
+//!   after it and the key is delivered in the end (`CHAOS_RECORD_ATTEMPTS=1`
+//!   makes every cut-off key take this path);
 //! - no key was sent again once it was `completed` (re-sent completed = 0);
 //! - every second send of a key had a kill between it and the send before
 //!   (re-sends only of keys `pending` at a kill, at most once per kill);
@@ -108,6 +110,14 @@ fn under_fire(s: &mut Scenario) {
         .with_env("SYNCWARD__RETRY__BACKOFF_BASE", "1s")
         .with_env("SYNCWARD__RETRY__BACKOFF_MAX", "2s")
         .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "1000");
+    // CHAOS_RECORD_ATTEMPTS=1 makes every key a kill cuts off quarantined:
+    // the operator's put-back path under fire (default: the shipped budget).
+    if let Ok(attempts) = std::env::var("CHAOS_RECORD_ATTEMPTS") {
+        s.cli = s
+            .cli
+            .clone()
+            .with_env("SYNCWARD__LEDGER__RECORD_ATTEMPTS", &attempts);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -174,22 +184,32 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
 
     // The cursor sampler: a value or fence that goes down is a finding.
     let stop = Arc::new(AtomicBool::new(false));
+    // `sync retry-rejected` rewinds the cursor to the first page put back:
+    // the operator's move, not a finding.
+    let mut put_back = PutBack::default();
     let sampler = {
         let pool = s.db.pool.clone();
         let stop = stop.clone();
+        let (started, finished) = (put_back.started.clone(), put_back.finished.clone());
         tokio::spawn(async move {
             let mut last: HashMap<String, (i64, i64)> = HashMap::new();
             let mut backwards = 0usize;
+            let mut finished_before_last = 0;
             while !stop.load(Ordering::SeqCst) {
+                let finished_before = finished.load(Ordering::SeqCst);
                 let rows: Vec<(String, Option<String>, i64)> =
                     sqlx::query_as("SELECT sync_id, cursor->>'value', fence FROM sync_cursors")
                         .fetch_all(&pool)
                         .await
                         .unwrap_or_default();
+                // An answer started before this read and not finished before
+                // the last one may have rewound a cursor in between.
+                let rewound = started.load(Ordering::SeqCst) > finished_before_last;
+                finished_before_last = finished_before;
                 for (sync, value, fence) in rows {
                     let value = value.and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
                     if let Some((v0, f0)) = last.get(&sync)
-                        && (value < *v0 || fence < *f0)
+                        && (value < *v0 && !rewound || fence < *f0)
                     {
                         backwards += 1;
                     }
@@ -214,6 +234,9 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
     // and another round starts: a replay under fire, which must send nothing.
     let mut round = 1i64;
     loop {
+        // The operator answers a quarantine alert at once (a page of which
+        // every record is quarantined stops its sync until then).
+        put_back.answer_alerts(&s).await?;
         let mut finished_round = 0;
         for sync in [SYNC_ID, SINGLE_ID] {
             let (busy, succeeded): (i64, i64) = sqlx::query_as(
@@ -286,26 +309,16 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
     stop.store(true, Ordering::SeqCst);
     let cursor_backwards = sampler.await?;
 
-    // Kills that cut one key's call off `ledger.record_attempts` times in a
-    // row look to the ledger like a record that kills its writer: the poison
-    // guard quarantines it and alerts (DESIGN §1.4: attempts no run observed
-    // count). The operator's step from the alert puts it back; then it must
-    // arrive like any other, and each of its sends must have had a kill after it.
-    let quarantined: Vec<(String, String)> = sqlx::query_as(
-        "SELECT sync_id, coalesce(lower(email), '') FROM rejected_records
-         WHERE code = 'attempt_budget_exhausted' ORDER BY id",
-    )
-    .fetch_all(&s.db.pool)
-    .await?;
-    let put_back_at = SystemTime::now();
-    if !quarantined.is_empty() {
-        println!("chaos: quarantined after kills: {quarantined:?}");
-        put_back_and_run(&s, &quarantined).await?;
+    // Quarantined after the last answer: put back, and one run of each
+    // affected sync on a fresh daemon.
+    put_back.answer_alerts(&s).await?;
+    if !put_back.syncs.is_empty() {
+        run_once_more(&s, &put_back).await?;
     }
 
     let mut f = Findings {
         cursor_backwards,
-        quarantined: quarantined.len(),
+        quarantined: put_back.count,
         ..Findings::default()
     };
     let writes = s.fake.writes();
@@ -364,24 +377,30 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
                 continue;
             }
             let completed_at = completed_at.unwrap_or(SystemTime::UNIX_EPOCH);
-            let mut sends = sends;
-            if quarantined.iter().any(|(q, e)| q == sync && e == email) {
-                // The send the operator asked for is not a re-send.
-                sends.retain(|at| *at < put_back_at);
-                if !sends
-                    .iter()
-                    .all(|at| kill_times.iter().any(|k| *k + SEND_LAG > *at))
-                {
-                    f.quarantined_without_kill += 1;
-                    eprintln!("chaos: {email} quarantined, sent at {sends:?} with no kill after");
-                }
-                if sends.is_empty() {
-                    continue;
-                }
-            }
+            let put_backs = put_back
+                .at
+                .get(&(sync.to_string(), email.clone()))
+                .cloned()
+                .unwrap_or_default();
             f.resent_completed += sends.iter().filter(|at| **at > completed_at).count();
             f.resent_pending += sends.len() - 1;
             for pair in sends.windows(2) {
+                if let Some(p) = put_backs.iter().find(|p| **p > pair[0] && **p < pair[1]) {
+                    // The operator's send: the death that quarantined the
+                    // key must have been a kill after the send before it.
+                    f.resent_pending -= 1;
+                    if !kill_times
+                        .iter()
+                        .any(|k| *k + SEND_LAG > pair[0] && *k < *p)
+                    {
+                        f.quarantined_without_kill += 1;
+                        eprintln!(
+                            "chaos: {email} quarantined after a send at {:?} that no kill followed",
+                            chrono::DateTime::<chrono::Utc>::from(pair[0])
+                        );
+                    }
+                    continue;
+                }
                 if !kill_between(&kill_times, pair[0], pair[1]) {
                     f.resent_without_kill += 1;
                     println!(
@@ -460,14 +479,68 @@ async fn random_kills_lose_nothing_and_resend_only_what_was_pending() -> anyhow:
     Ok(())
 }
 
-/// `sync retry-rejected` for each sync with a quarantined key, then one run
-/// of each on a fresh daemon, as an operator answers the alert.
-async fn put_back_and_run(s: &Scenario, quarantined: &[(String, String)]) -> anyhow::Result<()> {
-    let mut syncs: Vec<&str> = quarantined.iter().map(|(sync, _)| sync.as_str()).collect();
-    syncs.dedup();
+/// Quarantines answered as the alert says, with `sync retry-rejected`: when
+/// each key was put back (a send after that is the operator's, not a
+/// re-send).
+#[derive(Default)]
+struct PutBack {
+    /// The last `rejected_records` row answered.
+    seen: i64,
+    /// Answers started and finished (each may rewind a cursor between).
+    started: Arc<std::sync::atomic::AtomicUsize>,
+    finished: Arc<std::sync::atomic::AtomicUsize>,
+    at: HashMap<(String, String), Vec<SystemTime>>,
+    count: usize,
+    /// Every sync that had keys put back.
+    syncs: Vec<String>,
+}
+
+impl PutBack {
+    async fn answer_alerts(&mut self, s: &Scenario) -> anyhow::Result<()> {
+        let quarantined: Vec<(i64, String, String)> = sqlx::query_as(
+            "SELECT id, sync_id, coalesce(lower(email), '') FROM rejected_records
+             WHERE code = 'attempt_budget_exhausted' AND id > $1 ORDER BY id",
+        )
+        .bind(self.seen)
+        .fetch_all(&s.db.pool)
+        .await?;
+        let Some((last, _, _)) = quarantined.last() else {
+            return Ok(());
+        };
+        self.seen = *last;
+        let now = SystemTime::now();
+        let mut syncs: Vec<&str> = Vec::new();
+        for (_, sync, email) in &quarantined {
+            self.at
+                .entry((sync.clone(), email.clone()))
+                .or_default()
+                .push(now);
+            if !syncs.contains(&sync.as_str()) {
+                syncs.push(sync);
+            }
+        }
+        self.count += quarantined.len();
+        println!(
+            "chaos: put back {} quarantined key(s) of {syncs:?}",
+            quarantined.len()
+        );
+        for sync in syncs {
+            self.started.fetch_add(1, Ordering::SeqCst);
+            s.cli.run(&["sync", "retry-rejected", sync]).await?.ok()?;
+            self.finished.fetch_add(1, Ordering::SeqCst);
+            if !self.syncs.iter().any(|known| known == sync) {
+                self.syncs.push(sync.to_string());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One run of each sync that had keys put back, on a fresh daemon, after the
+/// storm: it sends what was put back after the sync's last run.
+async fn run_once_more(s: &Scenario, put_back: &PutBack) -> anyhow::Result<()> {
     let mut daemon = DaemonProcess::spawn(&s.cli).await?;
-    for sync in &syncs {
-        s.cli.run(&["sync", "retry-rejected", sync]).await?.ok()?;
+    for sync in &put_back.syncs {
         syncward::store::runs::enqueue_run(
             &s.db.pool,
             sync,
