@@ -1,5 +1,6 @@
-//! `PostgresSource`: keyset pages over the operator's query, each one statement
-//! on a connection whose transactions are all READ ONLY, with a statement
+//! `PostgresSource`: keyset pages over the operator's query, one statement
+//! per several pages (`ROWS_PER_READ`; the pages after the first are served
+//! from the rows it read), on a connection whose transactions are all READ ONLY, with a statement
 //! timeout (see `pools`). A query cannot write: an INSERT, or a function that
 //! writes, fails. Connections are shared by every sync of a source URL, so
 //! each statement is preceded by a reset of the session (`pools::SESSION_RESET`):

@@ -6,9 +6,9 @@
 //! Every connection starts read-only, in UTC and with the statement timeout,
 //! as startup parameters. Those are the session's defaults, which `RESET ALL`
 //! goes back to, and any query may change them for the rest of the session
-//! (`set_config('default_transaction_read_only', 'off', false)`): so a page
-//! is its statement preceded by `SESSION_RESET`, two round trips, and still no
-//! BEGIN/COMMIT around it (which would make three).
+//! (`set_config('default_transaction_read_only', 'off', false)`): so each
+//! statement (of several pages, see `client`) is preceded by `SESSION_RESET`,
+//! two round trips, and still no BEGIN/COMMIT around it (which would make three).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
