@@ -89,7 +89,10 @@ impl Destination for AnyDestination {
         }
     }
 
-    async fn reserve_slot(&self, within: std::time::Duration) -> Result<(), std::time::Duration> {
+    async fn reserve_slot(
+        &self,
+        within: std::time::Duration,
+    ) -> Result<std::time::Duration, std::time::Duration> {
         match self {
             AnyDestination::Brevo(d) => d.reserve_slot(within).await,
             AnyDestination::Webhook(d) => d.reserve_slot(within).await,

@@ -64,15 +64,16 @@ pub trait Destination: Send + Sync {
     }
 
     /// Before a page's calls: takes the first request slot of a budget
-    /// shared with other runs (unless one is held). `Err(wait)` when it is
-    /// further than `within`: the slot, `wait` ahead, is the run's all the
-    /// same, so the run can give its worker back and come back for it
+    /// shared with other runs (unless one is held). `Ok(wait)` when it comes
+    /// within `within`, `wait` from now (zero without a shared budget);
+    /// `Err(wait)` when it is further: the slot is the run's all the same,
+    /// so the run can give its worker back and come back for it
     /// (`hold_slot`) instead of holding the worker while it waits.
     fn reserve_slot(
         &self,
         _within: std::time::Duration,
-    ) -> impl Future<Output = Result<(), std::time::Duration>> + Send {
-        async { Ok(()) }
+    ) -> impl Future<Output = Result<std::time::Duration, std::time::Duration>> + Send {
+        async { Ok(std::time::Duration::ZERO) }
     }
 
     /// The next call's first request leaves in a slot the run reserved

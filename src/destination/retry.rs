@@ -63,16 +63,19 @@ impl Pacer {
     }
 
     /// Takes the next slot of the shared budget for the next request (unless
-    /// one is held already): `Ok` when it comes within `within`; else
+    /// one is held already): `Ok(wait)` when it comes within `within`, `wait`
+    /// from now; else
     /// `Err(wait)`: the slot is `wait` ahead, and a caller that gives its
     /// worker back takes it along (`hold_slot` when it comes back). Without
     /// a shared budget the run paces alone and never waits on others.
-    pub async fn reserve_within(&self, within: Duration) -> Result<(), Duration> {
+    pub async fn reserve_within(&self, within: Duration) -> Result<Duration, Duration> {
         if !self.limit.is_shared() {
-            return Ok(());
+            return Ok(Duration::ZERO);
         }
-        if self.lock_prepaid().is_some_and(|slot| self.on_time(slot)) {
-            return Ok(());
+        if let Some(slot) = *self.lock_prepaid()
+            && self.on_time(slot)
+        {
+            return Ok(slot.saturating_duration_since(tokio::time::Instant::now()));
         }
         // A steady rate never refuses a slot.
         let wait = self.limit.take().await.unwrap_or_default();
@@ -80,7 +83,7 @@ impl Pacer {
             return Err(wait);
         }
         self.hold_slot(wait);
-        Ok(())
+        Ok(wait)
     }
 
     /// The next request leaves in the slot reserved `wait` from now.

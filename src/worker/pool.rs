@@ -13,6 +13,7 @@ use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 use tracing::{Instrument, error, info, info_span, warn};
 
+use super::hand_off::{HandOffPlaces, WorkerHandOff};
 use super::outcome::{Recorded, Thresholds, record_outcome};
 use super::run::execute_run;
 use super::run_env::{RunEnv, RunOutcome, RunReport};
@@ -58,8 +59,9 @@ pub async fn catching_panic(
 /// send, start meanwhile.
 const HOLD_WORKER_FOR_SLOT: Duration = Duration::from_secs(2);
 
-/// The environment of one of `daemon`'s runs.
-fn run_env(daemon: &Daemon, shutdown: &Shutdown) -> RunEnv {
+/// The environment of one of `daemon`'s runs (`hand_off`: how it gives its
+/// worker back).
+fn run_env(daemon: &Daemon, shutdown: &Shutdown, hand_off: WorkerHandOff) -> RunEnv {
     let mut env = RunEnv::new(
         daemon.store.clone(),
         daemon.statements.clone(),
@@ -70,6 +72,7 @@ fn run_env(daemon: &Daemon, shutdown: &Shutdown) -> RunEnv {
         shutdown.stop_token(),
     );
     env.hold_worker_for_slot = Some(HOLD_WORKER_FOR_SLOT);
+    env.hand_off = hand_off;
     env
 }
 
@@ -78,6 +81,7 @@ fn run_env(daemon: &Daemon, shutdown: &Shutdown) -> RunEnv {
 pub fn start_workers(daemon: &Daemon, shutdown: &Shutdown) -> Arc<AtomicUsize> {
     let busy = Arc::new(AtomicUsize::new(0));
     let wake = Arc::new(Notify::new());
+    let places = HandOffPlaces::new(daemon.settings.workers.count);
     shutdown.spawn(listen_for_runs(
         daemon.store.clone(),
         wake.clone(),
@@ -98,6 +102,7 @@ pub fn start_workers(daemon: &Daemon, shutdown: &Shutdown) -> Arc<AtomicUsize> {
                 executor,
                 wake.clone(),
                 busy.clone(),
+                places.clone(),
                 shutdown.clone(),
             )
             .instrument(span),
@@ -139,6 +144,7 @@ async fn worker_loop(
     executor: Executor,
     wake: Arc<Notify>,
     busy: Arc<AtomicUsize>,
+    places: HandOffPlaces,
     shutdown: Shutdown,
 ) {
     loop {
@@ -150,7 +156,15 @@ async fn worker_loop(
         match daemon.statements.claim(&executor).await {
             Ok(Some(claimed)) => {
                 busy.fetch_add(1, Ordering::Relaxed);
-                process(&daemon, claimed, &shutdown).await;
+                // The run is a task of its own (tracked for the drain), so
+                // that it can give this worker back and go on alone.
+                let (hand_off, released) = places.for_run();
+                let run = process(daemon.clone(), claimed, shutdown.clone(), hand_off);
+                let run = shutdown.spawn(run.in_current_span());
+                tokio::select! {
+                    _ = run => {}
+                    Ok(()) = released => {}
+                }
                 busy.fetch_sub(1, Ordering::Relaxed);
             }
             Ok(None) => {
@@ -171,7 +185,8 @@ async fn worker_loop(
     }
 }
 
-async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
+async fn process(daemon: Daemon, claimed: ClaimedRun, shutdown: Shutdown, hand_off: WorkerHandOff) {
+    let (daemon, shutdown) = (&daemon, &shutdown);
     let ClaimedRun {
         run,
         sync_definition,
@@ -207,7 +222,7 @@ async fn process(daemon: &Daemon, claimed: ClaimedRun, shutdown: &Shutdown) {
                 lease: None,
             },
             Ok(definition) => {
-                let env = run_env(daemon, shutdown);
+                let env = run_env(daemon, shutdown, hand_off);
                 let mut quiet = |_: &super::run_env::PageProgress| {};
                 let execution = catching_panic(&run, execute_run(&env, &run, &definition, &mut quiet));
                 tokio::select! {
@@ -348,7 +363,10 @@ mod tests {
             Arc::new(Settings::default()),
         );
         let shutdown = Shutdown::new(Duration::from_secs(15));
-        let (first, second) = (run_env(&daemon, &shutdown), run_env(&daemon, &shutdown));
+        let (first, second) = (
+            run_env(&daemon, &shutdown, WorkerHandOff::default()),
+            run_env(&daemon, &shutdown, WorkerHandOff::default()),
+        );
         let per_second = 10;
         let first_slot = first.budgets.per_second("acct", per_second).take().await;
         let second_slot = second.budgets.per_second("acct", per_second).take().await;

@@ -25,6 +25,7 @@ use tracing::{debug, info, info_span, warn};
 
 use super::checkpoint_pacing::CheckpointPacing;
 use super::delivery_key::DeliveryKey;
+use super::hand_off::HAND_OFF_FROM;
 use super::prepared_page::{Pending, PreparedPage};
 use super::read_ahead::ReadAhead;
 use super::run_env::{PageProgress, RunEnv, RunOutcome, RunReport};
@@ -308,6 +309,7 @@ async fn page_loop(
         .map(|slot| (slot - chrono::Utc::now()).to_std())
     {
         cx.destination.hold_slot(wait);
+        give_worker_back_for(cx, wait);
     }
     let mut pages = ReadAhead::start(cx, source, state.cursor.as_ref()).await?;
     let mut pacing = CheckpointPacing::new(state.cursor.clone());
@@ -406,15 +408,34 @@ async fn page_loop(
 }
 
 /// A daemon run about to send a page takes the account's next request slot
-/// if it comes soon enough; else the wait, for the run to give its worker
-/// back. Pages with nothing to send, and foreground runs, never wait here.
+/// if it comes soon enough (and waits for it without its worker); else the
+/// wait, for the run to go back in the queue. Pages with nothing to send, and
+/// foreground runs, never wait here.
 async fn slot_too_far(cx: &RunContext<'_>, pages: &mut ReadAhead<'_>) -> Option<Duration> {
     let within = cx.env.hold_worker_for_slot?;
     let page = pages.next_mut()?;
     if page.fresh.is_empty() && page.suspects.is_empty() {
         return None;
     }
-    cx.destination.reserve_slot(within).await.err()
+    match cx.destination.reserve_slot(within).await {
+        Ok(wait) => {
+            give_worker_back_for(cx, wait);
+            None
+        }
+        Err(wait) => Some(wait),
+    }
+}
+
+/// A wait this long for the account's slot is not spent on a worker: the
+/// run gives it back (once, while the daemon has a place) and goes on alone.
+fn give_worker_back_for(cx: &RunContext<'_>, wait: Duration) {
+    if wait >= HAND_OFF_FROM && !cx.env.hand_off.given_back() && cx.env.hand_off.give_worker_back()
+    {
+        debug!(
+            wait_s = wait.as_secs_f64(),
+            "Waiting for the destination account's request slot; the worker is free meanwhile"
+        );
+    }
 }
 
 /// Proves the run still owns the sync, then moves the cursor to `at` (with the

@@ -7,6 +7,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use super::hand_off::WorkerHandOff;
 use crate::config::Settings;
 use crate::config::secrets::SecretStore;
 use crate::destination::{DESTINATION_RETRY, RetryPolicy};
@@ -46,6 +47,9 @@ pub struct RunEnv {
     /// the slot nears (`RunOutcome::Deferred`). `None` (a foreground run,
     /// which has no worker to give back): it waits.
     pub hold_worker_for_slot: Option<Duration>,
+    /// How the run gives its worker back while it waits for a slot nearer
+    /// than that (none outside a daemon's workers).
+    pub hand_off: WorkerHandOff,
 }
 
 impl RunEnv {
@@ -73,6 +77,7 @@ impl RunEnv {
             budgets,
             secrets: settings.secrets.store(),
             hold_worker_for_slot: None,
+            hand_off: WorkerHandOff::default(),
         }
     }
 }

@@ -191,3 +191,112 @@ async fn a_run_waiting_for_its_accounts_budget_gives_its_worker_back() -> anyhow
     assert_eq!(requeued[0].1["trigger"], "manual", "{requeued:?}");
     Ok(())
 }
+
+/// A run whose account slot is near (within the two seconds a run may wait
+/// for it) waits for it without its worker, and does not go back in the
+/// queue: on a daemon with one worker, a run of another sync, enqueued while
+/// the first waits, is claimed and succeeds before the first ends; the
+/// first sends every page in its slots, once, on its first attempt.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_waiting_for_a_near_slot_does_not_hold_its_worker() -> anyhow::Result<()> {
+    use sha2::Digest;
+    let s = Scenario::new(SyncOptions {
+        rows: 40,
+        ..SyncOptions::default()
+    })
+    .await?;
+    // One request a second: every page after the first waits ~1.1 s for its
+    // slot, so the run lasts several seconds after its first wait.
+    let destination = format!(
+        "kind = \"brevo\"\napi_key_env = \"TEST_BREVO_KEY\"\nbase_url = \"{}\"\nmode = \"bulk\"\n\
+         list_ids = [12]\nrequests_per_second = 1\ntimeout = \"5s\"",
+        s.fake.base_url
+    );
+    s.publish_with_destination(10, &destination).await?;
+    let file = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
+        .replacen(&format!("id = \"{SYNC_ID}\""), "id = \"acme-nothing\"", 1)
+        .replacen("FROM contacts\"", "FROM contacts WHERE id < 0\"", 1);
+    let nothing = s.dir.path().join("nothing.toml");
+    std::fs::write(&nothing, file)?;
+    s.cli
+        .run(&["sync", "apply", nothing.to_str().unwrap_or_default()])
+        .await?
+        .ok()?;
+    s.fake.enforce_rate_limit(10);
+
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__COUNT", "1")
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
+    let daemon = DaemonProcess::spawn(&cli).await?;
+    // Another daemon booked the account's next 1.8 s (the budget's slot key,
+    // as `SharedBudgets` names it): the first page waits that long.
+    let digest = hex::encode(&sha2::Sha256::digest(BREVO_KEY.as_bytes())[..8]);
+    let slot_key = format!("{}:budget:brevo:{digest}", s.redis.prefix);
+    let mut conn = s.redis.pool.get().await?;
+    let (seconds, micros): (i64, i64) = deadpool_redis::redis::cmd("TIME")
+        .query_async(&mut conn)
+        .await?;
+    let _: () = deadpool_redis::redis::cmd("SET")
+        .arg(&slot_key)
+        .arg(seconds * 1000 + micros / 1000 + 1_800)
+        .arg("PX")
+        .arg(3_000)
+        .query_async(&mut conn)
+        .await?;
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let status = |sync: &'static str| {
+        let pool = s.db.pool.clone();
+        async move {
+            let status: Option<String> = sqlx::query_scalar(
+                "SELECT status FROM runs WHERE sync_id = $1 ORDER BY id DESC LIMIT 1",
+            )
+            .bind(sync)
+            .fetch_optional(&pool)
+            .await?;
+            anyhow::Ok(status.unwrap_or_default())
+        }
+    };
+    daemon
+        .eventually(Duration::from_secs(30), "the run starting", || async {
+            Ok(status(SYNC_ID).await? == "running")
+        })
+        .await?;
+    s.cli.run(&["sync", "run", "acme-nothing"]).await?.ok()?;
+    daemon
+        .eventually(Duration::from_secs(60), "both runs succeeding", || async {
+            Ok(status("acme-nothing").await? == "succeeded"
+                && status(SYNC_ID).await? == "succeeded")
+        })
+        .await?;
+    // In the order the store recorded them: the other sync's run was claimed
+    // and ended while the waiting run was still running.
+    let events: Vec<(String, String)> = sqlx::query_as(
+        "SELECT r.sync_id, e.kind FROM run_events e JOIN runs r ON r.id = e.run_id ORDER BY e.id",
+    )
+    .fetch_all(&s.db.pool)
+    .await?;
+    let at = |sync: &str, kind: &str| events.iter().position(|(s, k)| s == sync && k == kind);
+    let (Some(other_ended), Some(waiting_ended)) =
+        (at("acme-nothing", "succeeded"), at(SYNC_ID, "succeeded"))
+    else {
+        anyhow::bail!("runs not both recorded: {events:?}");
+    };
+    assert!(
+        other_ended < waiting_ended,
+        "the other run went while the first waited for its slot: {events:?}"
+    );
+    assert!(
+        !events.iter().any(|(_, kind)| kind == "requeued"),
+        "the waiting run stayed off the queue: {events:?}"
+    );
+    let run = s.last_run().await?;
+    assert_eq!(run["attempt"], 1, "{run}");
+    let written = s.writes_per_email();
+    assert_eq!(written.len(), 40, "{written:?}");
+    assert!(written.values().all(|n| *n == 1), "{written:?}");
+    assert_eq!(s.fake.rate_limited(), 0);
+    assert_eq!(s.fake.requests_to("/v3/contacts/import").len(), 4);
+    Ok(())
+}

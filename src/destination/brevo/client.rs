@@ -787,10 +787,13 @@ impl Destination for BrevoDestination {
 
     /// The account's next slot, for the page's first request: imports in
     /// bulk mode, single writes otherwise.
-    async fn reserve_slot(&self, within: std::time::Duration) -> Result<(), std::time::Duration> {
+    async fn reserve_slot(
+        &self,
+        within: std::time::Duration,
+    ) -> Result<std::time::Duration, std::time::Duration> {
         match self.first_pacer() {
             Some(pacer) => pacer.reserve_within(within).await,
-            None => Ok(()),
+            None => Ok(std::time::Duration::ZERO),
         }
     }
 
