@@ -69,7 +69,6 @@ async fn syncs_sharing_a_destination_account_never_draw_a_429_together() -> anyh
 /// everything once the budget frees.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_waiting_for_its_accounts_budget_gives_its_worker_back() -> anyhow::Result<()> {
-    use sha2::Digest;
     let s = Scenario::new(SyncOptions {
         rows: 30,
         ..SyncOptions::default()
@@ -81,32 +80,9 @@ async fn a_run_waiting_for_its_accounts_budget_gives_its_worker_back() -> anyhow
         s.fake.base_url
     );
     s.publish_with_destination(10, &destination).await?;
-    // A second sync on the same account whose query finds nothing to send.
-    let file = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
-        .replacen(&format!("id = \"{SYNC_ID}\""), "id = \"acme-nothing\"", 1)
-        .replacen("FROM contacts\"", "FROM contacts WHERE id < 0\"", 1);
-    let nothing = s.dir.path().join("nothing.toml");
-    std::fs::write(&nothing, file)?;
-    s.cli
-        .run(&["sync", "apply", nothing.to_str().unwrap_or_default()])
-        .await?
-        .ok()?;
-    // Other daemons booked the account's next 8 seconds (the budget's slot
-    // key, as `SharedBudgets` names it: the key's digest, not the key).
-    let digest = hex::encode(&sha2::Sha256::digest(BREVO_KEY.as_bytes())[..8]);
-    let slot_key = format!("{}:budget:brevo:{digest}", s.redis.prefix);
-    let mut conn = s.redis.pool.get().await?;
-    let (seconds, micros): (i64, i64) = deadpool_redis::redis::cmd("TIME")
-        .query_async(&mut conn)
-        .await?;
-    let booked_until = seconds * 1000 + micros / 1000 + 8_000;
-    let _: () = deadpool_redis::redis::cmd("SET")
-        .arg(&slot_key)
-        .arg(booked_until)
-        .arg("PX")
-        .arg(9_000)
-        .query_async(&mut conn)
-        .await?;
+    publish_nothing_to_send(&s).await?;
+    // Other daemons booked the account's next 8 seconds.
+    book_account_ahead(&s, 8_000).await?;
 
     let cli = s
         .cli
@@ -199,7 +175,6 @@ async fn a_run_waiting_for_its_accounts_budget_gives_its_worker_back() -> anyhow
 /// first sends every page in its slots, once, on its first attempt.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_waiting_for_a_near_slot_does_not_hold_its_worker() -> anyhow::Result<()> {
-    use sha2::Digest;
     let s = Scenario::new(SyncOptions {
         rows: 40,
         ..SyncOptions::default()
@@ -213,15 +188,7 @@ async fn a_run_waiting_for_a_near_slot_does_not_hold_its_worker() -> anyhow::Res
         s.fake.base_url
     );
     s.publish_with_destination(10, &destination).await?;
-    let file = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
-        .replacen(&format!("id = \"{SYNC_ID}\""), "id = \"acme-nothing\"", 1)
-        .replacen("FROM contacts\"", "FROM contacts WHERE id < 0\"", 1);
-    let nothing = s.dir.path().join("nothing.toml");
-    std::fs::write(&nothing, file)?;
-    s.cli
-        .run(&["sync", "apply", nothing.to_str().unwrap_or_default()])
-        .await?
-        .ok()?;
+    publish_nothing_to_send(&s).await?;
     s.fake.enforce_rate_limit(10);
 
     let cli = s
@@ -230,21 +197,9 @@ async fn a_run_waiting_for_a_near_slot_does_not_hold_its_worker() -> anyhow::Res
         .with_env("SYNCWARD__WORKERS__COUNT", "1")
         .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
     let daemon = DaemonProcess::spawn(&cli).await?;
-    // Another daemon booked the account's next 1.8 s (the budget's slot key,
-    // as `SharedBudgets` names it): the first page waits that long.
-    let digest = hex::encode(&sha2::Sha256::digest(BREVO_KEY.as_bytes())[..8]);
-    let slot_key = format!("{}:budget:brevo:{digest}", s.redis.prefix);
-    let mut conn = s.redis.pool.get().await?;
-    let (seconds, micros): (i64, i64) = deadpool_redis::redis::cmd("TIME")
-        .query_async(&mut conn)
-        .await?;
-    let _: () = deadpool_redis::redis::cmd("SET")
-        .arg(&slot_key)
-        .arg(seconds * 1000 + micros / 1000 + 1_800)
-        .arg("PX")
-        .arg(3_000)
-        .query_async(&mut conn)
-        .await?;
+    // Another daemon booked the account's next 1.8 s: the first page waits
+    // that long.
+    book_account_ahead(&s, 1_800).await?;
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
     let status = |sync: &'static str| {
         let pool = s.db.pool.clone();
@@ -298,5 +253,40 @@ async fn a_run_waiting_for_a_near_slot_does_not_hold_its_worker() -> anyhow::Res
     assert!(written.values().all(|n| *n == 1), "{written:?}");
     assert_eq!(s.fake.rate_limited(), 0);
     assert_eq!(s.fake.requests_to("/v3/contacts/import").len(), 4);
+    Ok(())
+}
+
+/// A second sync on the scenario's account whose query finds nothing to send.
+async fn publish_nothing_to_send(s: &Scenario) -> anyhow::Result<()> {
+    let file = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
+        .replacen(&format!("id = \"{SYNC_ID}\""), "id = \"acme-nothing\"", 1)
+        .replacen("FROM contacts\"", "FROM contacts WHERE id < 0\"", 1);
+    let nothing = s.dir.path().join("nothing.toml");
+    std::fs::write(&nothing, file)?;
+    s.cli
+        .run(&["sync", "apply", nothing.to_str().unwrap_or_default()])
+        .await?
+        .ok()?;
+    Ok(())
+}
+
+/// Books the scenario's account `ms` ahead, as other daemons' runs would:
+/// the budget's slot key, as `SharedBudgets` names it (the key's digest, not
+/// the key), set to that instant on Redis' clock.
+async fn book_account_ahead(s: &Scenario, ms: i64) -> anyhow::Result<()> {
+    use sha2::Digest;
+    let digest = hex::encode(&sha2::Sha256::digest(BREVO_KEY.as_bytes())[..8]);
+    let slot_key = format!("{}:budget:brevo:{digest}", s.redis.prefix);
+    let mut conn = s.redis.pool.get().await?;
+    let (seconds, micros): (i64, i64) = deadpool_redis::redis::cmd("TIME")
+        .query_async(&mut conn)
+        .await?;
+    let _: () = deadpool_redis::redis::cmd("SET")
+        .arg(&slot_key)
+        .arg(seconds * 1000 + micros / 1000 + ms)
+        .arg("PX")
+        .arg(ms + 1_000)
+        .query_async(&mut conn)
+        .await?;
     Ok(())
 }
