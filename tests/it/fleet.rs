@@ -256,6 +256,101 @@ async fn a_run_waiting_for_a_near_slot_does_not_hold_its_worker() -> anyhow::Res
     Ok(())
 }
 
+/// SIGTERM while a run waits for its account's slot without its worker: the
+/// drain still waits for that run (it is no worker's, but the daemon's), which
+/// stops at its next clean page, checkpoints and goes back in the queue with
+/// its attempt given back; the daemon exits 0 well within the 25 s cut-off,
+/// and the next daemon sends the rest, every contact once.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_while_a_run_waits_for_its_slot_without_its_worker_drains_it() -> anyhow::Result<()>
+{
+    let s = Scenario::new(SyncOptions {
+        rows: 40,
+        ..SyncOptions::default()
+    })
+    .await?;
+    // One request a second: every page waits ~1 s for its slot.
+    let destination = format!(
+        "kind = \"brevo\"\napi_key_env = \"TEST_BREVO_KEY\"\nbase_url = \"{}\"\nmode = \"bulk\"\n\
+         list_ids = [12]\nrequests_per_second = 1\ntimeout = \"5s\"",
+        s.fake.base_url
+    );
+    s.publish_with_destination(10, &destination).await?;
+    s.fake.enforce_rate_limit(10);
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__COUNT", "1")
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms")
+        .with_env("SYNCWARD__LOG__LEVEL", "info,syncward=debug");
+    let mut first = DaemonProcess::spawn(&cli).await?;
+    book_account_ahead(&s, 1_800).await?;
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    let handed_off = "the worker is free meanwhile";
+    first
+        .eventually(
+            Duration::from_secs(30),
+            "the run giving its worker back",
+            || async {
+                let log = std::fs::read_to_string(first.log.path()).unwrap_or_default();
+                Ok(log.contains(handed_off))
+            },
+        )
+        .await?;
+    first.signal("TERM")?;
+    let (code, took) = first.wait(Duration::from_secs(40)).await?;
+    assert_eq!(
+        code,
+        Some(0),
+        "a clean drain exits 0; the log ends:\n{}",
+        first.log_tail()
+    );
+    // The contract: drained by 15 s, gone by 25 s (the cut-off would exit 0
+    // too, but leave the run running with its attempt spent: checked below).
+    assert!(took < Duration::from_secs(25), "exited after {took:?}");
+    let run = s.last_run().await?;
+    assert_eq!(run["status"], "queued", "{run}");
+    assert_eq!(run["trigger"], "shutdown", "{run}");
+    assert_eq!(
+        run["attempt"], 0,
+        "a clean stop gives its attempt back: {run}"
+    );
+    let cursor: i64 = s
+        .cursor()
+        .await?
+        .map(|c| c.parse())
+        .transpose()?
+        .unwrap_or_default();
+    let written = s.fake.writes().len() as i64;
+    assert_eq!(
+        cursor, written,
+        "the cursor is at the last clean page: every written record is checkpointed"
+    );
+    assert!(
+        written < 40,
+        "the run was stopped before its end ({written} written)"
+    );
+    let open: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM delivery_batches WHERE completed_at IS NULL")
+            .fetch_one(&s.db.pool)
+            .await?;
+    assert_eq!(open, 0, "an unsent claim was left behind");
+
+    let mut second = DaemonProcess::spawn(&cli).await?;
+    second
+        .eventually(Duration::from_secs(60), "the run finishing", || async {
+            Ok(s.last_run().await?["status"] == "succeeded")
+        })
+        .await?;
+    second.signal("TERM")?;
+    second.wait(Duration::from_secs(30)).await?;
+    let writes = s.writes_per_email();
+    assert_eq!(writes.len(), 40, "{writes:?}");
+    assert!(writes.values().all(|n| *n == 1), "{writes:?}");
+    assert_eq!(s.fake.rate_limited(), 0);
+    Ok(())
+}
+
 /// A second sync on the scenario's account whose query finds nothing to send.
 async fn publish_nothing_to_send(s: &Scenario) -> anyhow::Result<()> {
     let file = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
