@@ -69,17 +69,7 @@ async fn syncs_sharing_a_destination_account_never_draw_a_429_together() -> anyh
 /// everything once the budget frees.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_waiting_for_its_accounts_budget_gives_its_worker_back() -> anyhow::Result<()> {
-    let s = Scenario::new(SyncOptions {
-        rows: 30,
-        ..SyncOptions::default()
-    })
-    .await?;
-    let destination = format!(
-        "kind = \"brevo\"\napi_key_env = \"TEST_BREVO_KEY\"\nbase_url = \"{}\"\nmode = \"bulk\"\n\
-         list_ids = [12]\nrequests_per_second = 2\ntimeout = \"5s\"",
-        s.fake.base_url
-    );
-    s.publish_with_destination(10, &destination).await?;
+    let s = paced_scenario(30, 2).await?;
     publish_nothing_to_send(&s).await?;
     // Other daemons booked the account's next 8 seconds.
     book_account_ahead(&s, 8_000).await?;
@@ -175,19 +165,9 @@ async fn a_run_waiting_for_its_accounts_budget_gives_its_worker_back() -> anyhow
 /// first sends every page in its slots, once, on its first attempt.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_waiting_for_a_near_slot_does_not_hold_its_worker() -> anyhow::Result<()> {
-    let s = Scenario::new(SyncOptions {
-        rows: 40,
-        ..SyncOptions::default()
-    })
-    .await?;
     // One request a second: every page after the first waits ~1.1 s for its
     // slot, so the run lasts several seconds after its first wait.
-    let destination = format!(
-        "kind = \"brevo\"\napi_key_env = \"TEST_BREVO_KEY\"\nbase_url = \"{}\"\nmode = \"bulk\"\n\
-         list_ids = [12]\nrequests_per_second = 1\ntimeout = \"5s\"",
-        s.fake.base_url
-    );
-    s.publish_with_destination(10, &destination).await?;
+    let s = paced_scenario(40, 1).await?;
     publish_nothing_to_send(&s).await?;
     s.fake.enforce_rate_limit(10);
 
@@ -264,18 +244,8 @@ async fn a_run_waiting_for_a_near_slot_does_not_hold_its_worker() -> anyhow::Res
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_while_a_run_waits_for_its_slot_without_its_worker_drains_it() -> anyhow::Result<()>
 {
-    let s = Scenario::new(SyncOptions {
-        rows: 40,
-        ..SyncOptions::default()
-    })
-    .await?;
     // One request a second: every page waits ~1 s for its slot.
-    let destination = format!(
-        "kind = \"brevo\"\napi_key_env = \"TEST_BREVO_KEY\"\nbase_url = \"{}\"\nmode = \"bulk\"\n\
-         list_ids = [12]\nrequests_per_second = 1\ntimeout = \"5s\"",
-        s.fake.base_url
-    );
-    s.publish_with_destination(10, &destination).await?;
+    let s = paced_scenario(40, 1).await?;
     s.fake.enforce_rate_limit(10);
     let cli = s
         .cli
@@ -349,6 +319,23 @@ async fn sigterm_while_a_run_waits_for_its_slot_without_its_worker_drains_it() -
     assert!(writes.values().all(|n| *n == 1), "{writes:?}");
     assert_eq!(s.fake.rate_limited(), 0);
     Ok(())
+}
+
+/// A scenario of `rows` contacts in pages of 10, published to a bulk Brevo
+/// destination whose account budget is `requests_per_second`.
+async fn paced_scenario(rows: i64, requests_per_second: u32) -> anyhow::Result<Scenario> {
+    let s = Scenario::new(SyncOptions {
+        rows,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let destination = format!(
+        "kind = \"brevo\"\napi_key_env = \"TEST_BREVO_KEY\"\nbase_url = \"{}\"\nmode = \"bulk\"\n\
+         list_ids = [12]\nrequests_per_second = {requests_per_second}\ntimeout = \"5s\"",
+        s.fake.base_url
+    );
+    s.publish_with_destination(10, &destination).await?;
+    Ok(s)
 }
 
 /// A second sync on the scenario's account whose query finds nothing to send.
