@@ -256,16 +256,9 @@ async fn sigterm_while_a_run_waits_for_its_slot_without_its_worker_drains_it() -
     let mut first = DaemonProcess::spawn(&cli).await?;
     book_account_ahead(&s, 1_800).await?;
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
-    let handed_off = "the worker is free meanwhile";
+    // The run has given its worker back.
     first
-        .eventually(
-            Duration::from_secs(30),
-            "the run giving its worker back",
-            || async {
-                let log = std::fs::read_to_string(first.log.path()).unwrap_or_default();
-                Ok(log.contains(handed_off))
-            },
-        )
+        .wait_for_log("the worker is free meanwhile", 1, Duration::from_secs(30))
         .await?;
     first.signal("TERM")?;
     let (code, took) = first.wait(Duration::from_secs(40)).await?;

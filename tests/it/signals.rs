@@ -47,26 +47,6 @@ webhook_secret = "{secret}"
     )
 }
 
-/// How many lines of the daemon's log contain `needle`.
-fn logged(daemon: &DaemonProcess, needle: &str) -> usize {
-    std::fs::read_to_string(daemon.log.path())
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains(needle))
-        .count()
-}
-
-/// Waits until `needle` has been logged at least `times` times.
-async fn wait_for_log(daemon: &DaemonProcess, needle: &str, times: usize) -> anyhow::Result<()> {
-    daemon
-        .eventually(
-            LIMIT,
-            &format!("{times}× \"{needle}\" in the log"),
-            || async { Ok(logged(daemon, needle) >= times) },
-        )
-        .await
-}
-
 /// The daemon is still running (it has not exited on the signal).
 fn assert_alive(daemon: &mut DaemonProcess) -> anyhow::Result<()> {
     let exited = daemon.child.try_wait()?;
@@ -118,12 +98,12 @@ async fn sighup_idle_and_mid_run_reloads_without_stopping_and_sigterm_still_drai
     let config = write_config(s.dir.path(), &config_text("info", &hook, OLD_SECRET, 2))?;
     s.cli = s.cli.clone().with_config(&config);
     let mut daemon = DaemonProcess::spawn(&s.cli).await?;
-    wait_for_log(&daemon, "syncward is running", 1).await?;
+    daemon.wait_for_log("syncward is running", 1, LIMIT).await?;
 
     // Idle: twice, a moment apart (each reload logged before the next signal).
     for n in 1..=2 {
         daemon.signal("HUP")?;
-        wait_for_log(&daemon, "Config reloaded", n).await?;
+        daemon.wait_for_log("Config reloaded", n, LIMIT).await?;
         assert_alive(&mut daemon)?;
     }
 
@@ -136,7 +116,7 @@ async fn sighup_idle_and_mid_run_reloads_without_stopping_and_sigterm_still_drai
         .await?;
     for n in 3..=4 {
         daemon.signal("HUP")?;
-        wait_for_log(&daemon, "Config reloaded", n).await?;
+        daemon.wait_for_log("Config reloaded", n, LIMIT).await?;
         assert_alive(&mut daemon)?;
     }
     assert_eq!(
@@ -157,9 +137,9 @@ async fn sighup_idle_and_mid_run_reloads_without_stopping_and_sigterm_still_drai
         writes.values().all(|n| *n == 1),
         "a contact was sent twice: {writes:?}"
     );
-    assert_eq!(logged(&daemon, "draining"), 0, "SIGHUP started a drain");
+    assert_eq!(daemon.logged("draining"), 0, "SIGHUP started a drain");
     assert_eq!(
-        logged(&daemon, "needs a restart"),
+        daemon.logged("needs a restart"),
         0,
         "an unchanged file needs no restart"
     );
@@ -187,14 +167,16 @@ async fn sighup_puts_a_new_log_level_and_alert_webhook_in_force_and_names_what_n
         .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "1");
     s.fake.set_fault_always(Some(Fault::Unauthorized));
     let mut daemon = DaemonProcess::spawn(&s.cli).await?;
-    wait_for_log(&daemon, "syncward is running", 1).await?;
+    daemon.wait_for_log("syncward is running", 1, LIMIT).await?;
 
     // Quieter logs, another webhook and secret, and a worker count (which
     // only a restart changes).
     write_config(s.dir.path(), &config_text("warn", &new_hook, NEW_SECRET, 3))?;
     daemon.signal("HUP")?;
     // Logged at WARN, so it shows under the new filter too.
-    wait_for_log(&daemon, "Changed setting needs a restart", 1).await?;
+    daemon
+        .wait_for_log("Changed setting needs a restart", 1, LIMIT)
+        .await?;
     let restart: Vec<String> = std::fs::read_to_string(daemon.log.path())?
         .lines()
         .filter(|l| l.contains("Changed setting needs a restart"))
@@ -247,7 +229,7 @@ async fn sighup_puts_a_new_log_level_and_alert_webhook_in_force_and_names_what_n
         "INFO lines after the reload to `warn`: {after:?}"
     );
     assert_eq!(
-        logged(&daemon, "Run finished"),
+        daemon.logged("Run finished"),
         0,
         "the run's INFO line was filtered"
     );
@@ -274,19 +256,23 @@ async fn sighup_with_a_broken_config_keeps_the_daemon_running_on_its_old_setting
         .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "1");
     s.fake.set_fault_always(Some(Fault::Unauthorized));
     let mut daemon = DaemonProcess::spawn(&daemon_cli).await?;
-    wait_for_log(&daemon, "syncward is running", 1).await?;
+    daemon.wait_for_log("syncward is running", 1, LIMIT).await?;
 
     // A value that parses but cannot work, beside a new webhook and level.
     write_config(s.dir.path(), &config_text("warn", &new_hook, NEW_SECRET, 0))?;
     daemon.signal("HUP")?;
-    wait_for_log(&daemon, "Config reload refused", 1).await?;
+    daemon
+        .wait_for_log("Config reload refused", 1, LIMIT)
+        .await?;
     // Not TOML at all.
     write_config(
         s.dir.path(),
         &format!("{}\n[log\n", config_text("warn", &new_hook, NEW_SECRET, 2)),
     )?;
     daemon.signal("HUP")?;
-    wait_for_log(&daemon, "Config reload refused", 2).await?;
+    daemon
+        .wait_for_log("Config reload refused", 2, LIMIT)
+        .await?;
     assert_alive(&mut daemon)?;
     let refusals: Vec<String> = std::fs::read_to_string(daemon.log.path())?
         .lines()
@@ -303,7 +289,7 @@ async fn sighup_with_a_broken_config_keeps_the_daemon_running_on_its_old_setting
         refusals[1].contains("ERROR") && refusals[1].contains("not valid TOML"),
         "the reason, on one line: {refusals:?}"
     );
-    assert_eq!(logged(&daemon, "Config reloaded"), 0);
+    assert_eq!(daemon.logged("Config reloaded"), 0);
 
     // The old settings are in force: the old webhook, INFO lines.
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
@@ -312,7 +298,7 @@ async fn sighup_with_a_broken_config_keeps_the_daemon_running_on_its_old_setting
             Ok(!old_hook.received().is_empty())
         })
         .await?;
-    wait_for_log(&daemon, "Run finished", 1).await?;
+    daemon.wait_for_log("Run finished", 1, LIMIT).await?;
     assert!(
         new_hook.received().is_empty(),
         "the broken config's webhook got alerts"
@@ -343,14 +329,18 @@ async fn sighup_during_the_drain_is_ignored_and_the_drain_ends_cleanly() -> anyh
         })
         .await?;
     daemon.signal("TERM")?;
-    wait_for_log(&daemon, "Signal received; draining", 1).await?;
+    daemon
+        .wait_for_log("Signal received; draining", 1, LIMIT)
+        .await?;
     daemon.signal("HUP")?;
-    wait_for_log(&daemon, "SIGHUP during the drain; ignored", 1).await?;
+    daemon
+        .wait_for_log("SIGHUP during the drain; ignored", 1, LIMIT)
+        .await?;
     assert_alive(&mut daemon)?;
     s.fake.release_writes();
     let (code, _) = daemon.wait(LIMIT).await?;
     assert_eq!(code, Some(0), "the log ends:\n{}", daemon.log_tail());
-    assert_eq!(logged(&daemon, "Config reloaded"), 0);
+    assert_eq!(daemon.logged("Config reloaded"), 0);
     let run = s.last_run().await?;
     assert_eq!(run["status"], "queued", "drained and put back: {run}");
     assert_eq!(run["trigger"], "shutdown");
@@ -487,7 +477,7 @@ async fn sighup_puts_a_new_outbound_allow_list_in_force() -> anyhow::Result<()> 
         .with_env("SYNCWARD__RETRY__MAX_ATTEMPTS", "1")
         .without_env("SYNCWARD__OUTBOUND__ALLOW");
     let mut daemon = DaemonProcess::spawn(&daemon_cli).await?;
-    wait_for_log(&daemon, "syncward is running", 1).await?;
+    daemon.wait_for_log("syncward is running", 1, LIMIT).await?;
 
     // The source database and the Brevo fake are both on loopback.
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
@@ -503,13 +493,8 @@ async fn sighup_puts_a_new_outbound_allow_list_in_force() -> anyhow::Result<()> 
     let listed = strict.replace("allow = []", "allow = [\"127.0.0.1\", \"::1\"]");
     write_config(s.dir.path(), &listed)?;
     daemon.signal("HUP")?;
-    wait_for_log(&daemon, "Config reloaded", 1).await?;
-    assert_eq!(
-        logged(&daemon, "needs a restart"),
-        0,
-        "{}",
-        daemon.log_tail()
-    );
+    daemon.wait_for_log("Config reloaded", 1, LIMIT).await?;
+    assert_eq!(daemon.logged("needs a restart"), 0, "{}", daemon.log_tail());
 
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
     daemon

@@ -60,6 +60,30 @@ impl DaemonProcess {
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
+    /// How many lines of the daemon's log contain `needle`.
+    pub fn logged(&self, needle: &str) -> usize {
+        std::fs::read_to_string(self.log.path())
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
+    /// Waits (at most `limit`) until `needle` has been logged at least `times` times.
+    pub async fn wait_for_log(
+        &self,
+        needle: &str,
+        times: usize,
+        limit: Duration,
+    ) -> anyhow::Result<()> {
+        self.eventually(
+            limit,
+            &format!("{times}× \"{needle}\" in the log"),
+            || async { Ok(self.logged(needle) >= times) },
+        )
+        .await
+    }
+
     /// `eventually`, with the daemon's last log lines in the error: a wait
     /// that times out on a loaded CI machine must say what the daemon did.
     pub async fn eventually<F, Fut>(
