@@ -102,22 +102,22 @@ impl PageLedger {
     }
 }
 
-/// One row of the page lookup: a batch-only stake of the page (`batch`
-/// names it), or the sign that the page's keys must also be probed one by one
-/// (`probe`), from the first UTC day any of them can have completed on.
+/// One row of the page lookup: one of the page's stakes (none when the page
+/// has none), and whether the sync has keys from before pages were recorded.
 #[derive(Debug)]
 struct PageLookupRow {
-    /// The batch-only stake, with its keys packed, whether it completed and
-    /// the attempts it spent; NULL on the probe row.
+    /// The stake: a batch-only stake with its keys packed, or a per-key one
+    /// (`per_key`, no packed keys), whether it completed, the attempts it
+    /// spent and the UTC day it was made.
     batch: Option<i64>,
     packed_keys: Option<Vec<u8>>,
     completed: Option<bool>,
     attempts: Option<i32>,
-    /// The probe row.
-    probe: bool,
-    /// Where the probe starts: the page's first per-key stake's day, or
-    /// NULL for every day (the sync has keys from before pages were recorded).
-    probe_since: Option<chrono::NaiveDate>,
+    per_key: Option<bool>,
+    staked_on: Option<chrono::NaiveDate>,
+    /// The sync has keys from before pages were recorded: a page's keys are
+    /// always probed one by one, on every day.
+    unpaged: bool,
 }
 
 /// How far back a page's keys are probed one by one.
@@ -130,8 +130,8 @@ enum ProbeFrom {
     EveryDay,
 }
 
-/// What the ledger holds for the keys of one page: the page's batch-only
-/// stakes (one statement, one index probe), and the keys' own rows only when
+/// What the ledger holds for the keys of one page: the page's stakes (one
+/// statement, one index probe per day partition), and the keys' own rows only when
 /// the page has per-key stakes or the sync has keys from before pages were
 /// recorded (a second statement).
 pub async fn lookup_page(
@@ -144,34 +144,33 @@ pub async fn lookup_page(
     if keys.is_empty() {
         return Ok(PageLedger::default());
     }
+    // One scan of `delivery_batches` for the page: each mention of the table
+    // is one probe (and, at every execution, one lock) per day partition.
     let rows = sqlx::query_as!(
         PageLookupRow,
-        r#"SELECT id AS "batch?", packed_keys AS "packed_keys?",
-                completed_at IS NOT NULL AS "completed?",
-                attempts - (NOT call_started)::int AS "attempts?",
-                false AS "probe!", NULL::date AS "probe_since?"
-         FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND NOT per_key
-         UNION ALL
-         SELECT NULL, NULL, NULL, NULL, true,
-                CASE WHEN NOT EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)
-                     THEN (SELECT min((created_at AT TIME ZONE 'UTC')::date) FROM delivery_batches
-                           WHERE page = $2 AND sync_id = $1 AND per_key) END
-         WHERE EXISTS (SELECT 1 FROM delivery_batches WHERE page = $2 AND sync_id = $1 AND per_key)
-            OR EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1)"#,
+        r#"SELECT b.id AS "batch?", CASE WHEN NOT b.per_key THEN b.packed_keys END AS "packed_keys?",
+                b.completed_at IS NOT NULL AS "completed?",
+                b.attempts - (NOT b.call_started)::int AS "attempts?",
+                b.per_key AS "per_key?", (b.created_at AT TIME ZONE 'UTC')::date AS "staked_on?",
+                u.unpaged AS "unpaged!"
+         FROM (SELECT EXISTS (SELECT 1 FROM ledger_unpaged_syncs WHERE sync_id = $1) AS unpaged) u
+         LEFT JOIN delivery_batches b ON b.page = $2 AND b.sync_id = $1"#,
         sync_id,
         &page[..],
     )
     .fetch_all(pool)
     .await?;
+    let unpaged = rows.first().is_some_and(|row| row.unpaged);
     let mut ledger = PageLedger::default();
-    let mut probe = None;
+    let mut first_per_key = None;
     for row in rows {
+        if row.per_key == Some(true) {
+            first_per_key = first_per_key.into_iter().chain(row.staked_on).min();
+            continue;
+        }
         let (Some(id), Some(batch_keys), Some(done), Some(attempts)) =
             (row.batch, row.packed_keys, row.completed, row.attempts)
         else {
-            if row.probe {
-                probe = Some(row.probe_since.map_or(ProbeFrom::EveryDay, ProbeFrom::Day));
-            }
             continue;
         };
         if done && batch_keys.chunks_exact(32).eq(keys.iter().map(|k| &k[..])) {
@@ -193,6 +192,14 @@ pub async fn lookup_page(
             ledger.open_batches.push((id, batch_keys));
         }
     }
+    // The keys' own rows are probed from the page's first per-key stake's
+    // day (a key completes after its stake), or on every day when the sync
+    // has keys from before pages were recorded.
+    let probe = if unpaged {
+        Some(ProbeFrom::EveryDay)
+    } else {
+        first_per_key.map(ProbeFrom::Day)
+    };
     if let Some(since) = probe
         && !ledger.all_completed
     {

@@ -23,8 +23,11 @@ use crate::store::ledger::{
 
 impl PreparedPage {
     /// The stake of this page's bulk call (suspects first, as the run sends
-    /// them); none when nothing is to be sent, or when the page is not sent
-    /// in one call (a suspect on its last attempt goes alone).
+    /// them), to be made with the previous page's checkpoint; none when
+    /// nothing is to be sent, when the page is not sent in one call (a
+    /// suspect on its last attempt goes alone), or when it watches another
+    /// run's open stakes (it is made alone, before the call, and hears which
+    /// of them completed meanwhile).
     pub(super) fn whole_stake(&self, budget: i32) -> Option<BatchStakeRequest> {
         if self.suspects.is_empty() && self.fresh.is_empty()
             || self.suspects.iter().any(|s| s.last_chance(budget))
@@ -36,6 +39,7 @@ impl PreparedPage {
             &self.open_batches,
             self.suspects.iter().chain(&self.fresh),
         ))
+        .filter(|stake| stake.watched.is_empty())
     }
 }
 
