@@ -144,6 +144,23 @@ pub async fn lookup_page(
     if keys.is_empty() {
         return Ok(PageLedger::default());
     }
+    page_stakes(pool, sync_id, page)
+        .await?
+        .resolve(pool, sync_id, keys)
+        .await
+}
+
+/// A page's stakes, read by the page's identity alone: a run reads them
+/// while the page itself is read, before its keys are known.
+#[derive(Debug)]
+pub struct PageStakes(Vec<PageLookupRow>);
+
+/// The stakes of page `page` (`PageStakes::resolve` then places its keys).
+pub async fn page_stakes(
+    pool: &PgPool,
+    sync_id: &str,
+    page: &[u8; 32],
+) -> sqlx::Result<PageStakes> {
     // One scan of `delivery_batches` for the page: each mention of the table
     // is one probe (and, at every execution, one lock) per day partition.
     let rows = sqlx::query_as!(
@@ -160,63 +177,82 @@ pub async fn lookup_page(
     )
     .fetch_all(pool)
     .await?;
-    let unpaged = rows.first().is_some_and(|row| row.unpaged);
-    let mut ledger = PageLedger::default();
-    let mut first_per_key = None;
-    for row in rows {
-        if row.per_key == Some(true) {
-            first_per_key = first_per_key.into_iter().chain(row.staked_on).min();
-            continue;
+    Ok(PageStakes(rows))
+}
+
+impl PageStakes {
+    /// Where each of the page's keys stands: from the page's batch-only
+    /// stakes, and from the keys' own rows (a second statement) when the
+    /// page has per-key stakes or the sync has keys from before pages were
+    /// recorded.
+    pub async fn resolve(
+        self,
+        pool: &PgPool,
+        sync_id: &str,
+        keys: &[[u8; 32]],
+    ) -> sqlx::Result<PageLedger> {
+        if keys.is_empty() {
+            return Ok(PageLedger::default());
         }
-        let (Some(id), Some(batch_keys), Some(done), Some(attempts)) =
-            (row.batch, row.packed_keys, row.completed, row.attempts)
-        else {
-            continue;
-        };
-        if done && batch_keys.chunks_exact(32).eq(keys.iter().map(|k| &k[..])) {
-            ledger.all_completed = true;
-            continue;
-        }
-        let state = if done {
-            KeyState::Completed
-        } else {
-            KeyState::Pending {
-                attempts,
-                per_key: false,
+        let rows = self.0;
+        let unpaged = rows.first().is_some_and(|row| row.unpaged);
+        let mut ledger = PageLedger::default();
+        let mut first_per_key = None;
+        for row in rows {
+            if row.per_key == Some(true) {
+                first_per_key = first_per_key.into_iter().chain(row.staked_on).min();
+                continue;
             }
-        };
-        for key in batch_keys.chunks_exact(32) {
-            ledger.merge(key, state);
-        }
-        if !done {
-            ledger.open_batches.push((id, batch_keys));
-        }
-    }
-    // The keys' own rows are probed from the page's first per-key stake's
-    // day (a key completes after its stake), or on every day when the sync
-    // has keys from before pages were recorded.
-    let probe = if unpaged {
-        Some(ProbeFrom::EveryDay)
-    } else {
-        first_per_key.map(ProbeFrom::Day)
-    };
-    if let Some(since) = probe
-        && !ledger.all_completed
-    {
-        let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
-        for entry in lookup_keys(pool, sync_id, &keys, since).await? {
-            let state = if entry.status == DeliveryStatus::Completed {
+            let (Some(id), Some(batch_keys), Some(done), Some(attempts)) =
+                (row.batch, row.packed_keys, row.completed, row.attempts)
+            else {
+                continue;
+            };
+            if done && batch_keys.chunks_exact(32).eq(keys.iter().map(|k| &k[..])) {
+                ledger.all_completed = true;
+                continue;
+            }
+            let state = if done {
                 KeyState::Completed
             } else {
                 KeyState::Pending {
-                    attempts: entry.attempts,
-                    per_key: true,
+                    attempts,
+                    per_key: false,
                 }
             };
-            ledger.merge(&entry.key, state);
+            for key in batch_keys.chunks_exact(32) {
+                ledger.merge(key, state);
+            }
+            if !done {
+                ledger.open_batches.push((id, batch_keys));
+            }
         }
+        // The keys' own rows are probed from the page's first per-key stake's
+        // day (a key completes after its stake), or on every day when the sync
+        // has keys from before pages were recorded.
+        let probe = if unpaged {
+            Some(ProbeFrom::EveryDay)
+        } else {
+            first_per_key.map(ProbeFrom::Day)
+        };
+        if let Some(since) = probe
+            && !ledger.all_completed
+        {
+            let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+            for entry in lookup_keys(pool, sync_id, &keys, since).await? {
+                let state = if entry.status == DeliveryStatus::Completed {
+                    KeyState::Completed
+                } else {
+                    KeyState::Pending {
+                        attempts: entry.attempts,
+                        per_key: true,
+                    }
+                };
+                ledger.merge(&entry.key, state);
+            }
+        }
+        Ok(ledger)
     }
-    Ok(ledger)
 }
 
 /// The own rows of these keys (absent keys are simply missing), with their

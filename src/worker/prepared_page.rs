@@ -77,13 +77,15 @@ pub(super) struct DiffState {
 }
 
 /// Derives each record's key, looks the page's keys up in the ledger (one
-/// query), and maps the records to send. Reads only (but for the source's
-/// notices, added to the run's timeline).
+/// query, unless its stakes were read with the page: `stakes`), and maps the
+/// records to send. Reads only (but for the source's notices, added to the
+/// run's timeline).
 pub(super) async fn prepare_page(
     cx: &RunContext<'_>,
     fingerprint: &str,
     page_cursor: Option<&Value>,
     page: Page,
+    stakes: Option<sqlx::Result<ledger::PageStakes>>,
 ) -> Result<PreparedPage, RunFailure> {
     let Page {
         records: mut page_records,
@@ -119,7 +121,10 @@ pub(super) async fn prepare_page(
         }
     }
     let packed: Vec<[u8; 32]> = keys.iter().map(|(_, k)| k.0).collect();
-    let known = ledger::lookup_page(&env.store, sync_id, &page_id, &packed).await?;
+    let known = match stakes {
+        Some(stakes) => stakes?.resolve(&env.store, sync_id, &packed).await?,
+        None => ledger::lookup_page(&env.store, sync_id, &page_id, &packed).await?,
+    };
     let mut sorted = SortedRecords::new(rejections);
     for (position, key) in keys {
         let state = known.state(&key.0);

@@ -1,17 +1,19 @@
 //! Three pages in flight: page N is sent while page N+1 (already read) is
-//! keyed and looked up in the ledger and page N+2 is read. All of that only
-//! reads; staking (which spends attempts) waits until page N is clean. On
-//! the bulk path this overlap is what keeps the source, the ledger lookups
-//! and the destination busy at once (see docs/benchmarks.md).
+//! keyed and looked up in the ledger and page N+2 is read, its stakes in
+//! the ledger beside it (found by the cursor it is read from, before its
+//! keys are known). All of that only reads; staking (which spends attempts)
+//! waits until page N is clean. On the bulk path this overlap is what keeps
+//! the source, the ledger lookups and the destination busy at once; on a
+//! replay, a page waits for one round trip, not two (see docs/benchmarks.md).
 
 use serde_json::Value;
 
-use super::delivery_key::keyed_fingerprint;
+use super::delivery_key::{PageKeys, keyed_fingerprint};
 use super::prepared_page::{PreparedPage, prepare_page};
 use super::run::RunContext;
 use super::run_failure::RunFailure;
 use crate::source::{AnySource, Page, Source, SourceError};
-use crate::store::ledger::{self, BatchStake};
+use crate::store::ledger::{self, BatchStake, PageStakes};
 
 /// The pages after the one being sent.
 pub(super) struct ReadAhead<'s> {
@@ -22,7 +24,14 @@ pub(super) struct ReadAhead<'s> {
     /// A source error waits here until the page is due.
     next: Option<Result<PreparedPage, SourceError>>,
     /// The page after it, read but not yet keyed.
-    following: Option<Result<Page, SourceError>>,
+    following: Option<ReadPage>,
+}
+
+/// A page read ahead, and its stakes in the ledger, read beside it (none in
+/// diff mode, whose pages are looked up by their records' identities).
+struct ReadPage {
+    page: Result<Page, SourceError>,
+    stakes: Option<sqlx::Result<PageStakes>>,
 }
 
 impl<'s> ReadAhead<'s> {
@@ -36,8 +45,8 @@ impl<'s> ReadAhead<'s> {
         let first = source.fetch_page(cursor).await?;
         let run = cx.run;
         crate::telemetry::record_source_hold(&run.sync_id, &run.workspace_id, first.held_back);
-        let following = read_following(source, following_cursor(&first)).await;
-        let next = prepare_page(cx, &fingerprint, cursor, first).await?;
+        let following = read_following(cx, &fingerprint, source, following_cursor(&first)).await;
+        let next = prepare_page(cx, &fingerprint, cursor, first, None).await?;
         Ok(ReadAhead {
             source,
             fingerprint,
@@ -64,20 +73,26 @@ impl<'s> ReadAhead<'s> {
         cx: &RunContext<'_>,
         from: Option<&Value>,
     ) -> Result<(), RunFailure> {
-        let page = self.following.take();
-        let after = match &page {
-            Some(Ok(page)) => following_cursor(page),
+        let read = self.following.take();
+        let after = match &read {
+            Some(ReadPage { page: Ok(page), .. }) => following_cursor(page),
             _ => None,
         };
         let fingerprint = &self.fingerprint;
         let prepare = async {
-            match page {
+            match read {
                 None => Ok::<_, RunFailure>(None),
-                Some(Err(e)) => Ok(Some(Err(e))),
-                Some(Ok(page)) => Ok(Some(Ok(prepare_page(cx, fingerprint, from, page).await?))),
+                Some(ReadPage { page: Err(e), .. }) => Ok(Some(Err(e))),
+                Some(ReadPage {
+                    page: Ok(page),
+                    stakes,
+                }) => Ok(Some(Ok(
+                    prepare_page(cx, fingerprint, from, page, stakes).await?
+                ))),
             }
         };
-        let (prepared, following) = tokio::join!(prepare, read_following(self.source, after));
+        let (prepared, following) =
+            tokio::join!(prepare, read_following(cx, fingerprint, self.source, after));
         self.following = following;
         self.next = prepared?;
         Ok(())
@@ -112,11 +127,23 @@ fn following_cursor(page: &Page) -> Option<Value> {
     page.next_cursor.clone()
 }
 
-/// Reads the page at `at` (see `following_cursor`); nothing when there is none.
+/// Reads the page at `at` (see `following_cursor`), and its stakes in the
+/// ledger at the same time; nothing when there is none.
 async fn read_following(
+    cx: &RunContext<'_>,
+    fingerprint: &str,
     source: &mut AnySource,
     at: Option<Value>,
-) -> Option<Result<Page, SourceError>> {
+) -> Option<ReadPage> {
     let at = at?;
-    Some(source.fetch_page(Some(&at)).await)
+    let stakes = async {
+        if cx.definition.source.keys_by_identity() {
+            return None;
+        }
+        let sync_id = &cx.run.sync_id;
+        let page_id = PageKeys::new(sync_id, fingerprint, Some(&at)).page_id();
+        Some(ledger::page_stakes(&cx.env.store, sync_id, &page_id).await)
+    };
+    let (page, stakes) = tokio::join!(source.fetch_page(Some(&at)), stakes);
+    Some(ReadPage { page, stakes })
 }
