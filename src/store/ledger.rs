@@ -551,39 +551,37 @@ pub enum CallStake<'a> {
 /// before it was ever sent. (A mark that did not land before a death errs
 /// the other way: that attempt is not counted.)
 pub async fn start_call(pool: &PgPool, stake: CallStake<'_>) -> sqlx::Result<()> {
-    // Committed without waiting for the disk (one simple query, so SET LOCAL
-    // holds for its implicit transaction): a synchronous commit here would
+    // Committed without waiting for the disk: a synchronous commit here would
     // cost a page a second fsync. Lost only with the server itself, which
-    // errs towards not counting the attempt. Everything inlined is ours: an
-    // id, hex, and a sync id of [a-z0-9_-].
-    let update = match stake {
-        CallStake::Batch(batch) => format!(
+    // errs towards not counting the attempt. `set_config(..., true)` holds
+    // for the statement's implicit transaction, up to its commit; so the
+    // mark is one prepared statement, planned once per connection (as a
+    // simple query after `SET LOCAL`, it was parsed and planned per call).
+    match stake {
+        CallStake::Batch(batch) => sqlx::query!(
             "UPDATE delivery_batches SET call_started = true
-             WHERE id = {batch} AND completed_on = 'infinity' AND NOT call_started"
-        ),
+             FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
+             WHERE id = $1 AND completed_on = 'infinity' AND NOT call_started",
+            batch,
+        )
+        .execute(pool)
+        .await?,
         CallStake::Keys {
             sync_id,
             run_id,
             keys,
-        } => {
-            let keys: Vec<String> = keys
-                .iter()
-                .map(|k| format!("'\\x{}'::bytea", hex::encode(k)))
-                .collect();
-            format!(
-                "UPDATE deliveries SET call_started = true
-                 WHERE sync_id = '{}' AND key = ANY(ARRAY[{}]) AND completed_on = 'infinity'
-                   AND run_id = {run_id} AND NOT call_started",
-                sync_id.replace('\'', "''"),
-                keys.join(", ")
-            )
-        }
+        } => sqlx::query!(
+            "UPDATE deliveries SET call_started = true
+             FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
+             WHERE sync_id = $1 AND key = ANY($2) AND completed_on = 'infinity'
+               AND run_id = $3 AND NOT call_started",
+            sync_id,
+            keys,
+            run_id,
+        )
+        .execute(pool)
+        .await?,
     };
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "SET LOCAL synchronous_commit = off; {update}"
-    )))
-    .execute(pool)
-    .await?;
     Ok(())
 }
 
