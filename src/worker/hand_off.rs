@@ -79,6 +79,14 @@ impl WorkerHandOff {
         true
     }
 
+    /// Whether the run could wait without its worker: given back already,
+    /// or a place is free to give it back now.
+    pub fn can_wait_alone(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|h| h.places.available_permits() > 0 || self.given_back())
+    }
+
     /// Whether the run gave its worker back.
     pub fn given_back(&self) -> bool {
         self.0.as_ref().is_some_and(|h| {
@@ -106,15 +114,19 @@ mod tests {
         assert!(first.give_worker_back());
         assert!(first.give_worker_back(), "given back already");
         assert_eq!(first_released.await, Ok(()));
+        assert!(first.can_wait_alone(), "given back already");
+        assert!(!second.can_wait_alone(), "no place left");
         assert!(!second.give_worker_back(), "no place left");
         assert!(!second.given_back());
         assert!(second_released.try_recv().is_err());
         drop(first);
+        assert!(second.can_wait_alone(), "the first run's place is free");
         assert!(second.give_worker_back(), "the first run's place is free");
         assert_eq!(second_released.await, Ok(()));
         let (third, third_released) = places.for_run();
         drop(third);
         assert!(third_released.await.is_err(), "ended on its worker");
         assert!(!WorkerHandOff::default().give_worker_back());
+        assert!(!WorkerHandOff::default().can_wait_alone());
     }
 }

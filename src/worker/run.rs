@@ -412,7 +412,13 @@ async fn page_loop(
 /// wait, for the run to go back in the queue. Pages with nothing to send, and
 /// foreground runs, never wait here.
 async fn slot_too_far(cx: &RunContext<'_>, pages: &mut ReadAhead<'_>) -> Option<Duration> {
-    let within = cx.env.hold_worker_for_slot?;
+    let mut within = cx.env.hold_worker_for_slot?;
+    // With no place to wait alone, a wait worth a hand-off would hold the
+    // worker itself: the run goes back in the queue instead (with its slot),
+    // and the worker starts another run meanwhile.
+    if !cx.env.hand_off.can_wait_alone() {
+        within = within.min(HAND_OFF_FROM);
+    }
     let page = pages.next_mut()?;
     if page.fresh.is_empty() && page.suspects.is_empty() {
         return None;
