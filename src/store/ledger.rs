@@ -558,29 +558,33 @@ pub async fn start_call(pool: &PgPool, stake: CallStake<'_>) -> sqlx::Result<()>
     // mark is one prepared statement, planned once per connection (as a
     // simple query after `SET LOCAL`, it was parsed and planned per call).
     match stake {
-        CallStake::Batch(batch) => sqlx::query!(
-            "UPDATE delivery_batches SET call_started = true
+        CallStake::Batch(batch) => {
+            sqlx::query!(
+                "UPDATE delivery_batches SET call_started = true
              FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
              WHERE id = $1 AND completed_on = 'infinity' AND NOT call_started",
-            batch,
-        )
-        .execute(pool)
-        .await?,
+                batch,
+            )
+            .execute(pool)
+            .await?
+        }
         CallStake::Keys {
             sync_id,
             run_id,
             keys,
-        } => sqlx::query!(
-            "UPDATE deliveries SET call_started = true
+        } => {
+            sqlx::query!(
+                "UPDATE deliveries SET call_started = true
              FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
              WHERE sync_id = $1 AND key = ANY($2) AND completed_on = 'infinity'
                AND run_id = $3 AND NOT call_started",
-            sync_id,
-            keys,
-            run_id,
-        )
-        .execute(pool)
-        .await?,
+                sync_id,
+                keys,
+                run_id,
+            )
+            .execute(pool)
+            .await?
+        }
     };
     Ok(())
 }

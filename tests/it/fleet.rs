@@ -314,6 +314,78 @@ async fn sigterm_while_a_run_waits_for_its_slot_without_its_worker_drains_it() -
     Ok(())
 }
 
+/// A run whose account slot is near but whose daemon has no place left for
+/// runs waiting without their worker (one worker, one place, taken by
+/// another run of the account) does not hold its worker for the wait: it
+/// goes back in the queue with its slot. Both syncs still send every
+/// contact once, with no 429.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_with_no_place_to_wait_alone_goes_back_in_the_queue() -> anyhow::Result<()> {
+    // Two requests a second shared by both syncs: pages wait ~0.5-1 s.
+    let s = paced_scenario(40, 2).await?;
+    let file = std::fs::read_to_string(s.dir.path().join("sync.toml"))?.replacen(
+        &format!("id = \"{SYNC_ID}\""),
+        "id = \"acme-second\"",
+        1,
+    );
+    let second = s.dir.path().join("second.toml");
+    std::fs::write(&second, file)?;
+    s.cli
+        .run(&["sync", "apply", second.to_str().unwrap_or_default()])
+        .await?
+        .ok()?;
+    s.fake.enforce_rate_limit(10);
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__COUNT", "1")
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms")
+        .with_env("SYNCWARD__LOG__LEVEL", "info,syncward=debug");
+    let daemon = DaemonProcess::spawn(&cli).await?;
+    // The first run waits 1.8 s for its first slot: it gives its worker
+    // back, and holds the daemon's one place until it ends.
+    book_account_ahead(&s, 1_800).await?;
+    s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
+    daemon
+        .wait_for_log("the worker is free meanwhile", 1, Duration::from_secs(30))
+        .await?;
+    // Once its first import is out, the second sync's run takes the worker:
+    // its slots come between the first run's, 0.5-1 s ahead.
+    daemon
+        .eventually(Duration::from_secs(30), "the first import", || async {
+            Ok(!s.fake.requests_to("/v3/contacts/import").is_empty())
+        })
+        .await?;
+    s.cli.run(&["sync", "run", "acme-second"]).await?.ok()?;
+    daemon
+        .eventually(Duration::from_secs(90), "both runs succeeding", || async {
+            let done: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM runs WHERE status = 'succeeded'")
+                    .fetch_one(&s.db.pool)
+                    .await?;
+            Ok(done == 2)
+        })
+        .await?;
+    let requeued: Vec<String> = sqlx::query_scalar(
+        "SELECT r.sync_id FROM run_events e JOIN runs r ON r.id = e.run_id
+         WHERE e.kind = 'requeued' ORDER BY e.id",
+    )
+    .fetch_all(&s.db.pool)
+    .await?;
+    assert!(
+        requeued.iter().any(|sync| sync == "acme-second"),
+        "the second run went back in the queue rather than wait on the worker: {requeued:?}"
+    );
+    let written = s.writes_per_email();
+    assert_eq!(written.len(), 40, "{written:?}");
+    assert!(
+        written.values().all(|n| *n == 2),
+        "each sync wrote each contact once: {written:?}"
+    );
+    assert_eq!(s.fake.rate_limited(), 0);
+    Ok(())
+}
+
 /// A scenario of `rows` contacts in pages of 10, published to a bulk Brevo
 /// destination whose account budget is `requests_per_second`.
 async fn paced_scenario(rows: i64, requests_per_second: u32) -> anyhow::Result<Scenario> {
