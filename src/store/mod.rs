@@ -113,6 +113,28 @@ pub fn http_pool(settings: &DatabaseSettings) -> anyhow::Result<PgPool> {
         .connect_lazy_with(options))
 }
 
+/// A pool of `connections` beside `pool`, on the same server, whose sessions
+/// plan every prepared statement once (`plan_cache_mode =
+/// force_generic_plan`): for statements that Postgres otherwise plans
+/// again at every call, their array sizes changing the custom plan's price,
+/// and whose generic plan runs as fast (`grouped::RunStatements`' finishes).
+/// Set per session, not as a startup option, so a pooler in front of
+/// Postgres passes it.
+pub fn generic_plan_pool(pool: &PgPool, connections: u32) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(connections)
+        .acquire_timeout(CONNECT_TIMEOUT)
+        .test_before_acquire(false)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::Executor::execute(&mut *conn, "SET plan_cache_mode = force_generic_plan")
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect_lazy_with((*pool.connect_options()).clone())
+}
+
 /// Longest wait for a store connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
