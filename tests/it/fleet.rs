@@ -74,11 +74,7 @@ async fn a_run_waiting_for_its_accounts_budget_gives_its_worker_back() -> anyhow
     // Other daemons booked the account's next 8 seconds.
     book_account_ahead(&s, 8_000).await?;
 
-    let cli = s
-        .cli
-        .clone()
-        .with_env("SYNCWARD__WORKERS__COUNT", "1")
-        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
+    let cli = one_worker(&s);
     let daemon = DaemonProcess::spawn(&cli).await?;
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
     let events = |sync: &'static str| {
@@ -171,11 +167,7 @@ async fn a_run_waiting_for_a_near_slot_does_not_hold_its_worker() -> anyhow::Res
     publish_nothing_to_send(&s).await?;
     s.fake.enforce_rate_limit(10);
 
-    let cli = s
-        .cli
-        .clone()
-        .with_env("SYNCWARD__WORKERS__COUNT", "1")
-        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms");
+    let cli = one_worker(&s);
     let daemon = DaemonProcess::spawn(&cli).await?;
     // Another daemon booked the account's next 1.8 s: the first page waits
     // that long.
@@ -247,12 +239,7 @@ async fn sigterm_while_a_run_waits_for_its_slot_without_its_worker_drains_it() -
     // One request a second: every page waits ~1 s for its slot.
     let s = paced_scenario(40, 1).await?;
     s.fake.enforce_rate_limit(10);
-    let cli = s
-        .cli
-        .clone()
-        .with_env("SYNCWARD__WORKERS__COUNT", "1")
-        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms")
-        .with_env("SYNCWARD__LOG__LEVEL", "info,syncward=debug");
+    let cli = one_worker(&s).with_env("SYNCWARD__LOG__LEVEL", "info,syncward=debug");
     let mut first = DaemonProcess::spawn(&cli).await?;
     book_account_ahead(&s, 1_800).await?;
     s.cli.run(&["sync", "run", SYNC_ID]).await?.ok()?;
@@ -323,24 +310,9 @@ async fn sigterm_while_a_run_waits_for_its_slot_without_its_worker_drains_it() -
 async fn a_run_with_no_place_to_wait_alone_goes_back_in_the_queue() -> anyhow::Result<()> {
     // Two requests a second shared by both syncs: pages wait ~0.5-1 s.
     let s = paced_scenario(40, 2).await?;
-    let file = std::fs::read_to_string(s.dir.path().join("sync.toml"))?.replacen(
-        &format!("id = \"{SYNC_ID}\""),
-        "id = \"acme-second\"",
-        1,
-    );
-    let second = s.dir.path().join("second.toml");
-    std::fs::write(&second, file)?;
-    s.cli
-        .run(&["sync", "apply", second.to_str().unwrap_or_default()])
-        .await?
-        .ok()?;
+    publish_copy(&s, "acme-second", None).await?;
     s.fake.enforce_rate_limit(10);
-    let cli = s
-        .cli
-        .clone()
-        .with_env("SYNCWARD__WORKERS__COUNT", "1")
-        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms")
-        .with_env("SYNCWARD__LOG__LEVEL", "info,syncward=debug");
+    let cli = one_worker(&s).with_env("SYNCWARD__LOG__LEVEL", "info,syncward=debug");
     let daemon = DaemonProcess::spawn(&cli).await?;
     // The first run waits 1.8 s for its first slot: it gives its worker
     // back, and holds the daemon's one place until it ends.
@@ -405,16 +377,35 @@ async fn paced_scenario(rows: i64, requests_per_second: u32) -> anyhow::Result<S
 
 /// A second sync on the scenario's account whose query finds nothing to send.
 async fn publish_nothing_to_send(s: &Scenario) -> anyhow::Result<()> {
-    let file = std::fs::read_to_string(s.dir.path().join("sync.toml"))?
-        .replacen(&format!("id = \"{SYNC_ID}\""), "id = \"acme-nothing\"", 1)
-        .replacen("FROM contacts\"", "FROM contacts WHERE id < 0\"", 1);
-    let nothing = s.dir.path().join("nothing.toml");
-    std::fs::write(&nothing, file)?;
+    publish_copy(s, "acme-nothing", Some("WHERE id < 0")).await
+}
+
+/// A copy of the scenario's sync as sync `id` (same source and account), its
+/// query narrowed by `filter` if given.
+async fn publish_copy(s: &Scenario, id: &str, filter: Option<&str>) -> anyhow::Result<()> {
+    let mut file = std::fs::read_to_string(s.dir.path().join("sync.toml"))?.replacen(
+        &format!("id = \"{SYNC_ID}\""),
+        &format!("id = \"{id}\""),
+        1,
+    );
+    if let Some(filter) = filter {
+        file = file.replacen("FROM contacts\"", &format!("FROM contacts {filter}\""), 1);
+    }
+    let path = s.dir.path().join(format!("{id}.toml"));
+    std::fs::write(&path, file)?;
     s.cli
-        .run(&["sync", "apply", nothing.to_str().unwrap_or_default()])
+        .run(&["sync", "apply", path.to_str().unwrap_or_default()])
         .await?
         .ok()?;
     Ok(())
+}
+
+/// The scenario's command line for a daemon of one worker that polls often.
+fn one_worker(s: &Scenario) -> crate::helpers::Syncward {
+    s.cli
+        .clone()
+        .with_env("SYNCWARD__WORKERS__COUNT", "1")
+        .with_env("SYNCWARD__WORKERS__POLL_INTERVAL", "100ms")
 }
 
 /// Books the scenario's account `ms` ahead, as other daemons' runs would:
