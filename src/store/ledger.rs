@@ -153,7 +153,10 @@ pub async fn lookup_page(
 /// A page's stakes, read by the page's identity alone: a run reads them
 /// while the page itself is read, before its keys are known.
 #[derive(Debug)]
-pub struct PageStakes(Vec<PageLookupRow>);
+pub struct PageStakes {
+    page: [u8; 32],
+    rows: Vec<PageLookupRow>,
+}
 
 /// The stakes of page `page` (`PageStakes::resolve` then places its keys).
 pub async fn page_stakes(
@@ -177,10 +180,15 @@ pub async fn page_stakes(
     )
     .fetch_all(pool)
     .await?;
-    Ok(PageStakes(rows))
+    Ok(PageStakes { page: *page, rows })
 }
 
 impl PageStakes {
+    /// The page these are the stakes of.
+    pub fn page(&self) -> &[u8; 32] {
+        &self.page
+    }
+
     /// Where each of the page's keys stands: from the page's batch-only
     /// stakes, and from the keys' own rows (a second statement) when the
     /// page has per-key stakes or the sync has keys from before pages were
@@ -194,7 +202,7 @@ impl PageStakes {
         if keys.is_empty() {
             return Ok(PageLedger::default());
         }
-        let rows = self.0;
+        let rows = self.rows;
         let unpaged = rows.first().is_some_and(|row| row.unpaged);
         let mut ledger = PageLedger::default();
         let mut first_per_key = None;

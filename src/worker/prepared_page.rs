@@ -121,9 +121,13 @@ pub(super) async fn prepare_page(
         }
     }
     let packed: Vec<[u8; 32]> = keys.iter().map(|(_, k)| k.0).collect();
-    let known = match stakes {
-        Some(stakes) => stakes?.resolve(&env.store, sync_id, &packed).await?,
-        None => ledger::lookup_page(&env.store, sync_id, &page_id, &packed).await?,
+    // Stakes read ahead serve only the page they were read for: another
+    // page's would let its keys look unsent.
+    let known = match stakes.transpose()? {
+        Some(stakes) if stakes.page() == &page_id => {
+            stakes.resolve(&env.store, sync_id, &packed).await?
+        }
+        _ => ledger::lookup_page(&env.store, sync_id, &page_id, &packed).await?,
     };
     let mut sorted = SortedRecords::new(rejections);
     for (position, key) in keys {
