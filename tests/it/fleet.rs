@@ -24,20 +24,7 @@ async fn syncs_sharing_a_destination_account_never_draw_a_429_together() -> anyh
     );
     s.publish_with_destination(10, &destination).await?;
     // The second sync: the same file under another id.
-    let first = std::fs::read_to_string(s.dir.path().join("sync.toml"))?;
-    let second = s.dir.path().join("second.toml");
-    std::fs::write(
-        &second,
-        first.replacen(
-            &format!("id = \"{SYNC_ID}\""),
-            "id = \"acme-contacts-2\"",
-            1,
-        ),
-    )?;
-    s.cli
-        .run(&["sync", "apply", second.to_str().unwrap_or_default()])
-        .await?
-        .ok()?;
+    publish_copy(&s, "acme-contacts-2", None).await?;
     s.fake.enforce_rate_limit(10);
 
     let run = |id: &'static str| {
