@@ -163,38 +163,49 @@ async fn pages_read_ahead_by_one_statement_are_the_pages_a_resumed_run_reads() -
     )
     .execute(&db.pool)
     .await?;
-    let cfg = config("SELECT id, c FROM ticks", "c", 499);
-    let one_run = pages_of(&db, &cfg, true).await?;
-    let resumed = pages_of(&db, &cfg, false).await?;
+    // 499: the group straddles a statement's last page; 1,000 and 1,333: the
+    // rows left ahead are fewer than a page, and the page joins them with the
+    // statement read meanwhile from the group's value on.
+    for page_size in [499, 1_000, 1_333] {
+        same_pages_either_way(&db, page_size).await?;
+    }
+    Ok(())
+}
+
+async fn same_pages_either_way(db: &TestDb, page_size: usize) -> anyhow::Result<()> {
+    let cfg = config("SELECT id, c FROM ticks", "c", page_size as u32);
+    let one_run = pages_of(db, &cfg, true).await?;
+    let resumed = pages_of(db, &cfg, false).await?;
     assert_eq!(one_run.len(), resumed.len(), "as many pages either way");
     for (a, b) in one_run.iter().zip(&resumed) {
-        assert_eq!(a, b, "the page at {:?} differs", a.0);
+        assert_eq!(a, b, "pages of {page_size}: the page at {:?} differs", a.0);
     }
     // Every row once, in cursor order; no cursor value in two pages; a page
-    // is 499 rows and the rest of the tie group at its end.
+    // is `page_size` rows and the rest of the tie group at its end.
     let all: Vec<(i64, i64)> = one_run.iter().flat_map(|p| p.1.clone()).collect();
     let mut ids: Vec<i64> = all.iter().map(|r| r.0).collect();
     ids.sort();
-    assert_eq!(ids, (1..=9000).collect::<Vec<_>>());
+    assert_eq!(ids, (1..=9000).collect::<Vec<_>>(), "pages of {page_size}");
     assert!(
         all.windows(2).all(|w| w[0].1 <= w[1].1),
-        "out of cursor order"
+        "pages of {page_size}: out of cursor order"
     );
     for pair in one_run.windows(2) {
         let (end, start) = (pair[0].1.last(), pair[1].1.first());
         assert_ne!(
             end.map(|r| r.1),
             start.map(|r| r.1),
-            "a tie group split at {:?}",
+            "pages of {page_size}: a tie group split at {:?}",
             pair[1].0
         );
     }
+    let full = page_size - 1;
     for (at, rows, last) in &one_run {
         if !last {
-            assert!(rows.len() >= 499, "a short page at {at:?}");
+            assert!(rows.len() > full, "a short page at {at:?}");
             assert!(
-                rows[498..].iter().all(|r| r.1 == rows[498].1),
-                "a page longer than its ties at {at:?}"
+                rows[full..].iter().all(|r| r.1 == rows[full].1),
+                "pages of {page_size}: a page longer than its ties at {at:?}"
             );
         }
     }
@@ -203,7 +214,11 @@ async fn pages_read_ahead_by_one_statement_are_the_pages_a_resumed_run_reads() -
         .map(|p| p.1.iter().filter(|r| r.1 == 3985 / 3).count())
         .filter(|n| *n > 0)
         .collect();
-    assert_eq!(long_group, vec![32], "the long tie group is in one page");
+    assert_eq!(
+        long_group,
+        vec![32],
+        "pages of {page_size}: the long tie group is in one page"
+    );
     Ok(())
 }
 

@@ -85,7 +85,17 @@ struct RowsAhead {
     rows: Vec<sqlx::postgres::PgRow>,
     /// The statement read every row up to the horizon: none follow these.
     exhausted: bool,
+    /// The statement after these rows, when it is being read.
+    next_read: Option<NextRead>,
 }
+
+/// A keyset statement read in the background on the run's connection, which
+/// comes back with its rows. Dropped unread, it still runs to its end and
+/// the connection goes back to the pool.
+type NextRead = tokio::task::JoinHandle<(
+    PoolConnection<Postgres>,
+    Result<Option<Vec<sqlx::postgres::PgRow>>, SourceError>,
+)>;
 
 impl Drop for PostgresSource {
     fn drop(&mut self) {
@@ -223,23 +233,39 @@ fn pinned(options: &PgConnectOptions, ip: std::net::IpAddr) -> PgConnectOptions 
     options.clone().host(&ip.to_string())
 }
 
-/// The page query over the operator's query: rows after (or, for a tie group,
-/// at) the cursor and up to the run's horizon (`bound_type`: the next
-/// parameter holds the bound), in a total order; the record's columns as
-/// `plan` reads them, then the cursor's value and type.
+/// Which rows a keyset statement reads, against its cursor value.
+#[derive(Clone, Copy)]
+enum FromCursor {
+    /// A page's rows: after the cursor.
+    After,
+    /// A tie group's rows.
+    At,
+    /// The statement read in the background: the last value read ahead may
+    /// have more rows than were read.
+    AtOrAfter,
+}
+
+/// The page query over the operator's query: rows after (or at) the cursor
+/// and up to the run's horizon (`bound_type`: the next parameter holds the
+/// bound), in a total order; the record's columns as `plan` reads them, then
+/// the cursor's value and type.
 fn page_sql(
     config: &PostgresSourceConfig,
     plan: &ColumnPlan,
     cursor_type: Option<&str>,
     bound_type: Option<&str>,
     limit_clause: &str,
-    equal: bool,
+    from: FromCursor,
 ) -> String {
     let column = format!("q.\"{}\"", config.cursor_column);
-    let mut filter = match (cursor_type, equal) {
-        (Some(t), false) => format!("AND {column} > CAST($1::text AS {t})"),
-        (Some(t), true) => format!("AND {column} = CAST($1::text AS {t})"),
-        (None, _) => String::new(),
+    let compare = match from {
+        FromCursor::After => ">",
+        FromCursor::At => "=",
+        FromCursor::AtOrAfter => ">=",
+    };
+    let mut filter = match cursor_type {
+        Some(t) => format!("AND {column} {compare} CAST($1::text AS {t})"),
+        None => String::new(),
     };
     if let Some(t) = bound_type {
         let n = if cursor_type.is_some() { 2 } else { 1 };
@@ -354,15 +380,32 @@ impl PostgresSource {
         };
         // The page's rows, and the rows after them that the same statement
         // read: from what an earlier statement read ahead when it covers the
-        // page, else from a new statement of several pages.
+        // page (with the statement after it, when that was read meanwhile),
+        // else from a new statement of several pages.
+        let per_read = (ROWS_PER_READ / page_size).max(1) * page_size;
         let ahead = self
             .ahead
             .take()
             .filter(|ahead| cursor_json.is_some_and(|c| *c == ahead.from));
-        let (mut buffered, exhausted) = match ahead {
-            Some(ahead) if ahead.covers_page(page_size) => (ahead.rows, ahead.exhausted),
+        let (mut buffered, exhausted, mut next_read) = match ahead {
+            Some(ahead) if ahead.covers_page(page_size) => {
+                (ahead.rows, ahead.exhausted, ahead.next_read)
+            }
+            Some(RowsAhead {
+                rows,
+                next_read: Some(next_read),
+                ..
+            }) => {
+                let Some(read) = self.finish_next_read(next_read).await? else {
+                    return Ok(None);
+                };
+                if read.first().is_some_and(|row| !plan.matches(row)) {
+                    return Ok(None);
+                }
+                let exhausted = read.len() <= per_read;
+                (joined(&plan, rows, read)?, exhausted, None)
+            }
             _ => {
-                let per_read = (ROWS_PER_READ / page_size).max(1) * page_size;
                 let limit = i64::try_from(per_read + 1).unwrap_or(i64::MAX);
                 let sql = page_sql(
                     &config,
@@ -370,25 +413,18 @@ impl PostgresSource {
                     cursor.as_ref().map(|c| c.0.as_str()),
                     Some(&bound.1),
                     &format!("LIMIT {limit}"),
-                    false,
+                    FromCursor::After,
                 );
                 let conn = self.connection().await?;
-                reset_session(conn).await?;
-                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-                if let Some((_, value)) = &cursor {
-                    query = query.bind(value.clone());
-                }
-                query = query.bind(bound.0);
-                let rows = match query.fetch_all(&mut **conn).await {
-                    Ok(rows) => rows,
-                    Err(e) if result_type_changed(&e) => return Ok(None),
-                    Err(e) => return Err(classify_query_error(e)),
+                let from = cursor.as_ref().map(|(_, value)| value.clone());
+                let Some(rows) = keyset_rows(conn, sql, from, bound.0.clone()).await? else {
+                    return Ok(None);
                 };
                 if rows.first().is_some_and(|row| !plan.matches(row)) {
                     return Ok(None);
                 }
                 let exhausted = rows.len() <= per_read;
-                (rows, exhausted)
+                (rows, exhausted, None)
             }
         };
         // The page: `page_size` rows, and the rest of a tie group that
@@ -428,6 +464,11 @@ impl PostgresSource {
                 }
                 rows = kept;
                 after = Vec::new();
+                // The statement read in the background started inside the
+                // group: not used, but its connection is this run's.
+                if let Some(next_read) = next_read.take() {
+                    self.finish_next_read(next_read).await?;
+                }
                 let conn = self.connection().await?;
                 // The page's own statement ran the operator's query: reset again.
                 reset_session(conn).await?;
@@ -437,7 +478,7 @@ impl PostgresSource {
                     Some(&cursor_type),
                     None,
                     "",
-                    true,
+                    FromCursor::At,
                 )))
                 .bind(&value)
                 .fetch_all(&mut **conn)
@@ -462,10 +503,16 @@ impl PostgresSource {
         if let Some(from) = &next_cursor
             && !after.is_empty()
         {
+            // Two pages or fewer left ahead: the statement after them is read
+            // now, in the background, while those pages are sent.
+            if next_read.is_none() && !exhausted && after.len() <= 2 * page_size {
+                next_read = self.start_next_read(&config, &plan, &after, &bound, per_read)?;
+            }
             self.ahead = Some(RowsAhead {
                 from: from.clone(),
                 rows: after,
                 exhausted,
+                next_read,
             });
         }
         let rows = rows.into_iter().map(|r| r.row).collect();
@@ -476,6 +523,101 @@ impl PostgresSource {
             notices: Vec::new(),
             held_back: None,
         }))
+    }
+}
+
+impl PostgresSource {
+    /// Starts the statement after `after` (rows read ahead, in order) on
+    /// this run's connection, in a task of its own; `None` when the run holds
+    /// no connection or the source's pool is saturated (the connection goes
+    /// back to the pool between pages then, see `fetch_page`).
+    fn start_next_read(
+        &mut self,
+        config: &PostgresSourceConfig,
+        plan: &ColumnPlan,
+        after: &[sqlx::postgres::PgRow],
+        bound: &(String, String),
+        per_read: usize,
+    ) -> Result<Option<NextRead>, SourceError> {
+        let Some(last) = after.last() else {
+            return Ok(None);
+        };
+        if self.pool.as_ref().is_none_or(saturated) {
+            return Ok(None);
+        }
+        let (value, cursor_type) = plan.cursor_of(last)?;
+        if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
+            return Err(unsupported_type(&config.cursor_column, &cursor_type));
+        }
+        let Some(mut conn) = self.connection.take() else {
+            return Ok(None);
+        };
+        let limit = i64::try_from(per_read + 1).unwrap_or(i64::MAX);
+        let sql = page_sql(
+            config,
+            plan,
+            Some(&cursor_type),
+            Some(&bound.1),
+            &format!("LIMIT {limit}"),
+            FromCursor::AtOrAfter,
+        );
+        let bound = bound.0.clone();
+        Ok(Some(tokio::spawn(async move {
+            let rows = keyset_rows(&mut conn, sql, Some(value), bound).await;
+            (conn, rows)
+        })))
+    }
+
+    /// The rows of the statement read in the background, once it is done;
+    /// its connection is the run's again.
+    async fn finish_next_read(
+        &mut self,
+        next_read: NextRead,
+    ) -> Result<Option<Vec<sqlx::postgres::PgRow>>, SourceError> {
+        let (conn, rows) = next_read.await.map_err(|e| {
+            SourceError::Unreachable(format!("reading the source rows stopped: {e}"))
+        })?;
+        self.connection = Some(conn);
+        rows
+    }
+}
+
+/// The rows read ahead (`before`, whose last value's tie group may go on past
+/// them) joined with the statement read after them from that value on.
+fn joined(
+    plan: &ColumnPlan,
+    mut before: Vec<sqlx::postgres::PgRow>,
+    read: Vec<sqlx::postgres::PgRow>,
+) -> Result<Vec<sqlx::postgres::PgRow>, SourceError> {
+    if let Some(last) = before.last() {
+        let last = plan.cursor_bytes(last)?.to_vec();
+        while let Some(row) = before.last()
+            && plan.cursor_bytes(row)? == last.as_slice()
+        {
+            before.pop();
+        }
+    }
+    before.extend(read);
+    Ok(before)
+}
+
+/// One keyset statement on `conn`, after a reset of its session; `None`
+/// when the query's columns changed type since it was prepared.
+async fn keyset_rows(
+    conn: &mut PoolConnection<Postgres>,
+    sql: String,
+    from: Option<String>,
+    bound: String,
+) -> Result<Option<Vec<sqlx::postgres::PgRow>>, SourceError> {
+    reset_session(conn).await?;
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    if let Some(value) = from {
+        query = query.bind(value);
+    }
+    match query.bind(bound).fetch_all(&mut **conn).await {
+        Ok(rows) => Ok(Some(rows)),
+        Err(e) if result_type_changed(&e) => Ok(None),
+        Err(e) => Err(classify_query_error(e)),
     }
 }
 
