@@ -62,9 +62,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// CPU seconds used so far by every process named `postgres` (the server and
-/// its backends, those that ended included), from /proc.
-fn postgres_cpu_seconds() -> f64 {
+/// CPU seconds used so far by every process named `name` (for `postgres`,
+/// the server and its backends, those that ended included), from /proc.
+fn cpu_seconds(name: &str) -> f64 {
+    let command = format!("({name}");
     let ticks = 100.0; // USER_HZ on Linux
     let mut total = 0u64;
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -77,7 +78,7 @@ fn postgres_cpu_seconds() -> f64 {
         let Some((name, rest)) = stat.split_once(") ") else {
             continue;
         };
-        if !name.ends_with("(postgres") {
+        if !name.ends_with(&command) {
             continue;
         }
         let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -287,7 +288,8 @@ async fn run_fleet(
     };
     let wait = (due - Utc::now()).to_std().unwrap_or_default();
     tokio::time::sleep(wait.saturating_sub(Duration::from_millis(500))).await;
-    let cpu_before = postgres_cpu_seconds();
+    let cpu_before = cpu_seconds("postgres");
+    let daemons_cpu_before = cpu_seconds("syncward");
     let wall = Instant::now();
 
     // Enqueue lag as the bench sees it: committed runs counted every 50 ms (a count scans the runs table: rarely enough not to take the cores measured).
@@ -319,7 +321,8 @@ async fn run_fleet(
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let cpu = postgres_cpu_seconds() - cpu_before;
+    let cpu = cpu_seconds("postgres") - cpu_before;
+    let daemons_cpu = cpu_seconds("syncward") - daemons_cpu_before;
     let elapsed = wall.elapsed().as_secs_f64();
     sampling.store(false, Ordering::Relaxed);
     sampler.await?;
@@ -384,6 +387,25 @@ async fn run_fleet(
     println!(
         "  given back to wait for an account: {given_back}; worker time held by runs: {held:.1} s ({held_shared:.1} s by the shared accounts' runs)"
     );
+    // Where a run with nothing to send spends its worker's time: from its
+    // claim to its lease (lease taken, fence issued) and from there to its
+    // finish (source read, run recorded), as Postgres' clock saw each
+    // statement begin.
+    let (to_lease, to_finish): (f64, f64) = sqlx::query_as(
+        "SELECT coalesce(avg(extract(epoch FROM l.at - c.at)), 0)::float8 * 1000,
+                coalesce(avg(extract(epoch FROM f.at - l.at)), 0)::float8 * 1000
+         FROM runs r
+         JOIN run_events c ON c.run_id = r.id AND c.kind = 'claimed'
+         JOIN run_events l ON l.run_id = r.id AND l.kind = 'lease'
+         JOIN run_events f ON f.run_id = r.id AND f.kind = 'succeeded'
+         WHERE r.trigger = 'schedule' AND split_part(r.sync_id, '-', 2)::int >= $1",
+    )
+    .bind(i32::try_from(shared).unwrap_or(i32::MAX))
+    .fetch_one(&pool)
+    .await?;
+    println!(
+        "  a run with nothing to send, mean: claim to lease {to_lease:.1} ms, lease to finish {to_finish:.1} ms"
+    );
     let mut lost = 0usize;
     for (i, (_, fake)) in fakes.iter().enumerate() {
         let syncs_here = (0..shared).filter(|s| s % KEYS.len() == i).count();
@@ -414,6 +436,10 @@ async fn run_fleet(
         "  Postgres: {cpu:.1} CPU seconds over {elapsed:.1} s ({:.0} % of one core), most connections {}",
         100.0 * cpu / elapsed,
         most_connections.load(Ordering::Relaxed)
+    );
+    println!(
+        "  the daemons: {daemons_cpu:.1} CPU seconds over {elapsed:.1} s ({:.0} % of one core)",
+        100.0 * daemons_cpu / elapsed,
     );
     drop(processes);
     for (runtime, fake) in fakes {

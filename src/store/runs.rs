@@ -462,45 +462,41 @@ pub async fn claim_next_run(
 /// `claim_next_run` for several executors in one statement, fair across
 /// workspaces: each workspace's oldest due runs take turns (first every
 /// workspace's oldest, then every second oldest, ...), and among equals the
-/// workspace served longest ago goes first. So a workspace's backlog delays
+/// workspace served longest ago (whose last claim is oldest) goes first. So a workspace's backlog delays
 /// another workspace's due run by at most one run per worker. One each, in
 /// request order; `None` for those left over when fewer runs are due.
 pub async fn claim_runs(
     pool: &PgPool,
     executors: &[Executor],
 ) -> sqlx::Result<Vec<Option<ClaimedRun>>> {
-    // One statement, so one round trip and one commit. Each workspace's
-    // head is found by one probe of its index (a semi-join let stale
-    // statistics scan every due run: 28 of a claim's 35 ms with 10,000
-    // queued), and only the workspaces whose turn it is are locked in: as
-    // many as the executors, with a margin for rows a concurrent claim holds
-    // (locking a row in every workspace cost a WAL record each). Each
-    // workspace's inner query keeps its LIMIT honoured under SKIP LOCKED
-    // (crates.io worker style; a concurrent claim's rows are passed over,
-    // not counted),
+    // One statement, so one round trip and one commit. Workspaces are
+    // walked in their fairness order (`served_at`, which the claim stamps),
+    // each probed by one look at its queue's index, until enough have a due
+    // run (a semi-join let stale statistics scan every due run: 28 of a
+    // claim's 35 ms with 10,000 queued; reading each workspace's running
+    // and finished runs to order them was most of a claim's time in a burst).
+    // Only the workspaces whose turn it is are locked in: as many as the
+    // executors, with a margin for rows a concurrent claim holds (locking a
+    // row in every workspace cost a WAL record each). Each workspace's inner
+    // query keeps its LIMIT honoured under SKIP LOCKED (crates.io worker
+    // style; a concurrent claim's rows are passed over, not counted),
     // the runs are ranked and numbered outside it (a window cannot sit beside
     // FOR UPDATE) to pair each with an executor; rows locked but not taken
-    // are free again at the commit. The claims and their timeline events
-    // commit together, and each sync's definition comes along.
+    // are free again at the commit. The claims, their workspaces' turn and
+    // their timeline events commit together, and each sync's definition
+    // comes along. A workspace another claim is stamping is left to it (no
+    // wait, no deadlock); NO KEY UPDATE lets runs and syncs be inserted
+    // for it meanwhile.
     let rows = query_runs!(
         query,
         "WITH want AS (
            SELECT * FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS w(worker_id, boot_id, slot)),
-         heads_at AS (
-           SELECT ws.id,
-                  (SELECT scheduled_at FROM runs
-                   WHERE workspace_id = ws.id AND status = 'queued' AND scheduled_at <= now()
-                   ORDER BY scheduled_at, id LIMIT 1) AS head_at
-           FROM workspaces ws OFFSET 0),
          due AS MATERIALIZED (
-           SELECT h.id, h.head_at,
-                  greatest((SELECT max(started_at) FROM runs
-                            WHERE workspace_id = h.id AND status = 'running'),
-                           (SELECT finished_at FROM runs
-                            WHERE workspace_id = h.id AND status IN ('succeeded', 'failed')
-                            ORDER BY finished_at DESC LIMIT 1)) AS served
-           FROM heads_at h WHERE h.head_at IS NOT NULL
-           ORDER BY served NULLS FIRST, h.head_at, h.id
+           SELECT ws.id, ws.served_at AS served
+           FROM (SELECT id, served_at FROM workspaces ORDER BY served_at NULLS FIRST, id OFFSET 0) ws
+           WHERE (SELECT true FROM runs
+                  WHERE workspace_id = ws.id AND status = 'queued' AND scheduled_at <= now()
+                  LIMIT 1)
            LIMIT 2 * $3 + 8),
          share AS (SELECT ceil($3::float8 / greatest(count(*), 1))::bigint AS n FROM due),
          heads AS (
@@ -523,6 +519,11 @@ pub async fn claim_runs(
                   sync_version = s.version, ledger_epoch = s.ledger_epoch
            FROM next JOIN want w USING (slot), syncs s WHERE r.id = next.id AND s.id = r.sync_id
            RETURNING r.*, w.slot),
+         served AS (
+           UPDATE workspaces ws SET served_at = now()
+           FROM (SELECT id FROM workspaces WHERE id IN (SELECT workspace_id FROM claimed)
+                 FOR NO KEY UPDATE SKIP LOCKED) turn
+           WHERE ws.id = turn.id),
          event AS (
            INSERT INTO run_events (run_id, kind, detail)
            SELECT id, 'claimed', jsonb_build_object('attempt', attempt, 'worker', worker_id) FROM claimed)

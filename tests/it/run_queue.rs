@@ -380,3 +380,64 @@ async fn a_claim_reads_no_run_by_sync_even_on_statistics_from_before_any_run_fin
     );
     Ok(())
 }
+
+/// A claim walks the workspaces in their turn and stops once it has
+/// enough with a due run: with 50 workspaces all due, a claim for one
+/// worker probes the queues of the first ten (its margin), not all 50, and
+/// reads no workspace's running or finished runs to order them (the turn
+/// is each workspace's `served_at`, which the claim stamps).
+#[tokio::test]
+async fn a_claim_probes_the_queues_of_the_workspaces_whose_turn_it_is_only() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    for statement in [
+        "INSERT INTO workspaces (id) SELECT 'ws' || g FROM generate_series(1, 50) g",
+        "INSERT INTO syncs (id, workspace_id, definition)
+         SELECT 's' || g, 'ws' || (g % 50 + 1), '{}' FROM generate_series(1, 5000) g",
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, scheduled_at)
+         SELECT id, workspace_id, 1, 'schedule', 3, now() - interval '1 second' FROM syncs",
+        "ANALYZE runs",
+    ] {
+        sqlx::query(statement).execute(&db.pool).await?;
+    }
+    let indexes = [
+        "runs_claimable_by_workspace",
+        "runs_finished_by_workspace",
+        "runs_running",
+    ];
+    let before = index_reads(&db, &indexes).await?;
+    let one = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url)
+        .await?;
+    let claimed = runs::claim_runs(&one, &[executor("w0")]).await?;
+    let run = claimed[0].as_ref().expect("a due run").run.clone();
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&one)
+        .await?;
+    one.close().await;
+    let after = index_reads(&db, &indexes).await?;
+    let queue_reads = after[0] - before[0];
+    assert!(
+        (1..=2 * 10 + 5).contains(&queue_reads),
+        "the claim read {queue_reads} queue entries: it probed more than ten workspaces"
+    );
+    assert_eq!(
+        after[1..],
+        before[1..],
+        "running or finished runs were read"
+    );
+
+    // The claim stamped its workspace's turn: the next claim serves another.
+    let served: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM workspaces WHERE served_at IS NOT NULL ORDER BY id")
+            .fetch_all(&db.pool)
+            .await?;
+    assert_eq!(served, vec![run.workspace_id.clone()]);
+    let next = runs::claim_runs(&db.pool, &[executor("w1")]).await?;
+    let next = &next[0].as_ref().expect("a due run").run;
+    assert_ne!(
+        next.workspace_id, run.workspace_id,
+        "the same workspace twice in a row"
+    );
+    Ok(())
+}
