@@ -63,6 +63,11 @@ impl Drop for Daemon {
         // Best effort: the daemon may have exited already.
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // BENCH_KEEP_LOGS=DIR keeps each daemon's log there, to read after.
+        if let Ok(dir) = std::env::var("BENCH_KEEP_LOGS") {
+            let to = std::path::Path::new(&dir).join(format!("syncward-{}.log", self.child.id()));
+            let _ = std::fs::copy(self.log.path(), to);
+        }
     }
 }
 

@@ -1,8 +1,9 @@
 //! `PostgresSource`: keyset pages over the operator's query, one statement
 //! per several pages (`ROWS_PER_READ`; the pages after the first are served
-//! from the rows it read), on a connection whose transactions are all READ ONLY, with a statement
-//! timeout (see `pools`). A query cannot write: an INSERT, or a function that
-//! writes, fails. Connections are shared by every sync of a source URL, so
+//! from the rows it read, and the next statement is read in the background
+//! while the last two of them are sent), on a connection whose transactions
+//! are all READ ONLY, with a statement timeout (see `pools`). A query
+//! cannot write: an INSERT, or a function that writes, fails. Connections are shared by every sync of a source URL, so
 //! each statement is preceded by a reset of the session (`pools::SESSION_RESET`):
 //! a query that switched read-only or the timeout off with `set_config` has
 //! switched them off for no later statement, its own sync's or another's.
