@@ -462,9 +462,10 @@ pub async fn claim_next_run(
 /// `claim_next_run` for several executors in one statement, fair across
 /// workspaces: each workspace's oldest due runs take turns (first every
 /// workspace's oldest, then every second oldest, ...), and among equals the
-/// workspace served longest ago (whose last claim is oldest) goes first. So a workspace's backlog delays
-/// another workspace's due run by at most one run per worker. One each, in
-/// request order; `None` for those left over when fewer runs are due.
+/// workspace served longest ago (whose last claim is oldest) goes first. So
+/// a workspace's backlog delays another workspace's due run by at most one
+/// run per worker. One each, in request order; `None` for those left over
+/// when fewer runs are due.
 pub async fn claim_runs(
     pool: &PgPool,
     executors: &[Executor],

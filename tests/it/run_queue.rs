@@ -322,6 +322,29 @@ async fn index_reads(db: &TestDb, indexes: &[&str]) -> anyhow::Result<Vec<i64>> 
     Ok(reads)
 }
 
+/// Claims for `workers` on a connection of its own and flushes its
+/// statistics: the claims, and the index tuples the claim read from each of
+/// `indexes`.
+async fn claim_counting_reads(
+    db: &TestDb,
+    workers: &[Executor],
+    indexes: &[&str],
+) -> anyhow::Result<(Vec<Option<runs::ClaimedRun>>, Vec<i64>)> {
+    let before = index_reads(db, indexes).await?;
+    let one = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url)
+        .await?;
+    let claimed = runs::claim_runs(&one, workers).await?;
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&one)
+        .await?;
+    one.close().await;
+    let after = index_reads(db, indexes).await?;
+    let read = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    Ok((claimed, read))
+}
+
 /// A claim judges which workspace was served longest ago by each
 /// workspace's own index, whatever the statistics say. Planned while the
 /// store had no finished run (a fresh store's first burst of runs, before
@@ -354,28 +377,16 @@ async fn a_claim_reads_no_run_by_sync_even_on_statistics_from_before_any_run_fin
         "runs_finished_by_sync",
         "runs_running_by_sync",
     ];
-    let before = index_reads(&db, &indexes).await?;
-
-    // One connection, so the claim's statistics can be flushed at once.
-    let one = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&db.url)
-        .await?;
-    let claimed = runs::claim_runs(&one, &[executor("w0"), executor("w1")]).await?;
+    let (claimed, read) =
+        claim_counting_reads(&db, &[executor("w0"), executor("w1")], &indexes).await?;
     assert!(
         claimed.iter().all(Option::is_some),
         "both workers get a run"
     );
-    sqlx::query("SELECT pg_stat_force_next_flush()")
-        .execute(&one)
-        .await?;
-    one.close().await;
-
-    let after = index_reads(&db, &indexes).await?;
-    assert!(after[0] > before[0], "the claim's statistics are flushed");
+    assert!(read[0] > 0, "the claim's statistics are flushed");
     assert_eq!(
-        after[1..],
-        before[1..],
+        read[1..],
+        [0, 0],
         "the claim read runs through a by-sync index (finished, running)"
     );
     Ok(())
@@ -404,28 +415,14 @@ async fn a_claim_probes_the_queues_of_the_workspaces_whose_turn_it_is_only() -> 
         "runs_finished_by_workspace",
         "runs_running",
     ];
-    let before = index_reads(&db, &indexes).await?;
-    let one = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&db.url)
-        .await?;
-    let claimed = runs::claim_runs(&one, &[executor("w0")]).await?;
+    let (claimed, read) = claim_counting_reads(&db, &[executor("w0")], &indexes).await?;
     let run = claimed[0].as_ref().expect("a due run").run.clone();
-    sqlx::query("SELECT pg_stat_force_next_flush()")
-        .execute(&one)
-        .await?;
-    one.close().await;
-    let after = index_reads(&db, &indexes).await?;
-    let queue_reads = after[0] - before[0];
+    let queue_reads = read[0];
     assert!(
         (1..=2 * 10 + 5).contains(&queue_reads),
         "the claim read {queue_reads} queue entries: it probed more than ten workspaces"
     );
-    assert_eq!(
-        after[1..],
-        before[1..],
-        "running or finished runs were read"
-    );
+    assert_eq!(read[1..], [0, 0], "running or finished runs were read");
 
     // The claim stamped its workspace's turn: the next claim serves another.
     let served: Vec<String> =
