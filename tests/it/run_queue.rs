@@ -322,6 +322,22 @@ async fn index_reads(db: &TestDb, indexes: &[&str]) -> anyhow::Result<Vec<i64>> 
     Ok(reads)
 }
 
+/// 50 workspaces of 100 syncs each, every sync with one due queued run,
+/// analysed.
+async fn seed_fifty_due_workspaces(db: &TestDb) -> anyhow::Result<()> {
+    for statement in [
+        "INSERT INTO workspaces (id) SELECT 'ws' || g FROM generate_series(1, 50) g",
+        "INSERT INTO syncs (id, workspace_id, definition)
+         SELECT 's' || g, 'ws' || (g % 50 + 1), '{}' FROM generate_series(1, 5000) g",
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, scheduled_at)
+         SELECT id, workspace_id, 1, 'schedule', 3, now() - interval '1 second' FROM syncs",
+        "ANALYZE runs",
+    ] {
+        sqlx::query(statement).execute(&db.pool).await?;
+    }
+    Ok(())
+}
+
 /// Claims for `workers` on a connection of its own and flushes its
 /// statistics: the claims, and the index tuples the claim read from each of
 /// `indexes`.
@@ -356,13 +372,8 @@ async fn claim_counting_reads(
 async fn a_claim_reads_no_run_by_sync_even_on_statistics_from_before_any_run_finished()
 -> anyhow::Result<()> {
     let db = TestDb::new().await?;
+    seed_fifty_due_workspaces(&db).await?;
     for statement in [
-        "INSERT INTO workspaces (id) SELECT 'ws' || g FROM generate_series(1, 50) g",
-        "INSERT INTO syncs (id, workspace_id, definition)
-         SELECT 's' || g, 'ws' || (g % 50 + 1), '{}' FROM generate_series(1, 5000) g",
-        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, scheduled_at)
-         SELECT id, workspace_id, 1, 'schedule', 3, now() - interval '1 second' FROM syncs",
-        "ANALYZE runs",
         // Then, with no analyse since, half of them finish and a few run.
         "UPDATE runs SET status = 'succeeded', attempt = 1, started_at = now() - interval '2 s',
                 finished_at = now() - interval '1 s'
@@ -400,16 +411,7 @@ async fn a_claim_reads_no_run_by_sync_even_on_statistics_from_before_any_run_fin
 #[tokio::test]
 async fn a_claim_probes_the_queues_of_the_workspaces_whose_turn_it_is_only() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
-    for statement in [
-        "INSERT INTO workspaces (id) SELECT 'ws' || g FROM generate_series(1, 50) g",
-        "INSERT INTO syncs (id, workspace_id, definition)
-         SELECT 's' || g, 'ws' || (g % 50 + 1), '{}' FROM generate_series(1, 5000) g",
-        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, scheduled_at)
-         SELECT id, workspace_id, 1, 'schedule', 3, now() - interval '1 second' FROM syncs",
-        "ANALYZE runs",
-    ] {
-        sqlx::query(statement).execute(&db.pool).await?;
-    }
+    seed_fifty_due_workspaces(&db).await?;
     let indexes = [
         "runs_claimable_by_workspace",
         "runs_finished_by_workspace",

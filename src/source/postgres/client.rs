@@ -453,10 +453,7 @@ impl PostgresSource {
                 after = rest;
             } else {
                 // The tie group may go on past what was read: read all of it.
-                let (value, cursor_type) = plan.cursor_of(&after[0])?;
-                if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
-                    return Err(unsupported_type(&config.cursor_column, &cursor_type));
-                }
+                let (value, cursor_type) = pageable_cursor(&config, &plan, &after[0])?;
                 let mut kept = Vec::with_capacity(rows.len());
                 for r in rows {
                     if plan.cursor_bytes(&r.row)? != boundary {
@@ -493,10 +490,7 @@ impl PostgresSource {
         order_ties(&plan, &mut rows)?;
         let next_cursor = match rows.last() {
             Some(r) => {
-                let (value, cursor_type) = plan.cursor_of(&r.row)?;
-                if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
-                    return Err(unsupported_type(&config.cursor_column, &cursor_type));
-                }
+                let (value, cursor_type) = pageable_cursor(&config, &plan, &r.row)?;
                 Some(json!({ "type": cursor_type, "value": value }))
             }
             None => None,
@@ -546,10 +540,7 @@ impl PostgresSource {
         if self.pool.as_ref().is_none_or(saturated) {
             return Ok(None);
         }
-        let (value, cursor_type) = plan.cursor_of(last)?;
-        if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
-            return Err(unsupported_type(&config.cursor_column, &cursor_type));
-        }
+        let (value, cursor_type) = pageable_cursor(config, plan, last)?;
         let Some(mut conn) = self.connection.take() else {
             return Ok(None);
         };
@@ -799,6 +790,20 @@ fn parse_cursor(cursor: &Value) -> Result<(String, String), SourceError> {
             "the saved cursor {cursor} is not a postgres cursor; reset it with `syncward sync reset-cursor`"
         ))),
     }
+}
+
+/// A row's cursor value and type, refused unless the source can page by
+/// that type.
+fn pageable_cursor(
+    config: &PostgresSourceConfig,
+    plan: &ColumnPlan,
+    row: &sqlx::postgres::PgRow,
+) -> Result<(String, String), SourceError> {
+    let (value, cursor_type) = plan.cursor_of(row)?;
+    if !CURSOR_TYPES.contains(&cursor_type.as_str()) {
+        return Err(unsupported_type(&config.cursor_column, &cursor_type));
+    }
+    Ok((value, cursor_type))
 }
 
 fn unsupported_type(column: &str, t: &str) -> SourceError {
