@@ -7,6 +7,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use super::delivery_key::{DeliveryKey, PageKeys};
+use super::read_ahead::StakesLookup;
 use super::run::RunContext;
 use super::run_failure::RunFailure;
 use crate::destination::Outbound;
@@ -77,7 +78,8 @@ pub(super) struct DiffState {
 }
 
 /// Derives each record's key, looks the page's keys up in the ledger (one
-/// query, unless its stakes were read with the page: `stakes`), and maps the
+/// query, unless the lookup of its stakes was started with the page's read:
+/// `stakes`, awaited once the keys are known), and maps the
 /// records to send. Reads only (but for the source's notices, added to the
 /// run's timeline).
 pub(super) async fn prepare_page(
@@ -85,7 +87,7 @@ pub(super) async fn prepare_page(
     fingerprint: &str,
     page_cursor: Option<&Value>,
     page: Page,
-    stakes: Option<sqlx::Result<ledger::PageStakes>>,
+    stakes: Option<StakesLookup>,
 ) -> Result<PreparedPage, RunFailure> {
     let Page {
         records: mut page_records,
@@ -123,6 +125,10 @@ pub(super) async fn prepare_page(
     let packed: Vec<[u8; 32]> = keys.iter().map(|(_, k)| k.0).collect();
     // Stakes read ahead serve only the page they were read for: another
     // page's would let its keys look unsent.
+    let stakes = match stakes {
+        Some(lookup) => lookup.finish().await,
+        None => None,
+    };
     let known = match stakes.transpose()? {
         Some(stakes) if stakes.page() == &page_id => {
             stakes.resolve(&env.store, sync_id, &packed).await?

@@ -1,12 +1,15 @@
 //! Three pages in flight: page N is sent while page N+1 (already read) is
-//! keyed and looked up in the ledger and page N+2 is read, its stakes in
-//! the ledger beside it (found by the cursor it is read from, before its
-//! keys are known). All of that only reads; staking (which spends attempts)
+//! keyed and looked up in the ledger and page N+2 is read, the lookup of its
+//! stakes in the ledger started beside it (found by the cursor it is read
+//! from, before its keys are known) and awaited only once its keys are, at
+//! the next step. All of that only reads; staking (which spends attempts)
 //! waits until page N is clean. On the bulk path this overlap is what keeps
 //! the source, the ledger lookups and the destination busy at once; on a
-//! replay, a page waits for one round trip, not two (see docs/benchmarks.md).
+//! replay, a page waits for its keying, not for a round trip (see
+//! docs/benchmarks.md).
 
 use serde_json::Value;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::delivery_key::{PageKeys, keyed_fingerprint};
 use super::prepared_page::{PreparedPage, prepare_page};
@@ -27,11 +30,33 @@ pub(super) struct ReadAhead<'s> {
     following: Option<ReadPage>,
 }
 
-/// A page read ahead, and its stakes in the ledger, read beside it (none in
-/// diff mode, whose pages are looked up by their records' identities).
+/// A page read ahead, and the lookup of its stakes in the ledger, started
+/// beside it (none in diff mode, whose pages are looked up by their records'
+/// identities).
 struct ReadPage {
     page: Result<Page, SourceError>,
-    stakes: Option<sqlx::Result<PageStakes>>,
+    stakes: Option<StakesLookup>,
+}
+
+/// A page's stakes being read from the ledger on a task of their own, so the
+/// round trip runs on while the run does other things; dropped, it is
+/// aborted.
+pub(super) struct StakesLookup(AbortOnDropHandle<sqlx::Result<PageStakes>>);
+
+impl StakesLookup {
+    fn start(cx: &RunContext<'_>, page_id: [u8; 32]) -> Self {
+        let pool = cx.env.store.clone();
+        let sync_id = cx.run.sync_id.clone();
+        Self(AbortOnDropHandle::new(tokio::spawn(async move {
+            ledger::page_stakes(&pool, &sync_id, &page_id).await
+        })))
+    }
+
+    /// The stakes read; `None` if the task died (it panicked: the caller
+    /// looks the page up itself).
+    pub async fn finish(self) -> Option<sqlx::Result<PageStakes>> {
+        self.0.await.ok()
+    }
 }
 
 impl<'s> ReadAhead<'s> {
@@ -127,8 +152,8 @@ fn following_cursor(page: &Page) -> Option<Value> {
     page.next_cursor.clone()
 }
 
-/// Reads the page at `at` (see `following_cursor`), and its stakes in the
-/// ledger at the same time; nothing when there is none.
+/// Reads the page at `at` (see `following_cursor`) and starts the lookup of
+/// its stakes in the ledger at the same time; nothing when there is none.
 async fn read_following(
     cx: &RunContext<'_>,
     fingerprint: &str,
@@ -136,14 +161,10 @@ async fn read_following(
     at: Option<Value>,
 ) -> Option<ReadPage> {
     let at = at?;
-    let stakes = async {
-        if cx.definition.source.keys_by_identity() {
-            return None;
-        }
-        let sync_id = &cx.run.sync_id;
-        let page_id = PageKeys::new(sync_id, fingerprint, Some(&at)).page_id();
-        Some(ledger::page_stakes(&cx.env.store, sync_id, &page_id).await)
-    };
-    let (page, stakes) = tokio::join!(source.fetch_page(Some(&at)), stakes);
+    let stakes = (!cx.definition.source.keys_by_identity()).then(|| {
+        let page_id = PageKeys::new(&cx.run.sync_id, fingerprint, Some(&at)).page_id();
+        StakesLookup::start(cx, page_id)
+    });
+    let page = source.fetch_page(Some(&at)).await;
     Some(ReadPage { page, stakes })
 }

@@ -498,9 +498,10 @@ impl PostgresSource {
         if let Some(from) = &next_cursor
             && !after.is_empty()
         {
-            // Two pages or fewer left ahead: the statement after them is read
-            // now, in the background, while those pages are sent.
-            if next_read.is_none() && !exhausted && after.len() <= 2 * page_size {
+            // The statement after the rows read ahead is read now, in the
+            // background, while those pages are sent: read any later, a
+            // replay (which sends nothing) waited for it every few pages.
+            if next_read.is_none() && !exhausted {
                 next_read = self.start_next_read(&config, &plan, &after, &bound, per_read)?;
             }
             self.ahead = Some(RowsAhead {
