@@ -53,7 +53,7 @@ impl Daemon {
         Self {
             budgets: SharedBudgets::in_redis(redis.pool().clone(), &settings.redis.key_prefix),
             redis,
-            statements: RunStatements::new(store.clone()),
+            statements: RunStatements::for_workers(store.clone(), settings.workers.count),
             alerter: Alerter::new(store.clone(), &settings.alerts),
             sources: Default::default(),
             store,

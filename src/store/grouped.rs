@@ -2,10 +2,12 @@
 //! finishes that a daemon's workers ask for at the same moment go to Postgres
 //! as one statement, so one round trip and one commit serve them all.
 //!
-//! Nothing waits to fill a group: a request goes out at once when no statement
-//! of its kind is in flight, and the requests that arrive while one is become
-//! the next group. Every caller still waits for its own statement's commit, so
-//! what a crash can lose is what it could lose without grouping.
+//! A request goes out when no statement of its kind is in flight, and the
+//! requests that arrive while one is become the next group; in a daemon of
+//! many workers, claims alone wait `CLAIM_LINGER` first for the workers
+//! freed meanwhile (see there). Every
+//! caller still waits for its own statement's commit, so what a crash can
+//! lose is what it could lose without grouping.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,6 +22,17 @@ use super::runs::{self, ClaimedRun, Executor, Finish, LeaseStart};
 
 /// Most requests one statement carries.
 const MOST_PER_GROUP: usize = 64;
+
+/// How long a claim waits for other workers' claims to go out with it, in
+/// a daemon of at least `LINGER_FROM_WORKERS` workers. A claim costs
+/// Postgres about the same for one worker as for sixteen (its planning and
+/// its walk of the workspaces), and in a burst the workers free up one by
+/// one: without the wait a claim carried 1.3 workers on average and the
+/// claims were two thirds of Postgres's time (fleet bench, 2026-12-04). With
+/// few workers there is little to gather, and the wait is added to each
+/// run's start (run-queue bench at 4 workers: no gain).
+const CLAIM_LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+const LINGER_FROM_WORKERS: usize = 16;
 
 type Reply<T> = oneshot::Sender<sqlx::Result<T>>;
 type GroupFuture<T> = Pin<Box<dyn Future<Output = sqlx::Result<Vec<T>>> + Send>>;
@@ -46,8 +59,13 @@ where
     Req: Clone + Send + 'static,
     Resp: Send + 'static,
 {
-    /// `statement` answers a group in request order, one answer per request.
-    fn new(pool: PgPool, statement: GroupStatement<Req, Resp>) -> Self {
+    /// `statement` answers a group in request order, one answer per request;
+    /// a group waits `linger` after its first request for more.
+    fn new(
+        pool: PgPool,
+        statement: GroupStatement<Req, Resp>,
+        linger: Option<std::time::Duration>,
+    ) -> Self {
         let (requests, mut incoming) = mpsc::unbounded_channel::<(Req, Reply<Resp>)>();
         // Not on the shutdown's tracker: it serves the tracked tasks while they
         // drain, and ends by itself once they (and every other holder of a
@@ -55,6 +73,9 @@ where
         // daemon's own handle.
         tokio::spawn(async move {
             while let Some(first) = incoming.recv().await {
+                if let Some(linger) = linger {
+                    tokio::time::sleep(linger).await;
+                }
                 let mut group = vec![first];
                 while group.len() < MOST_PER_GROUP
                     && let Ok(next) = incoming.try_recv()
@@ -129,6 +150,12 @@ impl RunStatements {
     /// time, planned once 0.86 ms. (Claims lose by it: 5.8 ms against 4.3,
     /// in the fleet bench, 2026-12-04.)
     pub fn new(pool: PgPool) -> Self {
+        Self::for_workers(pool, 1)
+    }
+
+    /// `new` for a daemon of `workers` workers (see `CLAIM_LINGER`).
+    pub fn for_workers(pool: PgPool, workers: usize) -> Self {
+        let linger = (workers >= LINGER_FROM_WORKERS).then_some(CLAIM_LINGER);
         let planned_once = super::generic_plan_pool(&pool, 1);
         Self {
             claims: Grouped::new(
@@ -136,18 +163,21 @@ impl RunStatements {
                 Arc::new(|pool, executors| {
                     Box::pin(async move { runs::claim_runs(&pool, &executors).await })
                 }),
+                linger,
             ),
             lease_starts: Grouped::new(
                 pool.clone(),
                 Arc::new(|pool, starts| {
                     Box::pin(async move { runs::begin_leased_runs(&pool, &starts).await })
                 }),
+                None,
             ),
             finishes: Grouped::new(
                 planned_once,
                 Arc::new(|pool, finishes| {
                     Box::pin(async move { runs::finish_runs(&pool, &finishes).await })
                 }),
+                None,
             ),
         }
     }
