@@ -5,9 +5,9 @@
 //! A request goes out when no statement of its kind is in flight, and the
 //! requests that arrive while one is become the next group; in a daemon of
 //! many workers, claims alone wait `CLAIM_LINGER` first for the workers
-//! freed meanwhile (see there). Every
-//! caller still waits for its own statement's commit, so what a crash can
-//! lose is what it could lose without grouping.
+//! freed meanwhile (see there). Every caller still waits for its own
+//! statement's commit, so what a crash can lose is what it could lose
+//! without grouping.
 
 use std::future::Future;
 use std::pin::Pin;
