@@ -51,7 +51,7 @@ impl Daemon {
             settings.lease.ttl,
         );
         Self {
-            budgets: SharedBudgets::in_redis(redis.pool().clone(), &settings.redis.key_prefix),
+            budgets: SharedBudgets::in_redis(redis.clone(), &settings.redis.key_prefix),
             redis,
             statements: RunStatements::for_workers(store.clone(), settings.workers.count),
             alerter: Alerter::new(store.clone(), &settings.alerts),

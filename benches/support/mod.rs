@@ -134,10 +134,7 @@ pub fn run_env(
     let env = syncward::worker::RunEnv::new(
         pool.clone(),
         syncward::store::grouped::RunStatements::new(pool.clone()),
-        syncward::outbound::SharedBudgets::in_redis(
-            redis.pool().clone(),
-            &settings.redis.key_prefix,
-        ),
+        syncward::outbound::SharedBudgets::in_redis(redis.clone(), &settings.redis.key_prefix),
         leases,
         Default::default(),
         settings,

@@ -202,7 +202,7 @@ pub async fn foreground(
             let env = RunEnv::new(
                 pool.clone(),
                 statements.clone(),
-                crate::outbound::SharedBudgets::in_redis(redis.clone(), &prefix),
+                crate::outbound::SharedBudgets::in_redis(shared.clone(), &prefix),
                 leases.clone(),
                 Default::default(),
                 settings,

@@ -24,7 +24,7 @@ use std::time::Duration;
 use deadpool_redis::redis;
 use tokio::time::Instant;
 
-use crate::redis::{RedisFailure, RedisPool, keys, scripts};
+use crate::redis::{RedisFailure, SharedConnection, keys, scripts};
 
 /// The share of an account's limit its shared slots are spaced for: 9/10.
 const HEADROOM_NUMERATOR: u32 = 9;
@@ -57,7 +57,7 @@ enum Kind {
         next: Arc<Mutex<Instant>>,
     },
     Hourly {
-        redis: Option<(RedisPool, String)>,
+        redis: Option<(SharedConnection, String)>,
         budget: String,
         per_hour: u32,
     },
@@ -155,7 +155,9 @@ fn take_local(next: &Mutex<Instant>, interval: Duration) -> Duration {
 /// it), and a local pace per account for when Redis does not answer.
 #[derive(Clone, Default)]
 pub struct SharedBudgets {
-    redis: Option<(RedisPool, String)>,
+    /// The shared connection, not the pool: a checkout from the pool costs
+    /// a PING round trip, and a slot is taken on every request's way out.
+    redis: Option<(SharedConnection, String)>,
     local: Arc<Mutex<HashMap<String, Arc<Mutex<Instant>>>>>,
 }
 
@@ -169,9 +171,9 @@ impl std::fmt::Debug for SharedBudgets {
 
 impl SharedBudgets {
     /// Budgets kept in Redis under `prefix`, shared by every process there.
-    pub fn in_redis(pool: RedisPool, prefix: &str) -> Self {
+    pub fn in_redis(redis: SharedConnection, prefix: &str) -> Self {
         Self {
-            redis: Some((pool, prefix.to_string())),
+            redis: Some((redis, prefix.to_string())),
             local: Arc::default(),
         }
     }
@@ -211,8 +213,8 @@ impl SharedBudgets {
     /// with Redis away) this process's own pace, at half the rate when the
     /// budget should have been shared, as other daemons may be sending too.
     async fn reserve(&self, account: &str, interval: Duration) -> Duration {
-        if let Some((pool, prefix)) = &self.redis {
-            match reserve(pool, &keys::request_slots(prefix, account), interval).await {
+        if let Some((redis, prefix)) = &self.redis {
+            match reserve(redis, &keys::request_slots(prefix, account), interval).await {
                 Ok(wait) => return wait,
                 Err(e) => tracing::warn!(
                     account,
@@ -237,20 +239,27 @@ impl SharedBudgets {
     }
 }
 
-async fn reserve(pool: &RedisPool, key: &str, interval: Duration) -> anyhow::Result<Duration> {
+async fn reserve(
+    redis: &SharedConnection,
+    key: &str,
+    interval: Duration,
+) -> anyhow::Result<Duration> {
     let interval_ms = u64::try_from(interval.as_millis())
         .unwrap_or(u64::MAX)
         .max(1);
-    let mut invocation = scripts::RESERVE.key(key);
-    invocation.arg(interval_ms);
-    // A connection and the script's answer, within one bound.
-    let wait_ms: i64 = tokio::time::timeout(Duration::from_secs(4), async {
-        let mut conn = pool.get().await.map_err(RedisFailure::from)?;
-        invocation
-            .invoke_async(&mut conn)
-            .await
-            .map_err(RedisFailure::from)
-    })
+    // A connection and the script's answer, within one bound. Sent again
+    // on a fresh connection after a broken one, a reservation takes one
+    // slot more than it uses: the account is called less, never more.
+    let wait_ms: i64 = tokio::time::timeout(
+        Duration::from_secs(4),
+        redis.run(|mut conn| async move {
+            scripts::RESERVE
+                .key(key)
+                .arg(interval_ms)
+                .invoke_async(&mut conn)
+                .await
+        }),
+    )
     .await??;
     Ok(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)))
 }
@@ -258,22 +267,30 @@ async fn reserve(pool: &RedisPool, key: &str, interval: Duration) -> anyhow::Res
 /// Counts one against `budget` in this clock hour; false when the hour's
 /// `per_hour` was already used. Without Redis nothing is counted: false.
 async fn take_hourly(
-    redis: Option<&(RedisPool, String)>,
+    redis: Option<&(SharedConnection, String)>,
     budget: &str,
     per_hour: u32,
 ) -> Result<bool, RedisFailure> {
-    let Some((pool, prefix)) = redis else {
+    let Some((redis, prefix)) = redis else {
         return Ok(false);
     };
     let hour = chrono::Utc::now().timestamp() / 3600;
     let key = keys::hourly_count(prefix, budget, hour);
-    let mut conn = pool.get().await?;
-    let (used,): (u64,) = redis::pipe()
-        .atomic()
-        .incr(&key, 1u64)
-        .expire(&key, 3600 + 60)
-        .ignore()
-        .query_async(&mut conn)
+    // Counted twice when sent again after a broken connection: one check
+    // fewer this hour, never one more.
+    let (used,): (u64,) = redis
+        .run(|mut conn| {
+            let key = &key;
+            async move {
+                redis::pipe()
+                    .atomic()
+                    .incr(key, 1u64)
+                    .expire(key, 3600 + 60)
+                    .ignore()
+                    .query_async(&mut conn)
+                    .await
+            }
+        })
         .await?;
     Ok(used <= u64::from(per_hour))
 }

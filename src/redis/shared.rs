@@ -1,5 +1,5 @@
 //! One multiplexed Redis connection shared by a daemon's hot commands (leases,
-//! dead-man markers). Concurrent commands are pipelined on it, and using it
+//! dead-man markers, request slots). Concurrent commands are pipelined on it, and using it
 //! skips the pool checkout, which costs a PING round trip every time.
 
 use std::sync::{Arc, Mutex};
@@ -41,7 +41,8 @@ impl SharedConnection {
     /// failover demoted its primary: `READONLY`), it is dropped and `command`
     /// runs once more on a fresh one, as the pool's checkout would have found
     /// it broken before sending: so every command sent here must be safe to
-    /// repeat (a compare-and-set or a read).
+    /// repeat (a compare-and-set, a read, or a count whose repeat errs
+    /// towards less: a request slot or an hourly check taken twice).
     pub async fn run<T, F, Fut>(&self, command: F) -> Result<T, RedisFailure>
     where
         F: Fn(MultiplexedConnection) -> Fut,
