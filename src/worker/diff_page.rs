@@ -77,6 +77,7 @@ pub(super) async fn prepare_diff_page(
     let mut candidates = Vec::with_capacity(records);
     let mut bytes = Vec::new();
     for position in 0..records {
+        super::prepared_page::now_and_then(position).await;
         bytes.clear();
         let read = page_records
             .write_canonical(position, &mut bytes)

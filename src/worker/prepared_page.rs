@@ -24,8 +24,8 @@ use crate::store::runs;
 const RECORDS_PER_YIELD: usize = 100;
 
 /// Lets the other half of the run's task go on every `RECORDS_PER_YIELD`
-/// records.
-async fn now_and_then(done: usize) {
+/// records (diff mode's pages too, `diff_page`).
+pub(super) async fn now_and_then(done: usize) {
     if done % RECORDS_PER_YIELD == RECORDS_PER_YIELD - 1 {
         tokio::task::yield_now().await;
     }
