@@ -1,6 +1,7 @@
 //! One multiplexed Redis connection shared by a daemon's hot commands (leases,
-//! dead-man markers, request slots). Concurrent commands are pipelined on it, and using it
-//! skips the pool checkout, which costs a PING round trip every time.
+//! dead-man markers, request slots). Concurrent commands are pipelined on it,
+//! and using it skips the pool checkout, which costs a PING round trip every
+//! time.
 
 use std::sync::{Arc, Mutex};
 
