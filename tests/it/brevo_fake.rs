@@ -172,6 +172,78 @@ async fn imports_are_checked_answered_with_a_process_and_the_process_reports_cou
     Ok(())
 }
 
+/// The stand-alone fake of the benchmarks (`BREVO_FAKE_BACKGROUND_IMPORTS=1`)
+/// answers an import before it applies the rows, as Brevo's background
+/// process does: the shape is still checked at once, the rows are applied in
+/// the order the imports came, and the count waits for them.
+#[tokio::test]
+async fn background_imports_check_the_shape_at_once_apply_in_order_and_are_counted()
+-> anyhow::Result<()> {
+    let fake = BrevoFake::start("k").await?;
+    fake.background_imports();
+    for (body, why) in [
+        (
+            json!({"jsonBody": [{"email": "a@b.c"}]}),
+            "listIds or newList is required",
+        ),
+        (
+            json!({"jsonBody": [], "fileUrl": "https://x", "listIds": [1]}),
+            "one source",
+        ),
+        (
+            json!({"jsonBody": [], "listIds": ["x"]}),
+            "listIds of integers",
+        ),
+        (json!(["not", "an", "object"]), "a JSON object"),
+    ] {
+        let (status, _) = post(&fake, "/contacts/import", Some("k"), body).await?;
+        assert_eq!(status, 400, "{why}");
+    }
+    let mut ids = Vec::new();
+    for first_name in ["Ann", "Bea"] {
+        let (status, body) = post(
+            &fake,
+            "/contacts/import",
+            Some("k"),
+            json!({"jsonBody": [{"email": "A@b.c", "attributes": {"FIRSTNAME": first_name}},
+                                {"email": "d@e.f"}],
+                   "listIds": [7], "updateExistingContacts": true}),
+        )
+        .await?;
+        assert_eq!(status, 202);
+        ids.push(body["processId"].as_i64().expect("processId"));
+    }
+    let counted: serde_json::Value = reqwest::Client::new()
+        .get(format!("http://{}/_fake/contacts", fake.addr))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(counted["count"], 2);
+    let contacts = fake.contacts();
+    assert_eq!(
+        contacts["a@b.c"].attributes["FIRSTNAME"], "Bea",
+        "applied in order"
+    );
+    assert_eq!(contacts["a@b.c"].list_ids, vec![7]);
+    for id in ids {
+        let process: serde_json::Value = reqwest::Client::new()
+            .get(format!("{}/processes/{id}", fake.base_url))
+            .header("api-key", "k")
+            .send()
+            .await?
+            .json()
+            .await?;
+        assert_eq!(process["status"], "completed");
+        assert_eq!(
+            process["info"]["import"]["imported"].as_i64().unwrap_or(0)
+                + process["info"]["import"]["updated"].as_i64().unwrap_or(0),
+            2
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn scripted_faults_come_in_order_and_persistent_ones_until_healed() -> anyhow::Result<()> {
     let fake = BrevoFake::start("k").await?;

@@ -132,6 +132,8 @@ struct Inner {
     window: (u64, usize),
     /// Writes answered 429 by the enforced limit.
     rate_limited: usize,
+    /// Imports answered at once and applied after (`background_imports`).
+    background: Option<tokio::sync::mpsc::UnboundedSender<(Bytes, i64)>>,
 }
 
 struct Shared {
@@ -143,6 +145,8 @@ struct Shared {
     held: std::sync::atomic::AtomicUsize,
     /// Write requests answered with `Fault::Hang` so far (they never end).
     hanging: std::sync::atomic::AtomicUsize,
+    /// Imports answered and not yet applied (`background_imports`).
+    importing: tokio::sync::watch::Sender<usize>,
 }
 
 /// The running fake. Dropping it stops the server.
@@ -171,6 +175,7 @@ impl BrevoFake {
             gate: tokio::sync::watch::Sender::new(false),
             held: std::sync::atomic::AtomicUsize::new(0),
             hanging: std::sync::atomic::AtomicUsize::new(0),
+            importing: tokio::sync::watch::Sender::new(0),
             api_key: api_key.to_string(),
             inner: Mutex::new(Inner {
                 next_contact_id: 1,
@@ -265,13 +270,42 @@ impl BrevoFake {
         self.lock().hook = Some(Arc::new(hook));
     }
 
-    /// Write requests wait at the door until `release_writes`.
     /// Keeps no request bodies and no write log (benchmarks).
     #[allow(dead_code)] // used by the benchmarks, which compile this file alone
     pub fn lean(&self) {
         lock(&self.shared).lean = true;
     }
 
+    /// Answers an import as Brevo does (the spec's `importContacts`: "It
+    /// returns the background process ID"): the body's shape is checked, the
+    /// process id answered at once, and the rows applied after, in order, by
+    /// one task; the process reads `in_process` until then. `GET
+    /// /_fake/contacts` waits for the imports answered before it. Hooks and
+    /// slow writes do not apply to these imports.
+    #[allow(dead_code)] // used by the stand-alone fake (examples/brevo_fake.rs)
+    pub fn background_imports(&self) {
+        let (queue, mut imports) = tokio::sync::mpsc::unbounded_channel::<(Bytes, i64)>();
+        let shared = Arc::downgrade(&self.shared);
+        tokio::spawn(async move {
+            while let Some((body, process)) = imports.recv().await {
+                let Some(shared) = shared.upgrade() else {
+                    break;
+                };
+                if let Err(refused) = apply_import(&shared, &body, Some(process)) {
+                    let mut inner = lock(&shared);
+                    inner.processes.insert(
+                        process,
+                        json!({"id": process, "name": "IMPORTUSER", "status": "failed",
+                               "error": format!("the import was refused: HTTP {}", refused.status())}),
+                    );
+                }
+                shared.importing.send_modify(|n| *n -= 1);
+            }
+        });
+        lock(&self.shared).background = Some(queue);
+    }
+
+    /// Write requests wait at the door until `release_writes`.
     pub fn hold_writes(&self) {
         self.shared.gate.send_replace(true);
     }
@@ -911,59 +945,96 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
             "Maximum allowed body size is 10MB",
         );
     }
-    let body = match parse_body(body) {
-        Ok(b) => b,
+    let queue = lock(shared).background.clone();
+    if let Some(queue) = queue {
+        if let Err(r) = check_import_shape(body) {
+            return r;
+        }
+        let process_id = {
+            let mut inner = lock(shared);
+            let id = inner.next_process_id;
+            inner.next_process_id += 1;
+            inner.processes.insert(
+                id,
+                json!({"id": id, "name": "IMPORTUSER", "status": "in_process"}),
+            );
+            id
+        };
+        shared.importing.send_modify(|n| *n += 1);
+        if queue.send((body.clone(), process_id)).is_err() {
+            shared.importing.send_modify(|n| *n -= 1);
+        }
+        return (
+            StatusCode::ACCEPTED,
+            axum::Json(json!({"processId": process_id})),
+        )
+            .into_response();
+    }
+    let (process_id, request, emails) = match apply_import(shared, body, None) {
+        Ok(applied) => applied,
         Err(r) => return r,
     };
+    after_write(shared, WriteEvent { request, emails }).await;
+    (
+        StatusCode::ACCEPTED,
+        axum::Json(json!({"processId": process_id})),
+    )
+        .into_response()
+}
+
+/// Checks an import's body and applies its rows: the process id (`process`,
+/// or a new one), the write request's number, and the addresses written.
+fn apply_import(
+    shared: &Shared,
+    body: &Bytes,
+    process: Option<i64>,
+) -> Result<(i64, usize, Vec<String>), Response> {
+    let body = parse_body(body)?;
     let sources = ["jsonBody", "fileBody", "fileUrl"]
         .iter()
         .filter(|k| body.get(**k).is_some())
         .count();
     if sources != 1 {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             "invalid_parameter",
             "Exactly one of fileUrl, fileBody, jsonBody is required",
-        );
+        ));
     }
     let Some(rows) = body.get("jsonBody").and_then(Value::as_array) else {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             "invalid_parameter",
             "this fake only imports jsonBody",
-        );
+        ));
     };
     if body.get("listIds").is_none() && body.get("newList").is_none() {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             "missing_parameter",
             "listIds or newList is required",
-        );
+        ));
     }
-    if let Err(r) = check_contact_fields(
+    check_contact_fields(
         &json!({"listIds": body.get("listIds").cloned().unwrap_or(json!([]))}),
         true,
-    ) {
-        return r;
-    }
+    )?;
     for row in rows {
         if row.get("email").and_then(Value::as_str).is_none() {
-            return error(
+            return Err(error(
                 StatusCode::BAD_REQUEST,
                 "invalid_parameter",
                 "every jsonBody row needs an email",
-            );
+            ));
         }
-        if let Err(r) = check_contact_fields(row, true) {
-            return r;
-        }
+        check_contact_fields(row, true)?;
     }
     let lists: Vec<i64> = body
         .get("listIds")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_i64).collect())
         .unwrap_or_default();
-    let (process_id, request, emails) = {
+    Ok({
         let mut inner = lock(shared);
         inner.write_requests += 1;
         let request = inner.write_requests;
@@ -995,8 +1066,10 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
                 blacklist(&mut inner, email);
             }
         }
-        let id = inner.next_process_id;
-        inner.next_process_id += 1;
+        let id = process.unwrap_or_else(|| {
+            inner.next_process_id += 1;
+            inner.next_process_id - 1
+        });
         let status = inner
             .process_status
             .clone()
@@ -1015,13 +1088,61 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
             }),
         );
         (id, request, emails)
-    };
-    after_write(shared, WriteEvent { request, emails }).await;
-    (
-        StatusCode::ACCEPTED,
-        axum::Json(json!({"processId": process_id})),
-    )
-        .into_response()
+    })
+}
+
+/// What Brevo checks before it answers an import: a JSON object with
+/// exactly one source (this fake takes `jsonBody`) and `listIds` of integers
+/// or a `newList`. Reads the rows without keeping them.
+fn check_import_shape(body: &Bytes) -> Result<(), Response> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Shape {
+        json_body: Option<Vec<serde::de::IgnoredAny>>,
+        file_body: Option<serde::de::IgnoredAny>,
+        file_url: Option<serde::de::IgnoredAny>,
+        list_ids: Option<Vec<Value>>,
+        new_list: Option<serde::de::IgnoredAny>,
+    }
+    let shape: Shape = serde_json::from_slice(body).map_err(|_| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "Input must be a valid JSON object",
+        )
+    })?;
+    let sources = [
+        shape.json_body.is_some(),
+        shape.file_body.is_some(),
+        shape.file_url.is_some(),
+    ];
+    if sources.iter().filter(|s| **s).count() != 1 {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            "Exactly one of fileUrl, fileBody, jsonBody is required",
+        ));
+    }
+    if shape.json_body.is_none() {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            "this fake only imports jsonBody",
+        ));
+    }
+    match (&shape.list_ids, &shape.new_list) {
+        (None, None) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "missing_parameter",
+            "listIds or newList is required",
+        )),
+        (Some(ids), _) if !ids.iter().all(|v| v.as_i64().is_some()) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            "listIds should be an array of integers",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `GET /processes?limit&offset&sort` (`getProcesses`, spec 2026-02):
@@ -1197,6 +1318,8 @@ async fn get_attributes(State(shared): State<Arc<Shared>>, headers: HeaderMap) -
 
 /// Not Brevo: lets people and scripts see what the fake holds.
 async fn list_contacts(State(shared): State<Arc<Shared>>) -> Response {
+    // The imports answered before this request are applied first.
+    let _ = shared.importing.subscribe().wait_for(|n| *n == 0).await;
     let inner = lock(&shared);
     let contacts: Vec<Value> = inner
         .contacts
