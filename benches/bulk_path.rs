@@ -248,7 +248,7 @@ async fn bare_loop(
             let record = page.records.take(position)?;
             let contact = map_record(&definition.mapping, &record)?;
             outbound.push(Outbound {
-                key_hex: key.hex(),
+                key: key.0,
                 contact,
             });
         }

@@ -51,11 +51,19 @@ impl Consent {
     }
 }
 
-/// One record to deliver, with its delivery key (hex) for idempotency headers.
+/// One record to deliver, with its delivery key for idempotency headers.
 #[derive(Debug, Clone)]
 pub struct Outbound {
-    pub key_hex: String,
+    pub key: [u8; 32],
     pub contact: Contact,
+}
+
+impl Outbound {
+    /// The delivery key as idempotency headers carry it. Written out only by
+    /// the destinations that send one (not for each record of a page).
+    pub fn key_hex(&self) -> String {
+        hex::encode(self.key)
+    }
 }
 
 /// The destination's answer for one record.

@@ -259,7 +259,7 @@ impl SortedRecords {
         let item = Pending {
             key,
             outbound: Outbound {
-                key_hex: key.hex(),
+                key: key.0,
                 contact,
             },
             suspect: state != KeyState::Absent,

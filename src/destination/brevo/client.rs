@@ -265,7 +265,7 @@ impl BrevoDestination {
     }
 
     /// A POST whose JSON body is already written.
-    fn post_bytes(&self, url: &str, body: Vec<u8>) -> reqwest::RequestBuilder {
+    fn post_bytes(&self, url: &str, body: bytes::Bytes) -> reqwest::RequestBuilder {
         self.post_to(url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body)
@@ -392,6 +392,8 @@ impl BrevoDestination {
             body.extend_from_slice(br#"],"listIds":"#);
             body.extend_from_slice(list_ids.as_bytes());
             body.extend_from_slice(flags.as_bytes());
+            // Shared, not copied, by each try.
+            let body = bytes::Bytes::from(body);
             let url = self.url("/contacts/import");
             let build = || self.post_bytes(&url, body.clone());
             let answer = self
@@ -831,7 +833,7 @@ mod tests {
         let big = "x".repeat(1000);
         let records: Vec<Outbound> = (0..50)
             .map(|i| Outbound {
-                key_hex: String::new(),
+                key: [0; 32],
                 contact: Contact {
                     email: format!("{i}@example.com"),
                     attributes: Map::from_iter([("BIO".to_string(), Value::String(big.clone()))]),

@@ -144,7 +144,7 @@ impl WebhookDestination {
             let mut hash = Sha256::new();
             records
                 .iter()
-                .for_each(|r| hash.update(r.key_hex.as_bytes()));
+                .for_each(|r| hash.update(r.key_hex().as_bytes()));
             let key = hex::encode(hash.finalize());
             let outcomes = self.post(body, &key, records.len()).await?;
             let too_large = matches!(
@@ -272,7 +272,7 @@ impl Destination for WebhookDestination {
         let calls = records.iter().map(|r| async move {
             let body = serde_json::to_vec(&payload(&r.contact))
                 .map_err(|e| DestinationError::InvalidConfig(e.to_string()))?;
-            self.post(body, &r.key_hex, 1)
+            self.post(body, &r.key_hex(), 1)
                 .await
                 .map(|mut v| v.remove(0))
         });
