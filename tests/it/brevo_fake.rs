@@ -28,6 +28,17 @@ async fn post(
     ))
 }
 
+/// `GET /processes/{id}` with the fake's key.
+async fn process_of(fake: &BrevoFake, id: i64) -> anyhow::Result<serde_json::Value> {
+    Ok(reqwest::Client::new()
+        .get(format!("{}/processes/{id}", fake.base_url))
+        .header("api-key", "k")
+        .send()
+        .await?
+        .json()
+        .await?)
+}
+
 #[tokio::test]
 async fn auth_errors_carry_brevos_bodies() -> anyhow::Result<()> {
     let fake = BrevoFake::start("right").await?;
@@ -134,13 +145,7 @@ async fn imports_are_checked_answered_with_a_process_and_the_process_reports_cou
     .await?;
     assert_eq!(status, 202);
     let id = body["processId"].as_i64().expect("processId");
-    let process: serde_json::Value = reqwest::Client::new()
-        .get(format!("http://{}/v3/processes/{id}", fake.addr))
-        .header("api-key", "k")
-        .send()
-        .await?
-        .json()
-        .await?;
+    let process = process_of(&fake, id).await?;
     assert_eq!(process["status"], "completed");
     assert_eq!(process["name"], "IMPORTUSER");
     assert_eq!(process["info"]["import"]["imported"], 1);
@@ -161,13 +166,7 @@ async fn imports_are_checked_answered_with_a_process_and_the_process_reports_cou
     )
     .await?;
     let id = body["processId"].as_i64().expect("processId");
-    let process: serde_json::Value = reqwest::Client::new()
-        .get(format!("{}/processes/{id}", fake.base_url))
-        .header("api-key", "k")
-        .send()
-        .await?
-        .json()
-        .await?;
+    let process = process_of(&fake, id).await?;
     assert_eq!(process["status"], "failed");
     Ok(())
 }
@@ -227,13 +226,7 @@ async fn background_imports_check_the_shape_at_once_apply_in_order_and_are_count
     );
     assert_eq!(contacts["a@b.c"].list_ids, vec![7]);
     for id in ids {
-        let process: serde_json::Value = reqwest::Client::new()
-            .get(format!("{}/processes/{id}", fake.base_url))
-            .header("api-key", "k")
-            .send()
-            .await?
-            .json()
-            .await?;
+        let process = process_of(&fake, id).await?;
         assert_eq!(process["status"], "completed");
         assert_eq!(
             process["info"]["import"]["imported"].as_i64().unwrap_or(0)
