@@ -378,6 +378,14 @@ impl BrevoFake {
     }
 }
 
+impl Inner {
+    /// The id of the next import process.
+    fn new_process_id(&mut self) -> i64 {
+        self.next_process_id += 1;
+        self.next_process_id - 1
+    }
+}
+
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Inner> {
     // A panic while holding the lock only happens in a failing test; keep going.
     shared.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -952,8 +960,7 @@ async fn import_inner(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Res
         }
         let process_id = {
             let mut inner = lock(shared);
-            let id = inner.next_process_id;
-            inner.next_process_id += 1;
+            let id = inner.new_process_id();
             inner.processes.insert(
                 id,
                 json!({"id": id, "name": "IMPORTUSER", "status": "in_process"}),
@@ -1066,10 +1073,7 @@ fn apply_import(
                 blacklist(&mut inner, email);
             }
         }
-        let id = process.unwrap_or_else(|| {
-            inner.next_process_id += 1;
-            inner.next_process_id - 1
-        });
+        let id = process.unwrap_or_else(|| inner.new_process_id());
         let status = inner
             .process_status
             .clone()
