@@ -4,6 +4,7 @@
 use anyhow::Context;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -193,6 +194,26 @@ pub async fn foreground(
     let shown = RunProgress::new(json);
     shown.started(run.id, &sync.id);
 
+    // Signs of life until the run's end is recorded: a sweeper that saw this
+    // process gone while the run still shows `running` would put it back.
+    let keep_alive = {
+        let (redis, pool, prefix) = (redis.clone(), pool.clone(), prefix.clone());
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ttl / 3).await;
+                let (key, beat) = tokio::join!(
+                    refresh_liveness(&redis, &prefix, boot_id, ttl),
+                    processes::beat(&pool, boot_id)
+                );
+                if let Err(e) = key {
+                    tracing::warn!(error = %e, "Refreshing the liveness key failed");
+                }
+                if let Err(e) = beat {
+                    tracing::warn!(error = %e, "Writing the heartbeat failed");
+                }
+            }
+        }))
+    };
     let statements = crate::store::grouped::RunStatements::new(pool.clone());
     // For the rate on each page line and the summary.
     let started = Instant::now();
@@ -209,30 +230,9 @@ pub async fn foreground(
                 CancellationToken::new(),
             );
             let mut progress = |p: &PageProgress| shown.page(p, started);
-            let keep_alive = async {
-                loop {
-                    tokio::time::sleep(ttl / 3).await;
-                    let (key, beat) = tokio::join!(
-                        refresh_liveness(&redis, &prefix, boot_id, ttl),
-                        processes::beat(pool, boot_id)
-                    );
-                    if let Err(e) = key {
-                        tracing::warn!(error = %e, "Refreshing the liveness key failed");
-                    }
-                    if let Err(e) = beat {
-                        tracing::warn!(error = %e, "Writing the heartbeat failed");
-                    }
-                }
-            };
-            let report = tokio::select! {
-                report = execute_run(&env, &run, &definition, &mut progress)
-                    .instrument(crate::worker::run_span(&run)) => report,
-                never = keep_alive => never,
-            };
-            // The key and the row would go stale on their own; removing them
-            // is tidiness.
-            let _ = clear_liveness(&redis, &prefix, boot_id).await;
-            let _ = processes::deregister(pool, boot_id).await;
+            let report = execute_run(&env, &run, &definition, &mut progress)
+                .instrument(crate::worker::run_span(&run))
+                .await;
             (report.outcome, report.counts, report.lease)
         }
         Err(e) => (
@@ -266,6 +266,11 @@ pub async fn foreground(
     {
         tracing::warn!(error = %e, "Releasing the lease failed; it expires on its own");
     }
+    // The key and the row would go stale on their own; removing them is
+    // tidiness.
+    drop(keep_alive);
+    let _ = clear_liveness(&redis, &prefix, boot_id).await;
+    let _ = processes::deregister(pool, boot_id).await;
     if let Recorded::Finished {
         status: RunStatus::Succeeded,
         closed_incidents,

@@ -178,6 +178,37 @@ async fn a_foreground_run_against_a_live_daemon_holder_exits_3_naming_it_and_wai
     Ok(())
 }
 
+/// A daemon's sweeper puts back a `running` run whose process row is gone, so
+/// a foreground run keeps its row (and liveness key) until its end is
+/// recorded: removed before, a sweep in between re-queued the run it had
+/// just finished (seen once in CI as `["succeeded", "running"]` above).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreground_run_shows_signs_of_life_until_its_end_is_recorded() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions { rows: 6, ..SLOW }).await?;
+    // What the run showed at the moment its process row went.
+    sqlx::raw_sql(
+        "CREATE TABLE seen_at_deregister (status text);
+         CREATE FUNCTION note_deregister() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           INSERT INTO seen_at_deregister SELECT status FROM runs WHERE boot_id = OLD.boot_id;
+           RETURN OLD;
+         END $$;
+         CREATE TRIGGER note_deregister AFTER DELETE ON processes
+           FOR EACH ROW EXECUTE FUNCTION note_deregister();",
+    )
+    .execute(&s.db.pool)
+    .await?;
+    s.cli
+        .run(&["sync", "run", SYNC_ID, "--foreground"])
+        .await?
+        .ok()?;
+    let seen: Vec<String> = sqlx::query_scalar("SELECT status FROM seen_at_deregister")
+        .fetch_all(&s.db.pool)
+        .await?;
+    assert_eq!(seen, ["succeeded"]);
+    Ok(())
+}
+
 /// Redis loses everything mid-run (`restart` or `FLUSHALL`) while a second
 /// daemon stands by: the store's heartbeats keep the second daemon from
 /// taking the run over; the run stops at its next proof and is resumed.
