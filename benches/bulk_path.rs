@@ -24,7 +24,7 @@ mod support;
 use std::time::Instant;
 
 use syncward::config::{Settings, SyncDefinition};
-use syncward::destination::{AnyDestination, DESTINATION_RETRY, Destination, Outbound};
+use syncward::destination::{AnyDestination, DESTINATION_RETRY, Destination, Go, Outbound};
 use syncward::mapping::map_record;
 use syncward::source::{AnySource, Source};
 use syncward::store::audit::Actor;
@@ -259,7 +259,7 @@ async fn bare_loop(
                 _ => Ok(Default::default()),
             }
         };
-        let (sent, next) = tokio::join!(destination.deliver(&outbound), read);
+        let (sent, next) = tokio::join!(destination.deliver(&outbound, Go::now()), read);
         written += sent?.len() as i64;
         page = next?;
     }

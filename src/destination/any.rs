@@ -2,7 +2,7 @@
 
 use super::DestinationConfig;
 use super::brevo::BrevoDestination;
-use super::delivery::Destination;
+use super::delivery::{Destination, Go};
 use serde_json::Value;
 
 use super::record::{DestinationError, FollowUp, FollowUpPage, Outbound, RecordOutcome};
@@ -61,10 +61,14 @@ impl Destination for AnyDestination {
         }
     }
 
-    async fn deliver(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
+    async fn deliver(
+        &self,
+        records: &[Outbound],
+        go: Go<'_>,
+    ) -> Result<Vec<RecordOutcome>, DestinationError> {
         match self {
-            AnyDestination::Brevo(d) => d.deliver(records).await,
-            AnyDestination::Webhook(d) => d.deliver(records).await,
+            AnyDestination::Brevo(d) => d.deliver(records, go).await,
+            AnyDestination::Webhook(d) => d.deliver(records, go).await,
         }
     }
 

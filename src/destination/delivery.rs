@@ -1,6 +1,7 @@
 //! The `Destination` contract: deliver a batch of records, answer per record.
 
 use std::future::Future;
+use std::pin::Pin;
 
 use serde_json::Value;
 
@@ -25,12 +26,15 @@ pub trait Destination: Send + Sync {
     fn batch_size(&self) -> Option<usize>;
 
     /// Delivers `records`, returning one outcome per record in the same order.
-    /// Transient failures are retried inside; what comes back as an error (for
-    /// the whole call, or `RecordOutcome::Failed` for the records of a call
-    /// that failed while others succeeded) is final for this run.
+    /// No request leaves before `go` is done; what comes before the first
+    /// (its body) is done meanwhile. Transient failures are retried inside;
+    /// what comes back as an error (for the whole call, or
+    /// `RecordOutcome::Failed` for the records of a call that failed while
+    /// others succeeded) is final for this run.
     fn deliver(
         &self,
         records: &[Outbound],
+        go: Go<'_>,
     ) -> impl Future<Output = Result<Vec<RecordOutcome>, DestinationError>> + Send;
 
     /// Mirror mode: takes these contacts (by address) off what the sync put
@@ -90,6 +94,49 @@ pub trait Destination: Send + Sync {
             Err(DestinationError::InvalidConfig(format!(
                 "this destination answers at once; it has no imports to list (page {page})"
             )))
+        }
+    }
+}
+
+/// What must be done before a call's first request leaves (the ledger's mark
+/// that the call started, the account's request slot). `start` sends it on
+/// its way, `wait` waits for it just before the first request, so the work
+/// in between (building the body) costs no time of its own.
+pub struct Go<'a>(Option<Pin<Box<dyn Future<Output = ()> + Send + 'a>>>);
+
+impl std::fmt::Debug for Go<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Go(pending)"
+        } else {
+            "Go(now)"
+        })
+    }
+}
+
+impl<'a> Go<'a> {
+    pub fn after(work: impl Future<Output = ()> + Send + 'a) -> Self {
+        Go(Some(Box::pin(work)))
+    }
+
+    /// Nothing to wait for.
+    pub fn now() -> Self {
+        Go(None)
+    }
+
+    /// Its first poll: the statements it makes are written out.
+    pub async fn start(&mut self) {
+        if let Some(work) = &mut self.0
+            && futures::poll!(work.as_mut()).is_ready()
+        {
+            self.0 = None;
+        }
+    }
+
+    /// Done, however far `start` took it.
+    pub async fn wait(&mut self) {
+        if let Some(work) = self.0.take() {
+            work.await;
         }
     }
 }

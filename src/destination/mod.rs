@@ -13,7 +13,7 @@ pub mod webhook;
 pub use crate::outbound::RetryPolicy;
 pub use any::AnyDestination;
 pub use config::DestinationConfig;
-pub use delivery::Destination;
+pub use delivery::{Destination, Go};
 pub use record::{
     Consent, Contact, DestinationError, FollowUp, FollowUpPage, ImportOutcome, Outbound,
     RecordOutcome,

@@ -32,7 +32,7 @@ use super::run_env::{PageProgress, RunEnv, RunOutcome, RunReport};
 use super::run_failure::RunFailure;
 use super::stakes::{CallAnswers, PageStakes, complete_alone};
 use crate::config::SyncDefinition;
-use crate::destination::{AnyDestination, Destination, Outbound, RecordOutcome};
+use crate::destination::{AnyDestination, Destination, Go, Outbound, RecordOutcome};
 use crate::failure::FailureCode;
 use crate::lease::Lease;
 use crate::source::{AnySource, Source};
@@ -651,6 +651,10 @@ fn calls(cx: &RunContext<'_>, suspects: Vec<Pending>, fresh: Vec<Pending>) -> Ve
     calls
 }
 
+/// A call's request slot is taken beside its mark however far ahead it
+/// is (the request then waits for it); this only bounds the instant's sum.
+const SLOT_HELD_WITHIN: Duration = Duration::from_secs(3600);
+
 /// One destination call's records, and where its answers go.
 struct Batch<'p> {
     records: Vec<Pending>,
@@ -687,12 +691,20 @@ async fn deliver_batch(
     let (keys, outbound): (Vec<DeliveryKey>, Vec<Outbound>) =
         records.into_iter().map(|p| (p.key, p.outbound)).unzip();
     // The stake's attempt is spent as the call goes out: marked first, so a
-    // record whose call kills the process at once is counted. A call that
+    // record whose call kills the process at once is counted. The account's
+    // request slot is taken meanwhile, and the body built. A call that
     // failed as a whole failed for each of its records.
-    staked.start_call(cx, &keys).await;
+    let go = Go::after(async {
+        let slot = async {
+            if let Err(wait) = cx.destination.reserve_slot(SLOT_HELD_WITHIN).await {
+                cx.destination.hold_slot(wait);
+            }
+        };
+        tokio::join!(staked.start_call(cx, &keys), slot);
+    });
     let outcomes = cx
         .destination
-        .deliver(&outbound)
+        .deliver(&outbound, go)
         .await
         .unwrap_or_else(|e| vec![RecordOutcome::Failed(e); sent]);
     let mut answers = CallAnswers::default();

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::attribute_types::{AttributeType, Dropped};
 use super::config::{BrevoDestinationConfig, BrevoMode};
 use crate::connector_config::WorkspaceSecrets;
-use crate::destination::delivery::Destination;
+use crate::destination::delivery::{Destination, Go};
 use crate::destination::record::{
     Consent, DestinationError, FollowUp, FollowUpPage, ImportOutcome, Outbound, RecordOutcome,
 };
@@ -350,12 +350,13 @@ impl BrevoDestination {
 
     /// `POST /contacts/import` of `records` into `lists`, every row
     /// blocklisted when `blocklist` (the import's `emailBlacklist` applies to
-    /// all its rows).
+    /// all its rows); the first request waits for `go`, its body built.
     async fn import(
         &self,
         records: &[Outbound],
         lists: &[u64],
         blocklist: bool,
+        go: &mut Go<'_>,
     ) -> Result<Vec<RecordOutcome>, DestinationError> {
         // Each contact is written as JSON once: its length decides the split,
         // its bytes go into the body as they are.
@@ -396,6 +397,7 @@ impl BrevoDestination {
             let body = bytes::Bytes::from(body);
             let url = self.url("/contacts/import");
             let build = || self.post_bytes(&url, body.clone());
+            go.wait().await;
             let answer = self
                 .send(build, self.import_pacer.as_ref(), |status, bytes| {
                     judge_import(status, bytes, rows.len())
@@ -684,10 +686,11 @@ impl BrevoDestination {
     async fn import_with_consent(
         &self,
         records: &[Outbound],
+        go: &mut Go<'_>,
     ) -> Result<Vec<RecordOutcome>, DestinationError> {
         let consent = |i: usize| records[i].contact.consent;
         if (0..records.len()).all(|i| consent(i).allows_lists()) {
-            return self.import(records, &self.config.list_ids, false).await;
+            return self.import(records, &self.config.list_ids, false, go).await;
         }
         let group = |keep: &dyn Fn(Consent) -> bool| -> Vec<usize> {
             (0..records.len()).filter(|&i| keep(consent(i))).collect()
@@ -710,11 +713,12 @@ impl BrevoDestination {
                 continue;
             }
             let subset: Vec<Outbound> = indices.iter().map(|&i| records[i].clone()).collect();
-            let answers = self.import(&subset, &lists, blocklist).await?;
+            let answers = self.import(&subset, &lists, blocklist, go).await?;
             for (&i, outcome) in indices.iter().zip(answers) {
                 outcomes[i] = Some(outcome);
             }
         }
+        go.wait().await;
         for group in singles.chunks(self.config.concurrency.max(1) as usize) {
             let answers = join_all(group.iter().map(|&i| self.create_contact(&records[i]))).await;
             for (&i, answer) in group.iter().zip(answers) {
@@ -748,14 +752,22 @@ impl Destination for BrevoDestination {
         }
     }
 
-    async fn deliver(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
+    async fn deliver(
+        &self,
+        records: &[Outbound],
+        mut go: Go<'_>,
+    ) -> Result<Vec<RecordOutcome>, DestinationError> {
+        go.start().await;
         match self.config.mode {
-            BrevoMode::Bulk => self.import_with_consent(records).await,
-            BrevoMode::Single => Ok(join_all(records.iter().map(|r| self.create_contact(r)))
-                .await
-                .into_iter()
-                .map(|answer| answer.unwrap_or_else(RecordOutcome::Failed))
-                .collect()),
+            BrevoMode::Bulk => self.import_with_consent(records, &mut go).await,
+            BrevoMode::Single => {
+                go.wait().await;
+                Ok(join_all(records.iter().map(|r| self.create_contact(r)))
+                    .await
+                    .into_iter()
+                    .map(|answer| answer.unwrap_or_else(RecordOutcome::Failed))
+                    .collect())
+            }
         }
     }
 

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::config::WebhookDestinationConfig;
 use crate::connector_config::WorkspaceSecrets;
-use crate::destination::delivery::Destination;
+use crate::destination::delivery::{Destination, Go};
 use crate::destination::record::{Contact, DestinationError, Outbound, RecordOutcome};
 use crate::destination::retry::{Pacer, Verdict, send_with_retry};
 use crate::outbound::{RetryPolicy, SharedBudgets, WebhookSigner, http_client};
@@ -265,7 +265,12 @@ impl Destination for WebhookDestination {
         Ok(())
     }
 
-    async fn deliver(&self, records: &[Outbound]) -> Result<Vec<RecordOutcome>, DestinationError> {
+    async fn deliver(
+        &self,
+        records: &[Outbound],
+        mut go: Go<'_>,
+    ) -> Result<Vec<RecordOutcome>, DestinationError> {
+        go.wait().await;
         if self.config.batch {
             return self.post_batch(records).await;
         }
