@@ -287,6 +287,16 @@ pub async fn foreground(
         )
         .await?;
     }
+    if let Recorded::Superseded = recorded {
+        // Its writes stand (the ledger and the fence keep them safe); its
+        // end is not this process's to record any more.
+        anyhow::bail!(
+            "run {} was put back in the queue while it ran here (a sweeper saw it without signs of life); \
+             its outcome is not recorded and a daemon runs it again: see `syncward runs show {}`",
+            run.id,
+            run.id
+        );
+    }
     shown.finished(run.id, &outcome, &counts, started.elapsed().as_secs_f64());
     match outcome {
         RunOutcome::Skipped(FailureCode::LeaseBusy) => {

@@ -209,6 +209,40 @@ async fn a_foreground_run_shows_signs_of_life_until_its_end_is_recorded() -> any
     Ok(())
 }
 
+/// A run put back in the queue while a foreground process still ran it (as
+/// a sweeper does with a run whose process looks dead) is not reported as
+/// succeeded by that process: it exits 1 saying the run was put back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreground_run_put_back_meanwhile_says_so_instead_of_succeeding() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions { rows: 20, ..SLOW }).await?;
+    slow_writes(&s);
+    let cli = s.cli.clone();
+    let run = tokio::spawn(async move { cli.run(&["sync", "run", SYNC_ID, "--foreground"]).await });
+    eventually(Duration::from_secs(30), "a write", || async {
+        Ok(!s.fake.writes().is_empty())
+    })
+    .await?;
+    let put_back = sqlx::query(
+        "UPDATE runs SET status = 'queued', trigger = 'recovery', worker_id = NULL, boot_id = NULL
+         WHERE status = 'running'",
+    )
+    .execute(&s.db.pool)
+    .await?
+    .rows_affected();
+    assert_eq!(put_back, 1);
+    let out = run.await??;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("was put back in the queue while it ran here"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stdout.contains("succeeded"), "{}", out.stdout);
+    assert_eq!(s.last_run().await?["status"], "queued");
+    Ok(())
+}
+
 /// Redis loses everything mid-run (`restart` or `FLUSHALL`) while a second
 /// daemon stands by: the store's heartbeats keep the second daemon from
 /// taking the run over; the run stops at its next proof and is resumed.
