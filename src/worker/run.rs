@@ -651,10 +651,6 @@ fn calls(cx: &RunContext<'_>, suspects: Vec<Pending>, fresh: Vec<Pending>) -> Ve
     calls
 }
 
-/// A call's request slot is taken beside its mark however far ahead it
-/// is (the request then waits for it); this only bounds the instant's sum.
-const SLOT_HELD_WITHIN: Duration = Duration::from_secs(3600);
-
 /// One destination call's records, and where its answers go.
 struct Batch<'p> {
     records: Vec<Pending>,
@@ -695,12 +691,9 @@ async fn deliver_batch(
     // request slot is taken meanwhile, and the body built. A call that
     // failed as a whole failed for each of its records.
     let go = Go::after(async {
-        let slot = async {
-            if let Err(wait) = cx.destination.reserve_slot(SLOT_HELD_WITHIN).await {
-                cx.destination.hold_slot(wait);
-            }
-        };
-        tokio::join!(staked.start_call(cx, &keys), slot);
+        // With no bound the slot is always held (`Ok`), however far it is.
+        let slot = cx.destination.reserve_slot(Duration::MAX);
+        let _ = tokio::join!(staked.start_call(cx, &keys), slot);
     });
     let outcomes = cx
         .destination
