@@ -6,7 +6,7 @@ use sqlx::PgPool;
 use sqlx::types::Json;
 
 use super::compose::composed;
-use super::ledger::{BatchCompletion, BatchStake, BatchStakeRequest, BatchStakeRow};
+use super::ledger::{BatchCompletion, BatchStake, BatchStakeRequest};
 use super::runs::RunCounts;
 
 /// One clean page, as the run holds it at its checkpoint.
@@ -30,6 +30,10 @@ pub struct CleanPage<'a> {
     /// here, that question lets Postgres keep one plan of this statement
     /// instead of planning it at every page.
     pub stake: Option<&'a BatchStakeRequest>,
+    /// The next page's call is marked started with its stake: its request
+    /// slot is near and nothing else stands between this commit and the
+    /// call (one round trip a page less than marking it alone).
+    pub call_started: bool,
 }
 
 /// After a clean page: moves the sync's cursor, only if `fence` is still the
@@ -52,10 +56,11 @@ pub async fn record_clean_page(
         cursor,
         completion,
         stake,
+        call_started,
     } = *page;
     debug_assert!(stake.is_none_or(|s| s.watched.is_empty()));
     // Binds: $1 run, $2 sync, $3 fence, $4-$7 and $9 the counts, $8 the
-    // cursor, $10-$13 the completion, $14-$17 the stake, $18 the pages.
+    // cursor, $10-$13 the completion, $14-$17 and $19 the stake, $18 the pages.
     //
     // - `done`, `followed`: the page's bulk answer, as `ledger::complete_batch`
     //   writes it, whether or not the cursor moves (the call was made).
@@ -82,7 +87,8 @@ pub async fn record_clean_page(
            RETURNING cancel_requested_at IS NOT NULL AS cancel),
          next_stake AS (SELECT 1 FROM moved WHERE $14::bytea IS NOT NULL), ",
         stake_batch_ctes!(guard: "next_stake", sync: "$2", run: "$1", fence: "$3", page: "$14",
-                          packed_keys: "$15", attempts: "$16", superseded: "$17"),
+                          packed_keys: "$15", attempts: "$16", superseded: "$17",
+                          started: "$19"),
         " SELECT EXISTS (SELECT 1 FROM moved) AS \"moved!\", (SELECT id FROM staked) AS batch,
           coalesce((SELECT cancel FROM progress), false) AS \"cancel!\"",
     ],
@@ -104,14 +110,18 @@ pub async fn record_clean_page(
         stake.map(|c| c.attempts),
         stake.map(|c| &c.superseded[..]).unwrap_or(&[]),
         i32::try_from(pages).unwrap_or(i32::MAX),
+        call_started,
     )
     .fetch_one(pool)
     .await?;
     let (moved, cancel) = (row.moved, row.cancel);
-    let staked = BatchStakeRow {
-        batch: row.batch,
-        completed_meanwhile: None,
-    };
-    let staked = (moved && stake.is_some()).then(|| staked.into());
+    let staked = (moved && stake.is_some()).then(|| match row.batch {
+        Some(batch) => BatchStake::Staked {
+            batch,
+            completed_meanwhile: Vec::new(),
+            call_started,
+        },
+        None => BatchStake::Fenced,
+    });
     Ok((moved, staked, cancel))
 }

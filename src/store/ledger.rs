@@ -428,10 +428,12 @@ pub async fn stake_keys(pool: &PgPool, stake: &KeyStake<'_>) -> sqlx::Result<Sta
 pub enum BatchStake {
     /// The keys are staked in `batch`. `completed_meanwhile` holds the keys
     /// (packed) of watched batches that completed after the page was looked
-    /// up: not to be sent.
+    /// up: not to be sent. `call_started`: the stake was made with its call
+    /// already marked started (`checkpoint::record_clean_page`).
     Staked {
         batch: i64,
         completed_meanwhile: Vec<u8>,
+        call_started: bool,
     },
     /// A newer fence was issued: this run no longer owns the sync.
     Fenced,
@@ -454,13 +456,14 @@ pub struct BatchStakeRequest {
 /// A bulk call's stake (guarantee 4: the attempt is reserved before the call),
 /// as two CTEs, `gone` and `staked`, made only when `guard` (a CTE) has a
 /// row: the superseded open stakes are deleted and the stake's batch row is
-/// inserted (`staked` returns its id). The statement answers with that id
-/// and `completed_meanwhile!`.
+/// inserted (`staked` returns its id), its call marked started when
+/// `started` is true. The statement answers with that id and
+/// `completed_meanwhile!`.
 #[rustfmt::skip]
 macro_rules! stake_batch_ctes {
     (@sql $k:tt guard: $guard:tt, sync: $sync:tt, run: $run:tt, fence: $fence:tt,
      page: $page:tt, packed_keys: $packed:tt, attempts: $attempts:tt,
-     superseded: $superseded:tt) => { $crate::store::compose::composed!(@resume $k ["
+     superseded: $superseded:tt, started: $started:tt) => { $crate::store::compose::composed!(@resume $k ["
      gone AS (
        DELETE FROM delivery_batches o USING ", $guard, "
        WHERE o.id = ANY(", $superseded, "::bigint[]) AND o.completed_on = 'infinity'
@@ -468,7 +471,7 @@ macro_rules! stake_batch_ctes {
      staked AS (
        INSERT INTO delivery_batches
          (sync_id, run_id, fence, page, keys, packed_keys, attempts, call_started, per_key)
-       SELECT ", $sync, ", ", $run, ", ", $fence, ", ", $page, ", '{}', ", $packed, ", ", $attempts, ", false, false
+       SELECT ", $sync, ", ", $run, ", ", $fence, ", ", $page, ", '{}', ", $packed, ", ", $attempts, ", ", $started, ", false
        FROM ", $guard, "
        RETURNING id)",
     ]) };
@@ -500,7 +503,7 @@ pub async fn stake_batch(
         fence_guard!(sync: "$1", fence: "$6"),
         "), ",
         stake_batch_ctes!(guard: "f", sync: "$1", run: "$5", fence: "$6", page: "$2",
-                          packed_keys: "$3", attempts: "$4", superseded: "$7"),
+                          packed_keys: "$3", attempts: "$4", superseded: "$7", started: "false"),
         " SELECT (SELECT id FROM staked) AS batch, ",
         completed_meanwhile!(watched: "$8"),
         " AS completed_meanwhile",
@@ -534,6 +537,7 @@ impl From<BatchStakeRow> for BatchStake {
             Some(batch) => BatchStake::Staked {
                 batch,
                 completed_meanwhile: row.completed_meanwhile.unwrap_or_default(),
+                call_started: false,
             },
             None => BatchStake::Fenced,
         }

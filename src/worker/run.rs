@@ -313,6 +313,8 @@ async fn page_loop(
     }
     let mut pages = ReadAhead::start(cx, source, state.cursor.as_ref()).await?;
     let mut pacing = CheckpointPacing::new(state.cursor.clone());
+    // The next page's request slot, when the checkpoint before it took it.
+    let mut next_slot = None;
     loop {
         if cx.env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
@@ -320,7 +322,7 @@ async fn page_loop(
             checkpoint_waiting(cx, state, &pacing).await?;
             return Ok(RunOutcome::Stopped);
         }
-        if let Some(wait) = slot_too_far(cx, &mut pages).await {
+        if let Some(wait) = slot_too_far(cx, &mut pages, next_slot.take()).await {
             info!(
                 wait_s = wait.as_secs_f64(),
                 "The destination account's request budget is busy; back in the queue until it nears"
@@ -376,8 +378,9 @@ async fn page_loop(
             next
         };
         if !pacing.page_clean(saved, replayed_whole, stake_next.is_some()) {
-            let staked =
+            let (staked, slot) =
                 checkpoint(cx, state, pacing.at(), completions, stake_next.as_ref()).await?;
+            next_slot = slot;
             pacing.written();
             if let Some(page) = pages.next_mut() {
                 page.staked = staked;
@@ -408,27 +411,43 @@ async fn page_loop(
 }
 
 /// A daemon run about to send a page takes the account's next request slot
-/// if it comes soon enough (and waits for it without its worker); else the
-/// wait, for the run to go back in the queue. Pages with nothing to send, and
-/// foreground runs, never wait here.
-async fn slot_too_far(cx: &RunContext<'_>, pages: &mut ReadAhead<'_>) -> Option<Duration> {
-    let mut within = cx.env.hold_worker_for_slot?;
-    // With no place to wait alone, a wait worth a hand-off would hold the
-    // worker itself: the run goes back in the queue instead (with its slot),
-    // and the worker starts another run meanwhile.
-    if !cx.env.hand_off.can_wait_alone() {
-        within = within.min(HAND_OFF_FROM);
-    }
+/// (unless the checkpoint before it did: `reserved`) if it comes soon enough
+/// (and waits for it without its worker); else the wait, for the run to go
+/// back in the queue. Pages with nothing to send, and foreground runs, never
+/// wait here.
+async fn slot_too_far(
+    cx: &RunContext<'_>,
+    pages: &mut ReadAhead<'_>,
+    reserved: Option<Result<Duration, Duration>>,
+) -> Option<Duration> {
+    cx.env.hold_worker_for_slot?;
     let page = pages.next_mut()?;
     if page.fresh.is_empty() && page.suspects.is_empty() {
         return None;
     }
-    match cx.destination.reserve_slot(within).await {
+    let answer = match reserved {
+        Some(answer) => answer,
+        None => cx.destination.reserve_slot(slot_within(cx)).await,
+    };
+    match answer {
         Ok(wait) => {
             give_worker_back_for(cx, wait);
             None
         }
         Err(wait) => Some(wait),
+    }
+}
+
+/// How near the account's request slot must be for a run to keep it and
+/// wait (`reserve_slot`): a foreground run always waits; a daemon run up to
+/// `hold_worker_for_slot`, or, with no place to wait alone, up to a wait
+/// worth a hand-off (which would hold the worker itself: the run goes back
+/// in the queue instead, with its slot, and the worker starts another run).
+fn slot_within(cx: &RunContext<'_>) -> Duration {
+    match cx.env.hold_worker_for_slot {
+        None => Duration::MAX,
+        Some(within) if !cx.env.hand_off.can_wait_alone() => within.min(HAND_OFF_FROM),
+        Some(within) => within,
     }
 }
 
@@ -444,18 +463,34 @@ fn give_worker_back_for(cx: &RunContext<'_>, wait: Duration) {
     }
 }
 
+/// The next page's call is marked started by the checkpoint that stakes it
+/// when the account's request slot for it is this near: the call leaves once
+/// its body is built, so a kill in between counts an attempt at most this
+/// long before the call is made. A farther slot's call is marked as it goes.
+const MARK_WITH_CHECKPOINT: Duration = Duration::from_millis(10);
+
 /// Proves the run still owns the sync, then moves the cursor to `at` (with the
 /// run's progress) in a statement refused if a newer fence wrote. The page's
 /// bulk-call answer (`completions`) is written in the same statement, or
 /// alone when the run cannot checkpoint: the calls were made either way.
+/// With the next page's stake (`stake_next`), its request slot is taken
+/// while the lease is proved, and returned: a near one lets the stake carry
+/// the call's mark, so the call waits for no statement of its own.
 async fn checkpoint(
     cx: &RunContext<'_>,
     state: &mut LoopState,
     at: &Option<Value>,
     mut completions: Vec<BatchCompletion>,
     stake_next: Option<&BatchStakeRequest>,
-) -> Result<Option<BatchStake>, RunFailure> {
-    if let Err(failure) = prove_lease(cx).await {
+) -> Result<(Option<BatchStake>, Option<Result<Duration, Duration>>), RunFailure> {
+    let slot = async {
+        match stake_next {
+            Some(_) => Some(cx.destination.reserve_slot(slot_within(cx)).await),
+            None => None,
+        }
+    };
+    let (proof, slot) = tokio::join!(prove_lease(cx), slot);
+    if let Err(failure) = proof {
         complete_alone(cx, completions).await?;
         return Err(failure);
     }
@@ -471,6 +506,7 @@ async fn checkpoint(
         cursor: at.as_ref(),
         completion: with_checkpoint.as_ref(),
         stake: stake_next,
+        call_started: matches!(slot, Some(Ok(wait)) if wait <= MARK_WITH_CHECKPOINT),
     };
     let (moved, staked, cancel) = checkpoint::record_clean_page(&cx.env.store, &page).await?;
     if !moved {
@@ -487,7 +523,7 @@ async fn checkpoint(
             format!("cancelled by a person; stopped after page {}", state.page),
         ));
     }
-    Ok(staked)
+    Ok((staked, slot))
 }
 
 /// The lease is still this run's: not reported lost by the renewal, and

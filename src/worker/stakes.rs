@@ -55,7 +55,8 @@ pub(super) struct PageStakes<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Staked {
     /// One batch row holds the keys (a bulk call): its answer completes it.
-    Whole(i64),
+    /// `started`: its call was marked started with the stake.
+    Whole { batch: i64, started: bool },
     /// One row per key (per-record calls).
     PerKey,
 }
@@ -103,13 +104,18 @@ impl PageStakes<'_> {
             BatchStake::Staked {
                 batch: id,
                 completed_meanwhile,
+                call_started,
             } => {
                 let done: HashSet<&[u8]> = completed_meanwhile.chunks_exact(32).collect();
                 let batch = batch
                     .into_iter()
                     .filter(|p| !done.contains(&p.key.0[..]))
                     .collect();
-                Ok((Staked::Whole(id), batch))
+                let staked = Staked::Whole {
+                    batch: id,
+                    started: call_started,
+                };
+                Ok((staked, batch))
             }
         }
     }
@@ -160,7 +166,8 @@ impl Staked {
     pub async fn start_call(self, cx: &RunContext<'_>, keys: &[DeliveryKey]) {
         let packed: Vec<Vec<u8>>;
         let stake = match self {
-            Staked::Whole(batch) => CallStake::Batch(batch),
+            Staked::Whole { started: true, .. } => return,
+            Staked::Whole { batch, .. } => CallStake::Batch(batch),
             Staked::PerKey => {
                 packed = keys.iter().map(|k| k.0.to_vec()).collect();
                 CallStake::Keys {
@@ -272,12 +279,14 @@ impl CallAnswers {
         let (store, run) = (&cx.env.store, cx.run);
         let failed = &self.failed;
         match staked {
-            Staked::Whole(id) if self.delivered.is_empty() && self.refused.is_empty() => {
+            Staked::Whole { batch: id, .. }
+                if self.delivered.is_empty() && self.refused.is_empty() =>
+            {
                 if failed.error.is_some() {
                     ledger::give_back_batch(store, id, failed.maybe_written).await?;
                 }
             }
-            Staked::Whole(id)
+            Staked::Whole { batch: id, .. }
                 if self.delivered.len() == sent
                     && self.results.iter().all(|r| r == &self.results[0]) =>
             {
@@ -287,7 +296,7 @@ impl CallAnswers {
                     import: self.follow_ups.first().map(|(f, n)| (f.0, *n)),
                 });
             }
-            Staked::Whole(id) => {
+            Staked::Whole { batch: id, .. } => {
                 ledger::settle_batch_per_key(
                     store,
                     id,

@@ -145,13 +145,26 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             cursor: Some(&at(10)),
             completion: None,
             stake: Some(&next_stake(2)),
+            call_started: true,
         },
     )
     .await?;
     assert!(moved);
-    let Some(BatchStake::Staked { batch: page_2, .. }) = staked else {
+    let Some(BatchStake::Staked {
+        batch: page_2,
+        call_started: true,
+        ..
+    }) = staked
+    else {
         anyhow::bail!("page 2 was not staked: {staked:?}");
     };
+    // Its call was marked started with the stake: its attempt is spent.
+    let started: bool =
+        sqlx::query_scalar("SELECT call_started FROM delivery_batches WHERE id = $1")
+            .bind(page_2)
+            .fetch_one(&rig.db.pool)
+            .await?;
+    assert!(started, "the stake's call was not marked started");
 
     // The first holder's lease is gone; a new one takes over with a newer
     // fence and the saved cursor, and moves it on.
@@ -174,6 +187,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             cursor: Some(&at(20)),
             completion: None,
             stake: None,
+            call_started: false,
         },
     )
     .await?;
@@ -198,6 +212,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             cursor: Some(&at(30)),
             completion: Some(&completion),
             stake: Some(&next_stake(3)),
+            call_started: true,
         },
     )
     .await?;

@@ -150,6 +150,7 @@ async fn a_bulk_claim_is_one_row_that_each_claim_of_the_page_supersedes() -> any
     let BatchStake::Staked {
         batch: second,
         completed_meanwhile,
+        ..
     } = stake_batch(
         &db.pool,
         "s1",
