@@ -24,15 +24,30 @@ use super::runs::{self, ClaimedRun, Executor, Finish, LeaseStart};
 const MOST_PER_GROUP: usize = 64;
 
 /// How long a claim waits for other workers' claims to go out with it, in
-/// a daemon of at least `LINGER_FROM_WORKERS` workers. A claim costs
-/// Postgres about the same for one worker as for sixteen (its planning and
-/// its walk of the workspaces), and in a burst the workers free up one by
-/// one: without the wait a claim carried 1.3 workers on average and the
-/// claims were two thirds of Postgres's time (fleet bench, 2026-12-04). With
-/// few workers there is little to gather, and the wait is added to each
-/// run's start (run-queue bench at 4 workers: no gain).
-const CLAIM_LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+/// a daemon of at least `LINGER_FROM_WORKERS` workers: as long as the claim
+/// before it took, within these bounds. A claim costs Postgres about the
+/// same for one worker as for sixteen (its planning and its walk of the
+/// workspaces), and in a burst the workers free up one by one: without the
+/// wait a claim carried 1.3 workers on average and the claims were two
+/// thirds of Postgres's time (fleet bench, 2026-12-04). A slow claim means a
+/// busy server, where gathering more saves the most; a fixed 10 ms wait
+/// gained there but cost one daemon of 16 workers a third of its runs a
+/// second (run-queue bench, 2026-12-05). With few workers there is little to
+/// gather, and the wait is added to each run's start (run-queue bench at 4
+/// workers: no gain).
+const CLAIM_LINGER: Linger = Linger {
+    least: std::time::Duration::from_millis(2),
+    most: std::time::Duration::from_millis(10),
+};
 const LINGER_FROM_WORKERS: usize = 16;
+
+/// The wait of a group for more requests: as long as the statement before
+/// it took, from `least` to `most`.
+#[derive(Debug, Clone, Copy)]
+struct Linger {
+    least: std::time::Duration,
+    most: std::time::Duration,
+}
 
 type Reply<T> = oneshot::Sender<sqlx::Result<T>>;
 type GroupFuture<T> = Pin<Box<dyn Future<Output = sqlx::Result<Vec<T>>> + Send>>;
@@ -60,21 +75,18 @@ where
     Resp: Send + 'static,
 {
     /// `statement` answers a group in request order, one answer per request;
-    /// a group waits `linger` after its first request for more.
-    fn new(
-        pool: PgPool,
-        statement: GroupStatement<Req, Resp>,
-        linger: Option<std::time::Duration>,
-    ) -> Self {
+    /// a group waits (`linger`) after its first request for more.
+    fn new(pool: PgPool, statement: GroupStatement<Req, Resp>, linger: Option<Linger>) -> Self {
         let (requests, mut incoming) = mpsc::unbounded_channel::<(Req, Reply<Resp>)>();
         // Not on the shutdown's tracker: it serves the tracked tasks while they
         // drain, and ends by itself once they (and every other holder of a
         // handle) are gone; on the tracker, the drain would wait for the
         // daemon's own handle.
         tokio::spawn(async move {
+            let mut last = std::time::Duration::ZERO;
             while let Some(first) = incoming.recv().await {
                 if let Some(linger) = linger {
-                    tokio::time::sleep(linger).await;
+                    tokio::time::sleep(last.clamp(linger.least, linger.most)).await;
                 }
                 let mut group = vec![first];
                 while group.len() < MOST_PER_GROUP
@@ -82,7 +94,9 @@ where
                 {
                     group.push(next);
                 }
+                let sent = tokio::time::Instant::now();
                 send_group(&pool, &statement, group).await;
+                last = sent.elapsed();
             }
         });
         Self { requests }
