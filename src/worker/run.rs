@@ -723,7 +723,8 @@ async fn deliver_batch(
     let (keys, outbound): (Vec<DeliveryKey>, Vec<Outbound>) =
         records.into_iter().map(|p| (p.key, p.outbound)).unzip();
     // The stake's attempt is spent as the call goes out: marked first, so a
-    // record whose call kills the process at once is counted. The account's
+    // record whose call kills the process at once is counted (unless the
+    // checkpoint that made the stake marked it already). The account's
     // request slot is taken meanwhile, and the body built. A call that
     // failed as a whole failed for each of its records.
     let go = Go::after(async {
