@@ -465,8 +465,9 @@ fn give_worker_back_for(cx: &RunContext<'_>, wait: Duration) {
 
 /// The next page's call is marked started by the checkpoint that stakes it
 /// when the account's request slot for it is this near: the call leaves once
-/// its body is built, so a kill in between counts an attempt at most this
-/// long before the call is made. A farther slot's call is marked as it goes.
+/// that slot comes and its body is built, so a kill in between counts an
+/// attempt only milliseconds before the call. A farther slot's call is
+/// marked as it goes.
 const MARK_WITH_CHECKPOINT: Duration = Duration::from_millis(10);
 
 /// Proves the run still owns the sync, then moves the cursor to `at` (with the
