@@ -25,6 +25,15 @@ pub const DESTINATION_RETRY: RetryPolicy = RetryPolicy {
     max_wait: Duration::from_secs(60),
 };
 
+/// How late a held slot may still be used, however short the interval. The
+/// slots are spaced for 9/10 of the account's limit (`SharedBudgets`): a
+/// second holds at most 0.9 × rate + 1 of them, and requests up to 20 ms late
+/// add at most 0.018 × rate + 1, which the spare tenth covers wherever
+/// 20 ms is more than half an interval (rates over 27 a second). Without it
+/// a slot taken by a checkpoint a millisecond before its call went stale at
+/// high rates, and the call took and waited for a second one.
+const LATE_SLOT: Duration = Duration::from_millis(20);
+
 /// A request rate shared by concurrent calls: each try takes the next free
 /// slot of its `RateLimit` (this run's own pace, or its account's shared
 /// budget), so however many calls are in flight, at most one request leaves
@@ -93,10 +102,10 @@ impl Pacer {
 
     /// A held slot still usable: a request sent late beside others in their
     /// slots could pass the account's limit, so one more than half an
-    /// interval past is not used.
+    /// interval past (or `LATE_SLOT`, if longer) is not used.
     fn on_time(&self, slot: tokio::time::Instant) -> bool {
         let interval = self.limit.interval().unwrap_or_default();
-        slot + interval / 2 >= tokio::time::Instant::now()
+        slot + (interval / 2).max(LATE_SLOT) >= tokio::time::Instant::now()
     }
 
     fn lock_prepaid(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
@@ -374,6 +383,45 @@ mod tests {
         let before = tokio::time::Instant::now();
         pacer.wait().await;
         assert!(before.elapsed() >= Duration::from_millis(380));
+    }
+
+    // A slot held ahead (by a checkpoint, say) and used a few milliseconds
+    // late is used, not wasted for a new one behind everyone else's; much
+    // later it is given up.
+    #[tokio::test(start_paused = true)]
+    async fn a_held_slot_is_used_a_little_late_but_not_much() {
+        let budgets = SharedBudgets::default();
+        let paced = |budgets: &SharedBudgets| {
+            let mut pacer =
+                Pacer::per_second(1000, "x-sib-ratelimit-remaining", "x-sib-ratelimit-reset");
+            pacer.share(budgets, "account".into());
+            pacer
+        };
+        let (pacer, other) = (paced(&budgets), paced(&budgets));
+        for late in [5, 30] {
+            assert_eq!(
+                pacer.reserve_within(Duration::MAX).await,
+                Ok(Duration::ZERO)
+            );
+            // Another sync on the account takes the next 40 slots meanwhile.
+            for _ in 0..40 {
+                let _ = other.reserve_within(Duration::MAX).await;
+                other.lock_prepaid().take();
+            }
+            tokio::time::sleep(Duration::from_millis(late)).await;
+            let before = tokio::time::Instant::now();
+            pacer.wait().await;
+            if late < 20 {
+                assert_eq!(before.elapsed(), Duration::ZERO, "{late} ms late");
+            } else {
+                // Behind the other sync's slots, ~44 ms from the first.
+                assert!(
+                    before.elapsed() >= Duration::from_millis(10),
+                    "{late} ms late"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     #[test]
