@@ -419,7 +419,7 @@ pub async fn enqueue_run(
     let inserted = sqlx::query_scalar!(
         "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts)
          SELECT id, workspace_id, version, $2, $3 FROM syncs WHERE id = $1
-         ON CONFLICT (sync_id) WHERE status = 'queued' DO NOTHING
+         ON CONFLICT (sync_id) WHERE status = 'queued' AND sync_id IS NOT NULL DO NOTHING
          RETURNING id",
         sync_id,
         trigger as _,

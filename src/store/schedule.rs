@@ -94,7 +94,7 @@ pub async fn advance_and_enqueue(
          enqueued AS (
            INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts)
            SELECT id, workspace_id, version, 'schedule', $5 FROM advanced WHERE enqueue
-           ON CONFLICT (sync_id) WHERE status = 'queued' DO NOTHING
+           ON CONFLICT (sync_id) WHERE status = 'queued' AND sync_id IS NOT NULL DO NOTHING
            RETURNING sync_id)
          SELECT advanced.id AS "sync_id!", enqueued.sync_id IS NOT NULL AS "enqueued!"
          FROM advanced LEFT JOIN enqueued ON enqueued.sync_id = advanced.id"#,

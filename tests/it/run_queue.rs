@@ -403,6 +403,62 @@ async fn a_claim_reads_no_run_by_sync_even_on_statistics_from_before_any_run_fin
     Ok(())
 }
 
+/// A claim finds each workspace's due runs through that workspace's own
+/// queue index, whatever the statistics say of the queue. Analysed while
+/// nothing was queued (most of the time, for a store whose bursts come and
+/// go between autovacuum's analyses), every index of queued runs looked
+/// empty and so alike; the planner took the smallest, by sync, and each
+/// claim read the whole queue once per workspace it probed (250 ms a claim
+/// at 10,000 queued runs and 50 workspaces, instead of 2-20).
+#[tokio::test]
+async fn a_claim_reads_only_its_workspaces_queues_even_on_statistics_of_an_empty_queue()
+-> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    seed_fifty_due_workspaces(&db).await?;
+    for statement in [
+        // An earlier burst, all finished, is what autovacuum sees ...
+        "UPDATE runs SET status = 'succeeded', attempt = 1, started_at = now() - interval '2 s',
+                finished_at = now() - interval '1 s'",
+        "VACUUM ANALYZE runs",
+        // ... and then the next burst is queued.
+        "INSERT INTO runs (sync_id, workspace_id, sync_version, trigger, max_attempts, scheduled_at)
+         SELECT id, workspace_id, 1, 'schedule', 3, now() - interval '1 second' FROM syncs",
+    ] {
+        sqlx::query(statement).execute(&db.pool).await?;
+    }
+    let others: Vec<String> = sqlx::query_scalar(
+        "SELECT indexrelname::text FROM pg_stat_user_indexes
+         WHERE relname = 'runs' AND indexrelname NOT IN ('runs_claimable_by_workspace', 'runs_pkey')
+         ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await?;
+    let mut indexes = vec!["runs_claimable_by_workspace"];
+    indexes.extend(others.iter().map(String::as_str));
+    let workers: Vec<Executor> = (0..16).map(|w| executor(&format!("w{w}"))).collect();
+    let (claimed, read) = claim_counting_reads(&db, &workers, &indexes).await?;
+    assert!(
+        claimed.iter().all(Option::is_some),
+        "every worker gets a run"
+    );
+    let through_others: Vec<(&str, i64)> = indexes[1..]
+        .iter()
+        .copied()
+        .zip(read[1..].iter().copied())
+        .filter(|(_, read)| *read > 0)
+        .collect();
+    assert!(
+        through_others.is_empty(),
+        "the claim read runs through other indexes: {through_others:?}"
+    );
+    assert!(
+        (1..=500).contains(&read[0]),
+        "the claim read {} entries of the workspaces' queues (5,000 queued)",
+        read[0]
+    );
+    Ok(())
+}
+
 /// A claim walks the workspaces in their turn and stops once it has
 /// enough with a due run: with 50 workspaces all due, a claim for one
 /// worker probes the queues of the first ten (its margin), not all 50, and
