@@ -158,14 +158,14 @@ impl std::fmt::Debug for RunStatements {
 }
 
 impl RunStatements {
-    /// Starts the three group tasks (needs a Tokio runtime). The lease
-    /// starts and the finishes go through two connections of their own
+    /// Starts the three group tasks (needs a Tokio runtime). The claims,
+    /// lease starts and finishes go through three connections of their own
     /// beside `pool` that plan them once (one statement of each kind is in
     /// flight at a time). Planned at every call, a finish cost 1.30 ms of
     /// the server's time, planned once 0.86 ms (2026-12-04); a lease start
-    /// 0.43 ms of planning and 0.98 of execution, planned once 0.71 (fleet
-    /// bench, 2026-12-05). (Claims lose by it: 5.8 ms against 4.3, in the
-    /// fleet bench, 2026-12-04.)
+    /// 0.43 ms of planning and 0.98 of execution, planned once 0.71; a claim
+    /// 1.2 ms of planning and 2.5 of execution, planned once 2.1 (fleet
+    /// bench, 2026-12-05).
     pub fn new(pool: PgPool) -> Self {
         Self::for_workers(pool, 1)
     }
@@ -173,10 +173,10 @@ impl RunStatements {
     /// `new` for a daemon of `workers` workers (see `CLAIM_LINGER`).
     pub fn for_workers(pool: PgPool, workers: usize) -> Self {
         let linger = (workers >= LINGER_FROM_WORKERS).then_some(CLAIM_LINGER);
-        let planned_once = super::generic_plan_pool(&pool, 2);
+        let planned_once = super::generic_plan_pool(&pool, 3);
         Self {
             claims: Grouped::new(
-                pool.clone(),
+                planned_once.clone(),
                 Arc::new(|pool, executors| {
                     Box::pin(async move { runs::claim_runs(&pool, &executors).await })
                 }),

@@ -119,10 +119,15 @@ pub fn http_pool(settings: &DatabaseSettings) -> anyhow::Result<PgPool> {
 /// again at every call, their array sizes changing the custom plan's price,
 /// and whose generic plan runs as fast (`grouped::RunStatements`' finishes).
 /// Set per session, not as a startup option, so a pooler in front of
-/// Postgres passes it.
+/// Postgres passes it. A generic plan is priced on the tables' sizes when it
+/// is made and kept until an ANALYZE: made on an empty store (a daemon
+/// started before any sync was published) it reads every sync at each claim.
+/// So a session lives `GENERIC_PLAN_LIFETIME` at most, and its successor
+/// plans on the tables as they are then.
 pub fn generic_plan_pool(pool: &PgPool, connections: u32) -> PgPool {
     PgPoolOptions::new()
         .max_connections(connections)
+        .max_lifetime(GENERIC_PLAN_LIFETIME)
         .acquire_timeout(CONNECT_TIMEOUT)
         .test_before_acquire(false)
         .after_connect(|conn, _| {
@@ -134,6 +139,11 @@ pub fn generic_plan_pool(pool: &PgPool, connections: u32) -> PgPool {
         })
         .connect_lazy_with((*pool.connect_options()).clone())
 }
+
+/// How long a session of `generic_plan_pool` keeps its plans: a minute of
+/// claims on a plan made on an empty store, then three statements planned
+/// again.
+const GENERIC_PLAN_LIFETIME: Duration = Duration::from_secs(60);
 
 /// Longest wait for a store connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
