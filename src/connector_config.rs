@@ -123,33 +123,58 @@ impl WorkspaceSecrets {
 /// quotes a line (it may hold a secret).
 fn read_file(file: &Path) -> Result<HashMap<String, String>, String> {
     let shown = file.display();
-    let lines = match dotenvy::from_path_iter(file) {
-        Ok(lines) => lines,
-        Err(dotenvy::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+    let text = match std::fs::read(file) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(format!(
                 "the workspace's secrets file {shown} does not exist"
             ));
         }
-        Err(dotenvy::Error::Io(e)) => {
+        Err(e) => {
             return Err(format!(
                 "cannot read the workspace's secrets file {shown}: {e}"
             ));
         }
-        Err(e) => return Err(format!("cannot read {shown}: {e}")),
     };
+    let text = String::from_utf8(text).map_err(|_| format!("{shown} is not UTF-8 text"))?;
+    parse_secrets(&text).map_err(|line| format!("{shown}: line {line} is not a NAME=value line"))
+}
+
+/// A secrets file's variables, read literally: a value is the text after
+/// the first `=`, spaces and tabs around it trimmed, and one pair of
+/// matching quotes (`'…'` or `"…"`) around the whole of it removed. Nothing
+/// inside is interpreted: no `$` or `${…}` expansion (a workspace's file
+/// must not pull the daemon's environment into a request), no escapes, no
+/// inline comments. Blank lines and lines starting with `#` are skipped; a
+/// leading `export ` is allowed. dotenvy, read before, always interpolates,
+/// so these few rules are written here; `docs/usage.md` states them.
+/// `Err(n)`: line `n` (from 1) is not `NAME=value`.
+pub fn parse_secrets(text: &str) -> Result<HashMap<String, String>, usize> {
     let mut values = HashMap::new();
-    for (number, line) in lines.enumerate() {
-        match line {
-            Ok((key, value)) => {
-                values.insert(key, value);
-            }
-            Err(_) => {
-                return Err(format!(
-                    "{shown}: entry {} is not a NAME=value line (quote values with spaces)",
-                    number + 1
-                ));
-            }
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim_start_matches('\u{feff}').trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
         }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((name, value)) = line.split_once('=') else {
+            return Err(number + 1);
+        };
+        let name = name.trim();
+        let name_ok = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !name_ok {
+            return Err(number + 1);
+        }
+        let value = value.trim_matches([' ', '\t']);
+        let unquoted = ['\'', '"'].iter().find_map(|&q| {
+            (value.len() >= 2 && value.starts_with(q) && value.ends_with(q))
+                .then(|| &value[1..value.len() - 1])
+        });
+        values.insert(name.to_string(), unquoted.unwrap_or(value).to_string());
     }
     Ok(values)
 }
@@ -168,6 +193,25 @@ pub(crate) fn field_error<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_read_literally() {
+        let file = "# a comment\n\nPLAIN=k${SYNCWARD__HTTP__ADMIN_TOKEN}\n\
+                    export QUOTED=\"a$b 'c' #d\"\n\
+                    SINGLE = 'x\\\"y$HOME'\r\n\
+                    HASH=v # not a comment\n\
+                    HALF=\"open\n\
+                    EMPTY=\n";
+        let values = parse_secrets(file).expect("a file");
+        assert_eq!(values["PLAIN"], "k${SYNCWARD__HTTP__ADMIN_TOKEN}");
+        assert_eq!(values["QUOTED"], "a$b 'c' #d");
+        assert_eq!(values["SINGLE"], "x\\\"y$HOME");
+        assert_eq!(values["HASH"], "v # not a comment");
+        assert_eq!(values["HALF"], "\"open");
+        assert_eq!(values["EMPTY"], "");
+        assert_eq!(parse_secrets("A=1\nno equals sign\n"), Err(2));
+        assert_eq!(parse_secrets("1A=1\n"), Err(1));
+    }
 
     #[test]
     fn env_var_names_refuse_values_that_look_like_secrets() {

@@ -52,5 +52,6 @@ mod sync_run;
 mod syncs_as_code;
 mod systemd_unit;
 mod tenancy;
+mod tenancy_joins;
 mod tokens;
 mod webhook_destination;
