@@ -2,6 +2,7 @@
 //! answers. Requests carry a credential or a signed body, so no redirect is followed (a 3xx names
 //! where it pointed); answers are read up to a cap; errors leave out the URL, which may hold a secret.
 
+use std::collections::HashMap;
 use std::error::Error as _;
 
 /// The client could not be built (the TLS roots cannot be loaded): the
@@ -22,22 +23,36 @@ pub const DESTINATION_ANSWER_CAP: usize = 16 * 1024 * 1024;
 /// run, has to give.
 pub const SOURCE_PAGE_CAP: usize = 64 * 1024 * 1024;
 
-/// The HTTP client the connectors share (a User-Agent naming syncward; no
-/// redirects; timeouts are set per request), whose every connection goes to
-/// an address the outbound policy allows (`policy::PolicyResolver`; an
-/// address literal in a connector's URL is checked when it opens). Built
-/// once per process: building one loads the TLS roots, which costs more
-/// than a whole no-op run.
-pub fn http_client() -> Result<reqwest::Client, ClientError> {
-    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    if let Some(client) = CLIENT.get() {
+/// The HTTP client the connectors use to reach `url` (a User-Agent naming
+/// syncward; no redirects; no proxy from the environment; timeouts are set
+/// per request), whose every connection goes to an address the outbound
+/// policy allows with the port it goes to (`policy::PolicyResolver`; an
+/// address literal in a connector's URL is checked when it opens). The
+/// resolver sees only a name, so there is one client per port, built once
+/// per process and port: building one loads the TLS roots, which costs more
+/// than a whole no-op run. A request through it must go to `url`'s port.
+pub fn http_client(url: &url::Url) -> Result<reqwest::Client, ClientError> {
+    static CLIENTS: std::sync::OnceLock<std::sync::Mutex<HashMap<u16, reqwest::Client>>> =
+        std::sync::OnceLock::new();
+    let port = url.port_or_known_default().unwrap_or(0);
+    let clients = CLIENTS.get_or_init(Default::default);
+    // A poisoned lock only follows a panic elsewhere; the map is whole.
+    if let Some(client) = clients.lock().unwrap_or_else(|e| e.into_inner()).get(&port) {
         return Ok(client.clone());
     }
     let client = builder()
-        .dns_resolver(std::sync::Arc::new(super::policy::PolicyResolver))
+        .no_proxy()
+        .dns_resolver(std::sync::Arc::new(
+            super::policy::PolicyResolver::for_port(port),
+        ))
         .build()
         .map_err(|e| ClientError(describe_error(e)))?;
-    Ok(CLIENT.get_or_init(|| client).clone())
+    Ok(clients
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(port)
+        .or_insert(client)
+        .clone())
 }
 
 /// The client of the operator's own endpoints (the alert webhook): the same,

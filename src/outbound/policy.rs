@@ -10,7 +10,7 @@
 //! early. The operator's own endpoints (the alert webhook, the store) are not
 //! subject to it.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use ipnet::IpNet;
@@ -66,24 +66,36 @@ impl OutboundPolicy {
         self.hosts.contains(&host)
     }
 
-    /// Checks one address `host` resolved to; the error is one sentence.
+    /// Checks one address `host` resolved to (with the port the connection
+    /// goes to); the error is one sentence.
     pub fn check(&self, host: &str, addr: SocketAddr) -> Result<(), String> {
-        let ip = canonical(addr.ip());
+        let (ip, wrapping) = judged(addr.ip());
+        let carried = match wrapping {
+            Some(wrapping) => format!("{} ({wrapping}, carrying {ip})", addr.ip()),
+            None => ip.to_string(),
+        };
         if self.own.is_some_and(|own| {
-            own.port() == addr.port() && (own.ip() == ip || own.ip().is_unspecified())
+            own.port() == addr.port()
+                && (own.ip() == ip
+                    || own.ip() == addr.ip()
+                    // Listening everywhere: any address of this machine;
+                    // those a sync can name are the inside ones.
+                    || (own.ip().is_unspecified() && inside(ip).is_some()))
         }) {
             return Err(format!(
-                "{host} ({addr}) is syncward's own admin address; no sync may call it"
+                "{host} ({carried}, port {}) is syncward's own admin address; no sync may call it",
+                addr.port()
             ));
         }
         let Some(kind) = inside(ip) else {
             return Ok(());
         };
-        if self.host_listed(host) || self.nets.iter().any(|net| net.contains(&ip)) {
+        let listed = |ip: IpAddr| self.nets.iter().any(|net| net.contains(&ip));
+        if self.host_listed(host) || listed(ip) || listed(addr.ip()) {
             return Ok(());
         }
         Err(format!(
-            "{host} resolves to {ip}, a {kind} address, which syncs may not reach unless \
+            "{host} resolves to {carried}, a {kind} address, which syncs may not reach unless \
              outbound.allow lists the host or the address"
         ))
     }
@@ -160,52 +172,140 @@ impl OutboundPolicy {
     }
 }
 
-/// An IPv4-mapped IPv6 address as the IPv4 address it is.
-fn canonical(ip: IpAddr) -> IpAddr {
+/// The IPv4 address an IPv6 address carries, with the name of the wrapping:
+/// a packet to it reaches (or is translated to) that IPv4 address, so the
+/// policy judges that one. IPv4-mapped and -translated (SIIT), IPv4-
+/// compatible, NAT64 (64:ff9b::/96; behind a NAT64 gateway it reaches the
+/// IPv4 address, and DNS64 answers any name of an inside host that way),
+/// 6to4 (2002::/16) and Teredo (2001::/32, the client's address inverted).
+fn embedded_v4(v6: Ipv6Addr) -> Option<(Ipv4Addr, &'static str)> {
+    let s = v6.segments();
+    let o = v6.octets();
+    let last = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some((v4, "IPv4-mapped"));
+    }
+    if s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0 {
+        return Some((last, "IPv4-translated"));
+    }
+    // `::` and `::1` are the unspecified and loopback addresses themselves.
+    if s[..6] == [0; 6] && !v6.is_unspecified() && !v6.is_loopback() {
+        return Some((last, "IPv4-compatible"));
+    }
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4] {
+        return Some((last, "NAT64"));
+    }
+    if s[0] == 0x2002 {
+        return Some((Ipv4Addr::new(o[2], o[3], o[4], o[5]), "6to4"));
+    }
+    if s[0] == 0x2001 && s[1] == 0 {
+        return Some((Ipv4Addr::from(!u32::from(last)), "Teredo"));
+    }
+    None
+}
+
+/// The address the policy judges: `ip` itself, or the IPv4 address an IPv6
+/// address carries (`embedded_v4`), with how it was carried.
+fn judged(ip: IpAddr) -> (IpAddr, Option<&'static str>) {
     match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
+        IpAddr::V6(v6) => match embedded_v4(v6) {
+            Some((v4, wrapping)) => (IpAddr::V4(v4), Some(wrapping)),
+            None => (ip, None),
+        },
+        v4 => (v4, None),
     }
 }
 
-/// What kind of inside address `ip` is; `None` for a public one.
+/// Special-purpose IPv4 ranges (IANA's IPv4 Special-Purpose Address
+/// Registry, and multicast) that are not globally reachable, with what they
+/// are. Checked after `V4_GLOBAL`, the registry's global entries inside them.
+const V4_INSIDE: &[(&str, &str)] = &[
+    ("0.0.0.0/8", "unspecified (this network)"),
+    ("10.0.0.0/8", "private"),
+    ("100.64.0.0/10", "shared (CGNAT)"),
+    ("127.0.0.0/8", "loopback"),
+    ("169.254.0.0/16", "link-local (cloud metadata)"),
+    ("172.16.0.0/12", "private"),
+    ("192.0.0.0/24", "IETF protocol assignment"),
+    ("192.0.2.0/24", "documentation"),
+    ("192.88.99.0/24", "deprecated 6to4 relay"),
+    ("192.168.0.0/16", "private"),
+    ("198.18.0.0/15", "benchmarking"),
+    ("198.51.100.0/24", "documentation"),
+    ("203.0.113.0/24", "documentation"),
+    ("224.0.0.0/4", "multicast"),
+    ("240.0.0.0/4", "reserved or broadcast"),
+];
+
+/// Entries of the IPv4 registry that are globally reachable although a
+/// wider range in `V4_INSIDE` holds them (PCP and TURN anycast).
+const V4_GLOBAL: &[&str] = &["192.0.0.9/32", "192.0.0.10/32"];
+
+/// The same for IPv6 (IANA's IPv6 Special-Purpose Address Registry, and
+/// site-local, link-local, multicast). The wrappings of IPv4 never get here:
+/// they are judged as the IPv4 address they carry.
+const V6_INSIDE: &[(&str, &str)] = &[
+    ("::/128", "unspecified"),
+    ("::1/128", "loopback"),
+    ("64:ff9b:1::/48", "local-use NAT64"),
+    ("100::/64", "discard-only"),
+    ("100:0:0:1::/64", "dummy"),
+    ("2001::/23", "IETF protocol assignment"),
+    ("2001:db8::/32", "documentation"),
+    ("3fff::/20", "documentation"),
+    ("5f00::/16", "segment routing (SRv6)"),
+    ("fc00::/7", "private (unique local)"),
+    ("fe80::/10", "link-local"),
+    ("fec0::/10", "site-local"),
+    ("ff00::/8", "multicast"),
+];
+
+/// Entries of the IPv6 registry that are globally reachable although
+/// 2001::/23 holds them (anycast services, AMT, AS112, ORCHIDv2, drone IDs).
+const V6_GLOBAL: &[&str] = &[
+    "2001:1::1/128",
+    "2001:1::2/128",
+    "2001:1::3/128",
+    "2001:3::/32",
+    "2001:4:112::/48",
+    "2001:20::/28",
+    "2001:30::/28",
+];
+
+/// The ranges above, parsed once.
+struct SpecialRanges {
+    inside: Vec<(IpNet, &'static str)>,
+    global: Vec<IpNet>,
+}
+
+fn special_ranges() -> &'static SpecialRanges {
+    static RANGES: OnceLock<SpecialRanges> = OnceLock::new();
+    RANGES.get_or_init(|| {
+        // The tables are constants of this file; the unit test parses each.
+        let net = |text: &str| text.parse::<IpNet>().expect("a CIDR range of the table");
+        SpecialRanges {
+            inside: V4_INSIDE
+                .iter()
+                .chain(V6_INSIDE)
+                .map(|(range, kind)| (net(range), *kind))
+                .collect(),
+            global: V4_GLOBAL.iter().chain(V6_GLOBAL).map(|r| net(r)).collect(),
+        }
+    })
+}
+
+/// What kind of inside address `ip` (already unwrapped by `judged`) is;
+/// `None` for a public one.
 fn inside(ip: IpAddr) -> Option<&'static str> {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            if v4.is_loopback() {
-                Some("loopback")
-            } else if v4.is_link_local() {
-                Some("link-local (cloud metadata)")
-            } else if v4.is_private() {
-                Some("private")
-            } else if a == 100 && (64..128).contains(&b) {
-                Some("shared (CGNAT)")
-            } else if v4.is_unspecified() || a == 0 {
-                Some("unspecified")
-            } else if v4.is_multicast() || v4.is_broadcast() || a >= 240 {
-                Some("multicast or reserved")
-            } else {
-                None
-            }
-        }
-        IpAddr::V6(v6) => {
-            let first = v6.segments()[0];
-            if v6.is_loopback() {
-                Some("loopback")
-            } else if v6.is_unspecified() {
-                Some("unspecified")
-            } else if first & 0xffc0 == 0xfe80 {
-                Some("link-local")
-            } else if first & 0xfe00 == 0xfc00 {
-                Some("private (unique local)")
-            } else if v6.is_multicast() {
-                Some("multicast")
-            } else {
-                None
-            }
-        }
+    let ranges = special_ranges();
+    if ranges.global.iter().any(|net| net.contains(&ip)) {
+        return None;
     }
+    ranges
+        .inside
+        .iter()
+        .find(|(net, _)| net.contains(&ip))
+        .map(|(_, kind)| *kind)
 }
 
 /// Installs the policy the connectors' client enforces (at start, and again
@@ -259,17 +359,29 @@ pub fn refused(e: &reqwest::Error) -> Option<String> {
     None
 }
 
-/// The connectors' resolver: the system's, then the policy on every address.
+/// The connectors' resolver: the system's, then the policy on every address
+/// with the port the connection goes to (reqwest hands a resolver only the
+/// name, so each client resolves for one port: `client::http_client`).
 #[derive(Debug, Default)]
-pub struct PolicyResolver;
+pub struct PolicyResolver {
+    port: u16,
+}
+
+impl PolicyResolver {
+    pub fn for_port(port: u16) -> Self {
+        PolicyResolver { port }
+    }
+}
 
 impl reqwest::dns::Resolve for PolicyResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let host = name.as_str().to_string();
+        let port = self.port;
         Box::pin(async move {
             let policy = current();
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+                .await?
+                .collect();
             for addr in &addrs {
                 policy.check(&host, *addr).map_err(
                     |why| -> Box<dyn std::error::Error + Send + Sync> {
@@ -289,6 +401,128 @@ mod tests {
 
     fn at(ip: &str) -> SocketAddr {
         SocketAddr::new(ip.parse().expect("an address"), 443)
+    }
+
+    /// Every entry of IANA's IPv4 and IPv6 Special-Purpose Address
+    /// Registries (as of 2025), and the other ranges that are not global
+    /// (multicast, site-local), with its verdict under an empty allow-list:
+    /// `true` refused, `false` reachable. The first and the last address of
+    /// each range are judged.
+    #[test]
+    fn every_special_purpose_range_has_its_verdict() {
+        let registry: &[(&str, bool)] = &[
+            // IPv4 (RFC 6890 and successors).
+            ("0.0.0.0/8", true),
+            ("0.0.0.0/32", true),
+            ("10.0.0.0/8", true),
+            ("100.64.0.0/10", true),
+            ("127.0.0.0/8", true),
+            ("169.254.0.0/16", true),
+            ("172.16.0.0/12", true),
+            ("192.0.0.0/24", true),
+            ("192.0.0.0/29", true),
+            ("192.0.0.8/32", true),
+            ("192.0.0.9/32", false),
+            ("192.0.0.10/32", false),
+            ("192.0.0.170/32", true),
+            ("192.0.0.171/32", true),
+            ("192.0.2.0/24", true),
+            ("192.31.196.0/24", false),
+            ("192.52.193.0/24", false),
+            ("192.88.99.0/24", true),
+            ("192.168.0.0/16", true),
+            ("192.175.48.0/24", false),
+            ("198.18.0.0/15", true),
+            ("198.51.100.0/24", true),
+            ("203.0.113.0/24", true),
+            ("224.0.0.0/4", true),
+            ("240.0.0.0/4", true),
+            ("255.255.255.255/32", true),
+            // IPv6 (RFC 6890 and successors).
+            ("::1/128", true),
+            ("::/128", true),
+            ("64:ff9b:1::/48", true),
+            ("100::/64", true),
+            ("100:0:0:1::/64", true),
+            ("2001::/23", true),
+            ("2001:1::1/128", false),
+            ("2001:1::2/128", false),
+            ("2001:1::3/128", false),
+            ("2001:2::/48", true),
+            ("2001:3::/32", false),
+            ("2001:4:112::/48", false),
+            ("2001:10::/28", true),
+            ("2001:20::/28", false),
+            ("2001:30::/28", false),
+            ("2001:db8::/32", true),
+            ("2620:4f:8000::/48", false),
+            ("3fff::/20", true),
+            ("5f00::/16", true),
+            ("fc00::/7", true),
+            ("fe80::/10", true),
+            ("fec0::/10", true),
+            ("ff00::/8", true),
+        ];
+        let strict = OutboundPolicy::default();
+        for (range, refused) in registry {
+            let net: IpNet = range.parse().expect("a range");
+            for ip in [net.network(), net.broadcast()] {
+                let verdict = strict.check("h", SocketAddr::new(ip, 443));
+                assert_eq!(verdict.is_err(), *refused, "{range}: {ip}: {verdict:?}");
+            }
+        }
+        // The wrappings of IPv4 (IPv4-mapped and -translated, -compatible,
+        // NAT64, 6to4, Teredo) are judged as the IPv4 address they carry:
+        // the metadata address refused, a public one reachable.
+        for (wrapped, carried) in [
+            ("::ffff:a9fe:a9fe", "169.254.169.254"),
+            ("::ffff:0:a9fe:a9fe", "169.254.169.254"),
+            ("::a9fe:a9fe", "169.254.169.254"),
+            ("64:ff9b::a9fe:a9fe", "169.254.169.254"),
+            ("2002:a9fe:a9fe::1", "169.254.169.254"),
+            ("2001:0:4136:e378:8000:63bf:5601:5601", "169.254.169.254"),
+            ("64:ff9b::7f00:1", "127.0.0.1"),
+            ("2002:c0a8:101::", "192.168.1.1"),
+        ] {
+            let why = strict.check("h", at(wrapped)).expect_err(wrapped);
+            assert!(why.contains(carried), "{wrapped}: {why}");
+        }
+        for public in [
+            "::ffff:808:808",
+            "64:ff9b::808:808",
+            "2002:808:808::",
+            "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
+        ] {
+            assert!(strict.check("h", at(public)).is_ok(), "{public}");
+        }
+        // The tables parse whole.
+        assert_eq!(
+            special_ranges().inside.len(),
+            V4_INSIDE.len() + V6_INSIDE.len()
+        );
+    }
+
+    /// The own address is judged with the port the connection goes to, as
+    /// the address it carries, and an admin server listening everywhere is
+    /// every inside address of this machine with that port.
+    #[test]
+    fn the_own_address_is_matched_by_port_and_carried_address() {
+        let loopback = vec!["127.0.0.0/8".to_string(), "::1".to_string()];
+        let own: SocketAddr = "127.0.0.1:8080".parse().expect("an address");
+        let policy = OutboundPolicy::new(&loopback, Some(own)).expect("a policy");
+        let port = |ip: &str, port: u16| SocketAddr::new(ip.parse().expect("an address"), port);
+        assert!(policy.check("localhost", port("127.0.0.1", 8080)).is_err());
+        assert!(policy.check("h", port("::ffff:127.0.0.1", 8080)).is_err());
+        assert!(policy.check("localhost", port("127.0.0.1", 8081)).is_ok());
+        let everywhere: SocketAddr = "0.0.0.0:8080".parse().expect("an address");
+        let policy = OutboundPolicy::new(&loopback, Some(everywhere)).expect("a policy");
+        assert!(policy.check("localhost", port("127.0.0.2", 8080)).is_err());
+        assert!(policy.check("localhost", port("::1", 8080)).is_err());
+        assert!(
+            policy
+                .check("example.com", port("93.184.216.34", 8080))
+                .is_ok()
+        );
     }
 
     #[test]

@@ -481,7 +481,7 @@ async fn a_name_resolving_inside_at_connect_time_is_refused() -> anyhow::Result<
     let receiver = crate::fakes::webhook::WebhookReceiver::start().await?;
     let by_name = receiver.url.replacen("127.0.0.1", "localhost", 1);
     syncward::outbound::policy::install(syncward::outbound::OutboundPolicy::default());
-    let client = syncward::outbound::http_client()?;
+    let client = syncward::outbound::http_client(&url::Url::parse(&by_name)?)?;
     let err = client
         .post(&by_name)
         .body("{}")

@@ -60,3 +60,185 @@ async fn a_workspace_secret_is_read_literally_and_never_expanded() -> anyhow::Re
     assert_eq!(fake.contacts().len(), 5);
     Ok(())
 }
+
+/// A sync file of workspace `workspace`, id `id`, reading the scenario's
+/// contacts and sending them to `destination` (a `[destination]` body).
+fn sync_file(id: &str, workspace: &str, destination: &str) -> String {
+    format!(
+        r#"id = "{id}"
+workspace = "{workspace}"
+schedule = "0 0 0 29 2 *"
+
+[source]
+kind = "postgres"
+url_env = "TEST_SOURCE_URL"
+query = "SELECT id, email, first_name FROM contacts"
+cursor_column = "id"
+
+[destination]
+{destination}
+
+[mapping]
+email = "email"
+attributes = {{ FIRSTNAME = "first_name" }}
+"#
+    )
+}
+
+fn webhook(url: &str) -> String {
+    format!("kind = \"webhook\"\nurl = \"{url}\"")
+}
+
+/// Writes `text` as `name` in the scenario's folder and applies it.
+async fn apply(
+    s: &Scenario,
+    cli: &crate::helpers::Syncward,
+    name: &str,
+    text: &str,
+) -> anyhow::Result<crate::helpers::cli::Outcome> {
+    let path = s.dir.path().join(name);
+    std::fs::write(&path, text)?;
+    cli.run(&["sync", "apply", &path.display().to_string()])
+        .await
+}
+
+/// The daemon's own admin address is refused whatever names it: `localhost`
+/// and every spelling of the loopback address, with loopback allowed. The
+/// CLI that applies does not know the port the daemon bound (its config
+/// says port 0), so the files are published; the daemon's runs then refuse
+/// each at connect time, with the port the request goes to, before a byte
+/// is sent. A CLI whose config names the port refuses the name at apply.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemons_own_address_is_refused_by_name_and_by_every_spelling() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 3,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__HTTP__ADMIN_TOKEN", ADMIN_TOKEN)
+        .with_env("SYNCWARD__OUTBOUND__ALLOW", "127.0.0.1,localhost");
+    let daemon = crate::helpers::daemon::DaemonProcess::spawn(&cli).await?;
+    let address = daemon.http_address().await?;
+    let port = address.rsplit(':').next().unwrap_or_default().to_string();
+    let spellings = [
+        format!("http://localhost:{port}/hook"),
+        format!("http://LocalHost:{port}/hook"),
+        format!("http://127.1:{port}/hook"),
+        format!("http://0x7f.0.0.1:{port}/hook"),
+        format!("http://2130706433:{port}/hook"),
+        format!("http://[::ffff:127.0.0.1]:{port}/hook"),
+        format!("http://localhost:0{port}/hook"),
+    ];
+    for (i, url) in spellings.iter().enumerate() {
+        let id = format!("own-{i}");
+        apply(&s, &cli, "own.toml", &sync_file(&id, "acme", &webhook(url)))
+            .await?
+            .ok()?;
+        cli.run(&["sync", "run", &id]).await?.ok()?;
+    }
+    for i in 0..spellings.len() {
+        let id = format!("own-{i}");
+        let last = std::sync::Arc::new(std::sync::Mutex::new(serde_json::Value::Null));
+        crate::helpers::daemon::eventually(
+            std::time::Duration::from_secs(60),
+            "the run's end",
+            || {
+                let cli = cli.clone();
+                let id = id.clone();
+                let last = last.clone();
+                async move {
+                    let runs = cli
+                        .run(&["runs", "list", "--sync", &id, "--json"])
+                        .await?
+                        .ok()?
+                        .json()?;
+                    let done = runs[0]["status"] == "failed";
+                    *last.lock().unwrap_or_else(|e| e.into_inner()) = runs[0].clone();
+                    Ok(done)
+                }
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}: {}", daemon.log_tail()))?;
+        let last = last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(
+            last["failure_code"], "config_invalid",
+            "{}: {last}",
+            spellings[i]
+        );
+        let detail = last["failure_detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains("own admin address") && detail.contains(&port),
+            "{}: {detail}",
+            spellings[i]
+        );
+    }
+    // Knowing the port, apply refuses the name too.
+    let knowing = cli.clone().with_env("SYNCWARD__HTTP__LISTEN", &address);
+    let out = apply(
+        &s,
+        &knowing,
+        "own.toml",
+        &sync_file("own-by-name", "acme", &webhook(&spellings[0])),
+    )
+    .await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("own admin address"), "{}", out.stderr);
+    daemon.signal("TERM")?;
+    let mut daemon = daemon;
+    daemon.wait(std::time::Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+/// An inside IPv4 address wrapped in IPv6 is judged as the address it
+/// carries: the cloud metadata address through NAT64, 6to4 and Teredo,
+/// loopback as IPv4-compatible, and IPv6 ranges that are not global
+/// (site-local, documentation), are all refused at apply with nothing
+/// allowed but the source database.
+#[tokio::test(flavor = "multi_thread")]
+async fn inside_addresses_wrapped_in_ipv6_are_refused() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 3,
+        ..SyncOptions::default()
+    })
+    .await?;
+    // Only the source database is allowed.
+    let strict = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__OUTBOUND__ALLOW", "127.0.0.1/32");
+    for (url, carried) in [
+        ("http://[64:ff9b::a9fe:a9fe]/hook", "169.254.169.254"),
+        ("http://[64:ff9b:1::a9fe:a9fe]/hook", "local-use NAT64"),
+        ("http://[::a9fe:a9fe]/hook", "169.254.169.254"),
+        ("http://[::10.0.0.1]/hook", "10.0.0.1"),
+        ("http://[::ffff:0:a9fe:a9fe]/hook", "169.254.169.254"),
+        ("http://[2002:a9fe:a9fe::]/hook", "169.254.169.254"),
+        (
+            "http://[2001:0:4136:e378:8000:63bf:5601:5601]/hook",
+            "169.254.169.254",
+        ),
+        ("http://[fec0::1]/hook", "site-local"),
+        ("http://[2001:db8::1]/hook", "documentation"),
+    ] {
+        let out = apply(
+            &s,
+            &strict,
+            "wrapped.toml",
+            &sync_file("wrapped", "acme", &webhook(url)),
+        )
+        .await?;
+        assert_eq!(out.code, 2, "{url}: {out:?}");
+        assert!(
+            out.stderr.contains("destination.url")
+                && out.stderr.contains(carried)
+                && out.stderr.contains("outbound.allow"),
+            "{url}: {}",
+            out.stderr
+        );
+    }
+    Ok(())
+}

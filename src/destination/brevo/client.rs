@@ -90,7 +90,7 @@ impl BrevoDestination {
             .map_err(DestinationError::InvalidConfig)?;
         crate::outbound::policy::check_connector_url(&config.base_url, URL_SETTING)
             .map_err(DestinationError::InvalidConfig)?;
-        let client = http_client()?;
+        let client = http_client(&config.base_url)?;
         // One destination per run, and one run per sync: the sync's single
         // contact writes share this pace, whatever `concurrency` keeps in
         // flight. Imports (one per page) are not paced.

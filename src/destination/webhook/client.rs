@@ -72,7 +72,7 @@ impl WebhookDestination {
         };
         crate::outbound::policy::check_connector_url(&config.url, "destination.url")
             .map_err(DestinationError::InvalidConfig)?;
-        let client = http_client()?;
+        let client = http_client(&config.url)?;
         Ok(Self {
             client,
             config: config.clone(),

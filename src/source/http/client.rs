@@ -52,7 +52,7 @@ impl HttpSource {
         };
         crate::outbound::policy::check_connector_url(&config.url, "source.url")
             .map_err(SourceError::InvalidConfig)?;
-        let client = crate::outbound::http_client()
+        let client = crate::outbound::http_client(&config.url)
             .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
         Ok(Self {
             config: config.clone(),

@@ -255,16 +255,14 @@ impl JsonlFile {
     /// Opens the file at `at`'s offset: a `Range` request, or, where the
     /// server sends the whole file, the bytes before it are skipped. The
     /// URL is signed; it is sent no credential.
-    pub async fn open(
-        client: &reqwest::Client,
-        url: &str,
-        at: BulkAt,
-        chunk_timeout: Duration,
-    ) -> Result<Self, FileError> {
+    pub async fn open(url: &str, at: BulkAt, chunk_timeout: Duration) -> Result<Self, FileError> {
         let parsed = url::Url::parse(url)
             .map_err(|e| Answer::Retry(format!("Shopify's bulk file URL does not parse: {e}")))?;
         crate::outbound::policy::check_connector_url(&parsed, "Shopify's bulk file URL")
             .map_err(|e| Answer::Fail(SourceError::InvalidConfig(e)))?;
+        // The file lies on another host and port than the shop's API.
+        let client = crate::outbound::http_client(&parsed)
+            .map_err(|e| Answer::Fail(SourceError::InvalidConfig(e.to_string())))?;
         let mut request = client.get(parsed);
         if at.offset > 0 {
             request = request.header(reqwest::header::RANGE, format!("bytes={}-", at.offset));

@@ -241,7 +241,7 @@ impl ShopifySource {
         let (file, records, ended) = loop {
             let open = match self.bulk_file.take() {
                 Some(file) if file.at == from => Ok(file),
-                _ => JsonlFile::open(&self.client, &url, from.clone(), self.config.timeout)
+                _ => JsonlFile::open(&url, from.clone(), self.config.timeout)
                     .await
                     .map(Box::new),
             };

@@ -90,7 +90,7 @@ impl ShopifySource {
             .map_err(|e| SourceError::InvalidConfig(format!("source.base_url: {e}")))?;
         crate::outbound::policy::check_connector_url(&endpoint, "source.base_url")
             .map_err(SourceError::InvalidConfig)?;
-        let client = crate::outbound::http_client()
+        let client = crate::outbound::http_client(&endpoint)
             .map_err(|e| SourceError::InvalidConfig(e.to_string()))?;
         Ok(Self {
             endpoint: config.endpoint(),
