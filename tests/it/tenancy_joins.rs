@@ -242,3 +242,58 @@ async fn inside_addresses_wrapped_in_ipv6_are_refused() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A proxy in the daemon's environment is not used by the connectors: a
+/// proxy would resolve the target itself, and the outbound policy would
+/// only ever see the proxy's address. With every proxy variable pointing at
+/// a listener, the records reach the receiver directly and the listener is
+/// never connected to.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_proxy_in_the_environment_is_not_used() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 3,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let proxy_url = format!("http://{}", proxy.local_addr()?);
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = connections.clone();
+    let listener = tokio::spawn(async move {
+        while let Ok((_conn, _)) = proxy.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let receiver = crate::fakes::webhook::WebhookReceiver::start().await?;
+    apply(
+        &s,
+        &s.cli,
+        "proxied.toml",
+        &sync_file("proxied", "acme", &webhook(&receiver.url)),
+    )
+    .await?
+    .ok()?;
+    let mut cli = s.cli.clone();
+    for var in [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        cli = cli.with_env(var, &proxy_url);
+    }
+    cli.run(&["sync", "run", "proxied", "--foreground"])
+        .await?
+        .ok()?;
+    let delivered: usize = receiver
+        .received()
+        .iter()
+        .map(|post| post.records().len())
+        .sum();
+    assert_eq!(delivered, 3, "{:?}", receiver.received());
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0);
+    listener.abort();
+    Ok(())
+}
