@@ -297,3 +297,148 @@ async fn a_proxy_in_the_environment_is_not_used() -> anyhow::Result<()> {
     listener.abort();
     Ok(())
 }
+
+/// A Postgres server that asks every client for a cleartext password and
+/// records what it is sent (the startup's user, then the password), then
+/// refuses it. It answers an SSL request with "no".
+async fn password_catcher() -> anyhow::Result<(
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let record = record.clone();
+            tokio::spawn(async move {
+                let mut len = [0u8; 4];
+                // The startup message, after an SSL request if one comes.
+                let mut startup = loop {
+                    conn.read_exact(&mut len).await?;
+                    let mut body = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+                    conn.read_exact(&mut body).await?;
+                    if body[..4] == 80_877_103u32.to_be_bytes() {
+                        conn.write_all(b"N").await?;
+                        continue;
+                    }
+                    break body;
+                };
+                startup.drain(..4);
+                let fields: Vec<String> = startup
+                    .split(|b| *b == 0)
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect();
+                let user = fields
+                    .iter()
+                    .position(|f| f == "user")
+                    .and_then(|i| fields.get(i + 1))
+                    .cloned()
+                    .unwrap_or_default();
+                // AuthenticationCleartextPassword.
+                conn.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 3]).await?;
+                let mut tag = [0u8; 1];
+                conn.read_exact(&mut tag).await?;
+                conn.read_exact(&mut len).await?;
+                let mut password = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+                conn.read_exact(&mut password).await?;
+                password.pop();
+                record
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(format!("{user}:{}", String::from_utf8_lossy(&password)));
+                // ErrorResponse: FATAL 28P01 invalid_password.
+                let mut error = Vec::new();
+                for (code, text) in [
+                    (b'S', "FATAL"),
+                    (b'C', "28P01"),
+                    (b'M', "password authentication failed"),
+                ] {
+                    error.push(code);
+                    error.extend_from_slice(text.as_bytes());
+                    error.push(0);
+                }
+                error.push(0);
+                let mut message = vec![b'E'];
+                message.extend_from_slice(&(error.len() as u32 + 4).to_be_bytes());
+                message.extend_from_slice(&error);
+                conn.write_all(&message).await?;
+                anyhow::Ok(())
+            });
+        }
+    });
+    Ok((address, seen))
+}
+
+/// A source connects with what its sync names and nothing of the daemon's:
+/// a URL without a password, at a server that asks for one, is sent none —
+/// not the daemon's `PGPASSWORD`, not its `.pgpass` — and the daemon's
+/// `PGUSER`, `PGDATABASE` and `PGSSLMODE` change nothing. What sqlx would
+/// take and cannot be told not to (`PGOPTIONS`, `PGSSLCERT`, `PGSSLKEY`,
+/// `PGSSLROOTCERT`) is refused with one line before any connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_postgres_source_takes_nothing_from_the_daemons_environment() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 3,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let (address, seen) = password_catcher().await?;
+    let home = tempfile::tempdir()?;
+    let pgpass = home.path().join(".pgpass");
+    std::fs::write(&pgpass, "*:*:*:*:pgpass-secret\n")?;
+    // libpq and sqlx ignore a .pgpass others can read.
+    std::fs::set_permissions(&pgpass, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    let receiver = crate::fakes::webhook::WebhookReceiver::start().await?;
+    let cli = s
+        .cli
+        .clone()
+        .with_workspace_secret(
+            "acme",
+            "CATCHER_URL",
+            &format!("postgres://tenant@{address}/tenantdb?sslmode=disable"),
+        )
+        .with_env("PGPASSWORD", "daemon-secret")
+        .with_env("PGUSER", "daemon-user")
+        .with_env("PGDATABASE", "daemon-db")
+        .with_env("PGSSLMODE", "require")
+        .with_env("HOME", &home.path().display().to_string())
+        .with_env("PGPASSFILE", &pgpass.display().to_string());
+    let file = sync_file("catcher", "acme", &webhook(&receiver.url))
+        .replace("TEST_SOURCE_URL", "CATCHER_URL");
+    apply(&s, &cli, "catcher.toml", &file).await?.ok()?;
+    let out = cli.run(&["sync", "run", "catcher", "--foreground"]).await?;
+    assert_ne!(out.code, 0, "{out:?}");
+    let seen_now = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(
+        !seen_now.is_empty(),
+        "the run never reached the server: {out:?}"
+    );
+    for login in &seen_now {
+        assert_eq!(login, "tenant:", "{seen_now:?}");
+    }
+    // Server options in the environment (sqlx cannot unset them, as it
+    // cannot a client certificate): refused, nothing connects. (The store,
+    // the operator's own, still takes them.)
+    let before = seen_now.len();
+    let certified = cli.clone().with_env("PGOPTIONS", "-c work_mem=8MB");
+    let out = certified
+        .run(&["sync", "run", "catcher", "--foreground"])
+        .await?;
+    assert_ne!(out.code, 0, "{out:?}");
+    let runs = certified
+        .run(&["runs", "list", "--sync", "catcher", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    let detail = runs[0]["failure_detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("CATCHER_URL") && detail.contains("PGOPTIONS") && !detail.contains('\n'),
+        "{detail}"
+    );
+    assert_eq!(seen.lock().unwrap_or_else(|e| e.into_inner()).len(), before);
+    assert!(receiver.received().is_empty());
+    Ok(())
+}

@@ -127,11 +127,11 @@ impl PostgresSource {
         let url = secrets
             .get(&config.url_env, "source.url_env")
             .map_err(SourceError::InvalidConfig)?;
-        Self::with_url(config, &url, pools).map_err(|_| {
-            SourceError::InvalidConfig(format!(
-                "{} (source.url_env) does not hold a Postgres URL",
-                config.url_env
-            ))
+        Self::with_url(config, &url, pools).map_err(|e| match e {
+            SourceError::InvalidConfig(why) => {
+                SourceError::InvalidConfig(format!("{} (source.url_env): {why}", config.url_env))
+            }
+            other => other,
         })
     }
 
@@ -141,9 +141,7 @@ impl PostgresSource {
         url: &str,
         pools: &PostgresSourcePools,
     ) -> Result<Self, SourceError> {
-        let options: PgConnectOptions = url
-            .parse()
-            .map_err(|e| SourceError::InvalidConfig(format!("not a Postgres URL: {e}")))?;
+        let options = super::options::source_options(url).map_err(SourceError::InvalidConfig)?;
         Ok(Self {
             config: config.clone(),
             options: Box::new(options),

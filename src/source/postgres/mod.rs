@@ -4,6 +4,7 @@ mod client;
 mod columns;
 mod config;
 mod horizon;
+mod options;
 mod pools;
 
 pub use client::PostgresSource;
