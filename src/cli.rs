@@ -167,6 +167,20 @@ pub enum SyncCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Move a sync to another workspace (the command line only): its
+    /// definition (a new version; its secrets then come from that
+    /// workspace's file), runs, rejected records, versions, cursor and
+    /// ledger go with it. `sync apply` never moves a sync.
+    Move {
+        /// The sync's id (`syncward sync list` shows them).
+        #[arg(add = sync_ids())]
+        id: String,
+        /// The workspace it moves to.
+        #[arg(long)]
+        workspace: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Publish version N of a sync's definition again (as a new version).
     Rollback {
         /// The sync's id (`syncward sync list` shows them).

@@ -92,6 +92,18 @@ pub async fn plan(
             });
             continue;
         };
+        if stored.workspace_id != definition.workspace.as_str() {
+            // The apply would refuse it: so does the plan.
+            return Err(OpsError::BadInput(
+                crate::store::syncs::IdOfAnotherWorkspace {
+                    id: id.to_owned(),
+                    owner: stored.workspace_id,
+                    workspace: definition.workspace.to_string(),
+                }
+                .to_string(),
+            )
+            .into());
+        }
         let changes = field_changes(&stored.definition.0, &new);
         let mut meaning = delivery_meaning(&changes, definition);
         let action = if stored.status == SyncStatus::Archived {

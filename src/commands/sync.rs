@@ -187,6 +187,33 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             );
             Ok(())
         }
+        SyncCommand::Move {
+            id,
+            workspace,
+            json,
+        } => {
+            let workspace = crate::config::WorkspaceId::parse(&workspace)
+                .map_err(|why| crate::config::BadInput::new("--workspace", "", why))?;
+            let moved = door
+                .move_sync(&id, &workspace)
+                .await
+                .map_err(|e| refusal(&id, e))?;
+            if json.json {
+                return print_json(&moved);
+            }
+            outln!(
+                "{id}: moved from workspace {} to {}, version {}, with {} runs, {} rejected records and {} versions; its secrets now come from {}'s file. Edit its file to say workspace = \"{}\" before applying it again.",
+                moved.from,
+                moved.to,
+                moved.version,
+                moved.runs,
+                moved.rejected_records,
+                moved.versions,
+                moved.to,
+                moved.to
+            );
+            Ok(())
+        }
         SyncCommand::Rollback { id, version, json } => {
             let (published, current) = door
                 .rollback(&id, version, &settings.secrets.store())

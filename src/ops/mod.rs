@@ -375,6 +375,21 @@ impl Scoped {
             .map_err(unpublishable)
     }
 
+    /// Moves the sync to `workspace` with its history (`store::syncs::move_sync`).
+    /// Only the CLI and the admin token: it reaches two workspaces.
+    pub async fn move_sync(
+        &self,
+        id: &str,
+        workspace: &crate::config::WorkspaceId,
+    ) -> Result<syncs::Moved, OpsError> {
+        if !matches!(self.scope, Scope::Cli | Scope::Admin) {
+            return Err(OpsError::AdminOnly);
+        }
+        syncs::move_sync(&self.store, id, workspace.as_str(), self.scope.actor())
+            .await?
+            .ok_or(OpsError::NotFound)
+    }
+
     /// Publishes kept `version` of the sync again, once it still validates
     /// and its workspace holds every secret it names: the new version
     /// number and the one that was current before.
@@ -404,8 +419,13 @@ impl Scoped {
     }
 }
 
-/// A publishing failure: the store's, or what the definition could not be.
+/// A publishing failure: the store's, an id of another workspace's sync
+/// (bad input), or what the definition could not be.
 fn unpublishable(e: anyhow::Error) -> OpsError {
+    let e = match e.downcast::<syncs::IdOfAnotherWorkspace>() {
+        Ok(taken) => return OpsError::BadInput(taken.to_string()),
+        Err(e) => e,
+    };
     match e.downcast::<sqlx::Error>() {
         Ok(e) => OpsError::Store(e),
         Err(e) => OpsError::Unpublishable(format!("{e:#}")),

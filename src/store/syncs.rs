@@ -13,6 +13,21 @@ use crate::states::{RunStatus, SyncStatus};
 pub const PAUSED_MANUAL: &str = "manual";
 pub const PAUSED_BY_BREAKER: &str = "circuit_breaker_tripped";
 
+/// A definition whose id is a sync of another workspace: a sync id belongs
+/// to one workspace, and only `sync move` changes which (its runs, rejected
+/// records and versions would otherwise become the other workspace's).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "sync id \"{id}\" belongs to workspace {owner}, not {workspace}: choose another id, or \
+     move the sync with `syncward sync move {id} --workspace {workspace}` (admin only; its \
+     history moves with it)"
+)]
+pub struct IdOfAnotherWorkspace {
+    pub id: String,
+    pub owner: String,
+    pub workspace: String,
+}
+
 /// A sync as stored.
 #[derive(Debug, Clone, Serialize)]
 pub struct SyncRow {
@@ -170,6 +185,21 @@ async fn publish_in(
     let mut outcomes = Vec::with_capacity(definitions.len());
     for definition in definitions {
         let json = serde_json::to_value(definition)?;
+        // Locked: a concurrent move cannot slip between this check and the upsert.
+        let owner = sqlx::query_scalar!(
+            "SELECT workspace_id FROM syncs WHERE id = $1 FOR UPDATE",
+            definition.id.as_str(),
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(owner) = owner.filter(|owner| owner != definition.workspace.as_str()) {
+            return Err(IdOfAnotherWorkspace {
+                id: definition.id.to_string(),
+                owner,
+                workspace: definition.workspace.to_string(),
+            }
+            .into());
+        }
         sqlx::query!(
             "INSERT INTO workspaces (id) VALUES ($1) ON CONFLICT (id) DO NOTHING",
             definition.workspace.as_str(),
@@ -184,7 +214,6 @@ async fn publish_in(
              upserted AS (
                INSERT INTO syncs (id, workspace_id, definition) VALUES ($1, $2, $3)
                ON CONFLICT (id) DO UPDATE SET
-                 workspace_id = EXCLUDED.workspace_id,
                  definition = EXCLUDED.definition,
                  version = syncs.version + CASE WHEN syncs.definition = EXCLUDED.definition THEN 0 ELSE 1 END,
                  activated_at = CASE WHEN syncs.status <> 'active' THEN now() ELSE syncs.activated_at END,
@@ -258,6 +287,114 @@ async fn syncs_not_in(tx: &mut PgConnection, kept: &[&str]) -> sqlx::Result<Vec<
     )
     .fetch_all(tx)
     .await
+}
+
+/// What moved with a sync to another workspace (`sync move`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Moved {
+    pub from: String,
+    pub to: String,
+    /// The version the move published (the definition naming `to`).
+    pub version: i32,
+    pub runs: u64,
+    pub rejected_records: u64,
+    pub versions: u64,
+}
+
+/// Moves sync `id` to `workspace`, with everything of its own: the
+/// definition (a new version naming the workspace, whose secrets file it
+/// reads from now on), its runs, rejected records, kept versions, cursor
+/// and ledger (all kept by sync id) and its alerts. `None` when there is no
+/// such sync. Touches syncs, workspaces, runs, alerts and sync_versions in
+/// one transaction, audited.
+pub async fn move_sync(
+    pool: &PgPool,
+    id: &str,
+    workspace: &str,
+    actor: Actor,
+) -> sqlx::Result<Option<Moved>> {
+    let mut tx = pool.begin().await?;
+    let Some(from) = sqlx::query_scalar!(
+        "SELECT workspace_id FROM syncs WHERE id = $1 FOR UPDATE",
+        id
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(None);
+    };
+    sqlx::query!(
+        "INSERT INTO workspaces (id) VALUES ($1) ON CONFLICT (id) DO NOTHING",
+        workspace
+    )
+    .execute(&mut *tx)
+    .await?;
+    let version = sqlx::query_scalar!(
+        r#"UPDATE syncs SET workspace_id = $2,
+                definition = jsonb_set(definition, '{workspace}', to_jsonb($2::text)),
+                version = version + CASE WHEN workspace_id = $2 THEN 0 ELSE 1 END,
+                changed_at = now(), updated_at = now()
+           WHERE id = $1 RETURNING version"#,
+        id,
+        workspace
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO sync_versions (sync_id, version, definition, actor)
+         SELECT id, version, definition, $2 FROM syncs WHERE id = $1
+         ON CONFLICT (sync_id, version) DO NOTHING",
+        id,
+        actor.label()
+    )
+    .execute(&mut *tx)
+    .await?;
+    let runs = sqlx::query!(
+        "UPDATE runs SET workspace_id = $2 WHERE sync_id = $1 AND workspace_id <> $2",
+        id,
+        workspace
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    sqlx::query!(
+        "UPDATE alerts SET workspace_id = $2 WHERE sync_id = $1",
+        id,
+        workspace
+    )
+    .execute(&mut *tx)
+    .await?;
+    let rejected_records = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM rejected_records WHERE sync_id = $1"#,
+        id
+    )
+    .fetch_one(&mut *tx)
+    .await? as u64;
+    let versions = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM sync_versions WHERE sync_id = $1"#,
+        id
+    )
+    .fetch_one(&mut *tx)
+    .await? as u64;
+    let moved = Moved {
+        from,
+        to: workspace.to_owned(),
+        version,
+        runs,
+        rejected_records,
+        versions,
+    };
+    record_audit(
+        &mut *tx,
+        actor,
+        "move",
+        id,
+        None,
+        serde_json::to_value(&moved).unwrap_or_default(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Some(moved))
 }
 
 /// Archives one sync (`sync delete`): it never runs again until its file is

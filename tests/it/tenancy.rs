@@ -304,10 +304,12 @@ async fn metrics_need_the_scrape_token_and_readiness_names_no_sync() -> anyhow::
     Ok(())
 }
 
-/// The audit log says which token made a change; a run belongs to its
-/// sync's workspace as it is now, so a sync that moves takes its runs along.
+/// The audit log says which token made a change; a sync id belongs to its
+/// workspace (another workspace's file naming it is refused), and a run
+/// belongs to its sync's workspace as it is now, so a sync moved with
+/// `sync move` takes its runs along.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_audit_log_names_the_token_and_runs_follow_their_sync_to_a_new_workspace()
+async fn the_audit_log_names_the_token_and_only_a_move_takes_a_sync_and_its_runs_elsewhere()
 -> anyhow::Result<()> {
     crate::helpers::install_crypto();
     let s = Scenario::new(SyncOptions::default()).await?;
@@ -360,17 +362,43 @@ async fn the_audit_log_names_the_token_and_runs_follow_their_sync_to_a_new_works
         ]
     );
 
-    // The sync moves to globex: its earlier run goes with it.
+    // A file of globex's naming acme's sync id is refused, plan and apply;
+    // only `sync move` moves it, and its earlier run goes with it.
     let path = s.dir.path().join("sync.toml");
-    let moved = std::fs::read_to_string(&path)?.replacen(
+    let taken = std::fs::read_to_string(&path)?.replacen(
         "workspace = \"acme\"",
         "workspace = \"globex\"",
         1,
     );
-    std::fs::write(&path, moved)?;
-    cli.run(&["sync", "apply", &path.display().to_string()])
+    std::fs::write(&path, taken)?;
+    let file = path.display().to_string();
+    for args in [
+        vec!["sync", "apply", "--plan", file.as_str()],
+        vec!["sync", "apply", file.as_str()],
+    ] {
+        let out = cli.run(&args).await?;
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("belongs to workspace acme") && out.stderr.lines().count() == 1,
+            "{}",
+            out.stderr
+        );
+    }
+    let show = cli
+        .run(&["sync", "show", SYNC_ID, "--json"])
         .await?
-        .ok()?;
+        .ok()?
+        .json()?;
+    assert_eq!(show["sync"]["workspace_id"], "acme", "{show}");
+    let moved = cli
+        .run(&["sync", "move", SYNC_ID, "--workspace", "globex", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(moved["from"], "acme", "{moved}");
+    assert_eq!(moved["runs"], 1, "{moved}");
+    // The file now agrees with the store: it applies.
+    cli.run(&["sync", "apply", &file]).await?.ok()?;
     let (globex, _) = token("globex").await?;
     let run = |bearer: String| {
         http.get(format!("{base}/api/runs/{run_id}"))
