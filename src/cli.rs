@@ -85,10 +85,17 @@ pub struct ForgetArgs {
     /// The e-mail addresses to forget.
     #[arg(required = true, value_name = "EMAIL")]
     pub addresses: Vec<String>,
-    /// Also delete each contact in every Brevo account a sync writes to
-    /// (`DELETE /contacts/{email}`). Webhook receivers are named, not called.
+    /// Also delete each contact in every Brevo account the workspace's syncs
+    /// write to or wrote to (`DELETE /contacts/{email}`), and no other
+    /// workspace's. Webhook receivers are named, not called.
     #[arg(long)]
     pub destination: bool,
+    /// The workspace whose request this is: only its syncs' accounts are
+    /// asked. Needed with --destination when more than one workspace holds
+    /// syncs. (The store step takes the addresses out of every workspace's
+    /// rows either way.)
+    #[arg(long)]
+    pub workspace: Option<String>,
     /// Print JSON for machines instead of text for people.
     #[arg(long)]
     pub json: bool,

@@ -15,7 +15,7 @@ pub async fn execute(settings: &Settings, args: ForgetArgs) -> anyhow::Result<()
     let door = Door::new(pool, settings.run_attempts()).with_secrets(settings.secrets.store());
     let done = match door
         .enter(Scope::Cli)
-        .forget(&args.addresses, args.destination)
+        .forget(&args.addresses, args.workspace.as_deref(), args.destination)
         .await
     {
         Ok(done) => done,
@@ -42,6 +42,9 @@ pub async fn execute(settings: &Settings, args: ForgetArgs) -> anyhow::Result<()
         }
         for (column, n) in done.store.rewritten.iter() {
             outln!("  rewrote {n} in {column}");
+        }
+        if let (Some(workspace), true) = (&done.workspace, args.destination) {
+            outln!("Brevo accounts of workspace {workspace} (no other workspace's is asked):");
         }
         for account in &done.accounts {
             outln!("Brevo account of {}:", account.syncs.join(", "));

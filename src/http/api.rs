@@ -205,6 +205,9 @@ pub struct ForgetRequest {
     addresses: Vec<String>,
     #[serde(default)]
     destination: bool,
+    /// Whose request it is (as `forget --workspace`).
+    #[serde(default)]
+    workspace: Option<String>,
 }
 
 /// An erasure request (admin token only): every address taken out of the
@@ -223,7 +226,14 @@ pub async fn forget(
                 .into_response();
         }
     };
-    match door.forget(&request.addresses, request.destination).await {
+    match door
+        .forget(
+            &request.addresses,
+            request.workspace.as_deref(),
+            request.destination,
+        )
+        .await
+    {
         Ok(done) => axum::Json(done).into_response(),
         Err(e) => refused("", e),
     }

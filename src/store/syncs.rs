@@ -548,6 +548,34 @@ pub async fn all_definitions(pool: &PgPool) -> sqlx::Result<Vec<StoredDefinition
     .await
 }
 
+/// Every definition workspace `workspace` has published: its syncs'
+/// current ones (archived syncs too) and every kept version that named it,
+/// each once. What an erasure for the workspace must reach: the accounts
+/// earlier versions wrote to as well.
+pub async fn workspace_definitions(
+    pool: &PgPool,
+    workspace: &str,
+) -> sqlx::Result<Vec<StoredDefinition>> {
+    sqlx::query_as!(
+        StoredDefinition,
+        r#"SELECT id AS "id!", definition AS "definition!: Json<serde_json::Value>" FROM (
+             SELECT id, definition FROM syncs WHERE workspace_id = $1
+             UNION
+             SELECT sync_id, definition FROM sync_versions WHERE definition->>'workspace' = $1
+           ) d ORDER BY id"#,
+        workspace,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The workspaces that hold a sync (archived ones included), by id.
+pub async fn workspaces_with_syncs(pool: &PgPool) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!("SELECT DISTINCT workspace_id FROM syncs ORDER BY workspace_id")
+        .fetch_all(pool)
+        .await
+}
+
 /// Every sync with its latest run and latest success, ordered by workspace and id.
 pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
     sqlx::query_as!(

@@ -442,3 +442,91 @@ async fn a_postgres_source_takes_nothing_from_the_daemons_environment() -> anyho
     assert!(receiver.received().is_empty());
     Ok(())
 }
+
+/// An erasure stays in its workspace: with two workspaces holding syncs,
+/// `forget --destination` must be told whose request it is (refused with
+/// one line otherwise, nothing touched), and then asks the Brevo accounts
+/// of that workspace's syncs — the one an earlier version wrote to as
+/// well — and never the other workspace's host.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_erasure_reaches_only_the_accounts_of_its_workspace() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 10,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let earlier = BrevoFake::start(crate::helpers::scenario::BREVO_KEY).await?;
+    let other = BrevoFake::start("globex-key").await?;
+    let brevo = |base: &str, key_env: &str| {
+        format!(
+            "kind = \"brevo\"\napi_key_env = \"{key_env}\"\nbase_url = \"{base}\"\nmode = \"bulk\"\nlist_ids = [12]"
+        )
+    };
+    // acme's sync wrote to `earlier` in an earlier version, then to its
+    // own fake again.
+    s.publish_with_destination(100, &brevo(&earlier.base_url, "TEST_BREVO_KEY"))
+        .await?;
+    s.publish(&SyncOptions::default()).await?;
+    s.run_foreground().await?.ok()?;
+    let cli = s
+        .cli
+        .clone()
+        .with_workspace_secret("globex", "GLOBEX_KEY", "globex-key");
+    apply(
+        &s,
+        &cli,
+        "globex.toml",
+        &sync_file(
+            "globex-contacts",
+            "globex",
+            &brevo(&other.base_url, "GLOBEX_KEY"),
+        ),
+    )
+    .await?
+    .ok()?;
+    cli.run(&["sync", "run", "globex-contacts", "--foreground"])
+        .await?
+        .ok()?;
+    assert!(other.contacts().contains_key("user7@example.com"));
+
+    let out = cli
+        .run(&["forget", "user7@example.com", "--destination"])
+        .await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("--workspace") && out.stderr.trim().lines().count() == 1,
+        "{}",
+        out.stderr
+    );
+    let rejected: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM audit_log WHERE action = 'forget'")
+            .fetch_one(&s.db.pool)
+            .await?;
+    assert_eq!(rejected, 0, "nothing was forgotten yet");
+
+    let done = cli
+        .run(&[
+            "forget",
+            "user7@example.com",
+            "--workspace",
+            "acme",
+            "--destination",
+            "--json",
+        ])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(done["workspace"], "acme", "{done}");
+    let deletes = |fake: &BrevoFake| {
+        fake.requests()
+            .into_iter()
+            .filter(|r| r.method == "DELETE")
+            .map(|r| r.path)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(deletes(&s.fake), ["/v3/contacts/user7@example.com"]);
+    assert_eq!(deletes(&earlier), ["/v3/contacts/user7@example.com"]);
+    assert!(deletes(&other).is_empty(), "{:?}", deletes(&other));
+    assert!(other.contacts().contains_key("user7@example.com"));
+    Ok(())
+}
