@@ -218,3 +218,88 @@ async fn the_admin_token_forgets_over_the_api_and_a_workspace_token_cannot() -> 
     assert_eq!(actor, "api:admin");
     Ok(())
 }
+
+/// Every text or JSON column of the store is either rewritten by an
+/// erasure or listed with the reason it holds no address: a column added
+/// to the schema without either fails here.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_text_column_is_erased_or_says_why_it_holds_no_address() -> anyhow::Result<()> {
+    use syncward::store::forget::{KEPT_COLUMNS, OWN_ROWS, TEXT_COLUMNS};
+    let db = crate::helpers::TestDb::new().await?;
+    let columns: Vec<(String, String)> = sqlx::query_as(
+        "SELECT c.table_name::text, c.column_name::text
+           FROM information_schema.columns c
+           JOIN pg_class k ON k.relname = c.table_name
+                          AND k.relnamespace = 'public'::regnamespace
+          WHERE c.table_schema = 'public'
+            AND (c.data_type IN ('text', 'jsonb', 'json', 'character varying', 'character')
+                 OR c.udt_name IN ('_text', '_varchar', '_jsonb'))
+            AND NOT k.relispartition AND k.relkind IN ('r', 'p')
+            AND c.table_name <> '_sqlx_migrations'
+          ORDER BY 1, 2",
+    )
+    .fetch_all(&db.pool)
+    .await?;
+    assert!(columns.len() > 40, "{columns:?}");
+    let mut unlisted = Vec::new();
+    for (table, column) in &columns {
+        let erased = TEXT_COLUMNS
+            .iter()
+            .any(|(t, c, _)| t == table && c == column)
+            || (OWN_ROWS.contains(&table.as_str()) && column == "email");
+        let kept = KEPT_COLUMNS
+            .iter()
+            .any(|(t, c, _)| t == table && c == column);
+        assert!(!(erased && kept), "{table}.{column} is listed twice");
+        if !erased && !kept {
+            unlisted.push(format!("{table}.{column}"));
+        }
+    }
+    assert!(
+        unlisted.is_empty(),
+        "text columns neither erased nor kept with a reason (store/forget.rs): {unlisted:?}"
+    );
+    // And no listed column is gone from the schema.
+    for (table, column) in TEXT_COLUMNS
+        .iter()
+        .map(|(t, c, _)| (t, c))
+        .chain(KEPT_COLUMNS.iter().map(|(t, c, _)| (t, c)))
+    {
+        assert!(
+            columns.iter().any(|(t, c)| t == table && c == column),
+            "{table}.{column} is listed but not in the schema"
+        );
+    }
+    Ok(())
+}
+
+/// What a person wrote when pausing a sync may name someone: `forget`
+/// takes it out like any other text.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pause_reason_is_erased() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.cli
+        .run(&[
+            "sync",
+            "pause",
+            SYNC_ID,
+            "--reason",
+            "Ann@Example.org asked us to stop",
+        ])
+        .await?
+        .ok()?;
+    assert!(data_dump(&s).await?.contains("ann@example.org"));
+    s.cli.run(&["forget", "ann@example.org"]).await?.ok()?;
+    assert!(!data_dump(&s).await?.contains("ann@example.org"));
+    let show = s
+        .cli
+        .run(&["sync", "show", SYNC_ID, "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(
+        show["sync"]["paused_note"], "[forgotten] asked us to stop",
+        "{show}"
+    );
+    Ok(())
+}
