@@ -5,6 +5,7 @@
 //! with its syslog priority (`<3>` for ERROR: `journalctl -p err` finds it)
 //! and carries no timestamp of its own (journald stamps it).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use anyhow::Context;
@@ -71,7 +72,7 @@ pub fn init(settings: &LogSettings, audience: Audience) -> anyhow::Result<LogFil
     let journal = stderr_is_journal();
     let output = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+        .with_writer(|| AddressesMasked(std::io::stderr()));
     let sentry_errors = (audience == Audience::Daemon).then_some(SentryErrors);
     let registry = tracing_subscriber::registry()
         .with(filter)
@@ -157,6 +158,95 @@ where
     }
 }
 
+/// `text` with every e-mail address in it replaced by `[address]`. Failure
+/// details quote what a source or destination said (a Postgres cast error,
+/// an API's error body), which may name a person; the journal and Sentry
+/// outlive an erasure, so what is written there is masked (the run's page,
+/// which `forget` reaches, keeps the detail whole).
+pub fn mask_addresses(text: &str) -> Cow<'_, str> {
+    if !text.contains('@') {
+        return Cow::Borrowed(text);
+    }
+    let local = |c: char| c.is_alphanumeric() || "._%+-".contains(c);
+    let domain = |c: char| c.is_alphanumeric() || c == '.' || c == '-';
+    let mut masked = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut from = 0;
+    while let Some(at) = text[from..].find('@').map(|i| i + from) {
+        let start = text[copied..at]
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| local(*c))
+            .last()
+            .map_or(at, |(i, _)| copied + i);
+        let rest = &text[at + 1..];
+        let length = rest
+            .char_indices()
+            .find(|(_, c)| !domain(*c))
+            .map_or(rest.len(), |(i, _)| i);
+        let name = rest[..length].trim_end_matches(['.', '-']);
+        let end = at + 1 + name.len();
+        if start < at && name.contains('.') && !name.starts_with(['.', '-']) {
+            masked.push_str(&text[copied..start]);
+            masked.push_str("[address]");
+            copied = end;
+            from = end;
+        } else {
+            from = at + 1;
+        }
+    }
+    if copied == 0 {
+        return Cow::Borrowed(text);
+    }
+    masked.push_str(&text[copied..]);
+    Cow::Owned(masked)
+}
+
+/// A log line's writer that masks e-mail addresses (`mask_addresses`):
+/// every line syncward logs goes through it, whichever call site wrote a
+/// detail into it. The formatter hands it one whole line per write.
+struct AddressesMasked<W>(W);
+
+impl<W: std::io::Write> std::io::Write for AddressesMasked<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !buf.contains(&b'@') {
+            return self.0.write(buf);
+        }
+        let text = String::from_utf8_lossy(buf);
+        self.0.write_all(mask_addresses(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// A Sentry event with every string in it masked (`mask_addresses`): its
+/// message and the fields and span fields it carries.
+pub fn event_with_addresses_masked(
+    event: sentry::protocol::Event<'static>,
+) -> sentry::protocol::Event<'static> {
+    fn mask(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(text) => {
+                if let Cow::Owned(masked) = mask_addresses(text) {
+                    *text = masked;
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(mask),
+            serde_json::Value::Object(fields) => fields.values_mut().for_each(mask),
+            _ => {}
+        }
+    }
+    let Ok(mut value) = serde_json::to_value(&event) else {
+        return event;
+    };
+    mask(&mut value);
+    // The event's own serialisation read back: only strings changed.
+    serde_json::from_value(value).unwrap_or(event)
+}
+
 /// Where ERROR lines go as Sentry events: set once by the daemon when
 /// `alerts.sentry_dsn` is configured. A hub of our own rather than the
 /// thread-local ones, which tokio's worker threads may have made before the
@@ -190,7 +280,7 @@ where
             // before the daemon had a client.
             #[allow(deprecated)]
             let converted = sentry::integrations::tracing::event_from_event(event, &ctx);
-            hub.capture_event(converted);
+            hub.capture_event(event_with_addresses_masked(converted));
         }
     }
 }
@@ -238,5 +328,33 @@ where
         }
         let text = serde_json::to_string(&object).map_err(|_| fmt::Error)?;
         writeln!(writer, "{text}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_masked_and_nothing_else() {
+        for (text, masked) in [
+            (
+                "invalid input syntax for type integer: \"Ann.Lee+x@Example.org\"",
+                "invalid input syntax for type integer: \"[address]\"",
+            ),
+            ("a@b.co, jörg@bücher.de.", "[address], [address]."),
+            (
+                "{\"email\":\"x_y@sub.example.com\"}",
+                "{\"email\":\"[address]\"}",
+            ),
+            ("email=ann@example.org;", "email=[address];"),
+            (
+                "no address @ all, user@localhost, @example.org",
+                "no address @ all, user@localhost, @example.org",
+            ),
+            ("plain text", "plain text"),
+        ] {
+            assert_eq!(mask_addresses(text), masked, "{text}");
+        }
     }
 }

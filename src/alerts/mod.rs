@@ -265,7 +265,7 @@ impl Alerter {
             "severity": severity,
             "workspace": alert.workspace,
             "sync": alert.sync,
-            "message": alert.message,
+            "message": crate::logging::mask_addresses(&alert.message),
             "at": chrono::Utc::now().to_rfc3339(),
         })
         .to_string();
@@ -329,7 +329,7 @@ impl EmailChannel {
                 .or(alert.workspace.as_deref())
                 .unwrap_or("syncward")
         );
-        let mut body = format!("{}\n\n", alert.message);
+        let mut body = format!("{}\n\n", crate::logging::mask_addresses(&alert.message));
         body.push_str(&format!("Kind: {}\n", alert.kind));
         if let Some(w) = &alert.workspace {
             body.push_str(&format!("Workspace: {w}\n"));
@@ -387,7 +387,7 @@ async fn send_to_sentry(client: Arc<sentry::Client>, alert: &Alert, severity: &s
         tags.insert("owner".to_string(), code.owner().as_str().to_string());
     }
     let event = Event {
-        message: Some(alert.message.clone()),
+        message: Some(crate::logging::mask_addresses(&alert.message).into_owned()),
         level: if severity == "critical" {
             Level::Fatal
         } else {

@@ -530,3 +530,65 @@ async fn an_erasure_reaches_only_the_accounts_of_its_workspace() -> anyhow::Resu
     assert!(other.contacts().contains_key("user7@example.com"));
     Ok(())
 }
+
+/// A failure detail that quotes a record (a Postgres cast error names the
+/// value it could not cast: an address) reaches the journal and Sentry
+/// with the address masked; the run's page, which only the workspace sees
+/// and `forget` reaches, keeps it whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failure_detail_quoting_an_address_is_masked_in_the_journal_and_sentry()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 3,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let sentry = crate::fakes::sentry::SentryFake::start().await?;
+    let receiver = crate::fakes::webhook::WebhookReceiver::start().await?;
+    let cli = s
+        .cli
+        .clone()
+        .with_env("SYNCWARD__HTTP__ADMIN_TOKEN", ADMIN_TOKEN)
+        .with_env("SYNCWARD__ALERTS__SENTRY_DSN", &sentry.dsn)
+        .with_env("SYNCWARD__BREAKER__CONSECUTIVE_FAILURES", "1")
+        .with_env("SYNCWARD__RETRY__MAX_ATTEMPTS", "1");
+    let file = sync_file("casting", "acme", &webhook(&receiver.url)).replace(
+        "SELECT id, email, first_name FROM contacts",
+        "SELECT id, email, email::int::text AS first_name FROM contacts",
+    );
+    apply(&s, &cli, "casting.toml", &file).await?.ok()?;
+    let mut daemon = crate::helpers::daemon::DaemonProcess::spawn(&cli).await?;
+    cli.run(&["sync", "run", "casting"]).await?.ok()?;
+    daemon
+        .eventually(
+            std::time::Duration::from_secs(60),
+            "the breaker's alert at Sentry",
+            || async {
+                Ok(sentry
+                    .events()
+                    .iter()
+                    .any(|(_, _, e)| e.to_string().contains("casting")))
+            },
+        )
+        .await?;
+    let runs = cli
+        .run(&["runs", "list", "--sync", "casting", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    let detail = runs[0]["failure_detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("user1@example.com"), "{detail}");
+    daemon.signal("TERM")?;
+    daemon.wait(std::time::Duration::from_secs(30)).await?;
+    let journal = std::fs::read_to_string(daemon.log.path())?;
+    assert!(journal.contains("[address]"), "{journal}");
+    assert!(!journal.contains("@example.com"), "{journal}");
+    let sent: String = sentry
+        .events()
+        .iter()
+        .map(|(_, _, e)| e.to_string())
+        .collect();
+    assert!(!sent.contains("@example.com"), "{sent}");
+    assert!(receiver.received().is_empty());
+    Ok(())
+}
