@@ -30,27 +30,35 @@ pub const SOURCE_PAGE_CAP: usize = 64 * 1024 * 1024;
 /// address literal in a connector's URL is checked when it opens). The
 /// resolver sees only a name, so there is one client per port, built once
 /// per process and port: building one loads the TLS roots, which costs more
-/// than a whole no-op run. A request through it must go to `url`'s port.
+/// than a whole no-op run (and per `outbound.proxy`). A request through it
+/// must go to `url`'s port.
 pub fn http_client(url: &url::Url) -> Result<reqwest::Client, ClientError> {
-    static CLIENTS: std::sync::OnceLock<std::sync::Mutex<HashMap<u16, reqwest::Client>>> =
-        std::sync::OnceLock::new();
+    type Clients = HashMap<(u16, Option<url::Url>), reqwest::Client>;
+    static CLIENTS: std::sync::OnceLock<std::sync::Mutex<Clients>> = std::sync::OnceLock::new();
     let port = url.port_or_known_default().unwrap_or(0);
+    let proxy = super::policy::current().proxy().cloned();
+    let key = (port, proxy);
     let clients = CLIENTS.get_or_init(Default::default);
     // A poisoned lock only follows a panic elsewhere; the map is whole.
-    if let Some(client) = clients.lock().unwrap_or_else(|e| e.into_inner()).get(&port) {
+    if let Some(client) = clients.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(client.clone());
     }
-    let client = builder()
-        .no_proxy()
-        .dns_resolver(std::sync::Arc::new(
-            super::policy::PolicyResolver::for_port(port),
-        ))
+    let mut builder = builder().no_proxy().dns_resolver(std::sync::Arc::new(
+        super::policy::PolicyResolver::for_port(port),
+    ));
+    if let Some(proxy) = &key.1 {
+        // `outbound.proxy`, never the environment's.
+        builder = builder.proxy(
+            reqwest::Proxy::all(proxy.as_str()).map_err(|e| ClientError(describe_error(e)))?,
+        );
+    }
+    let client = builder
         .build()
         .map_err(|e| ClientError(describe_error(e)))?;
     Ok(clients
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .entry(port)
+        .entry(key)
         .or_insert(client)
         .clone())
 }

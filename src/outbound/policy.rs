@@ -25,6 +25,9 @@ pub struct OutboundPolicy {
     nets: Vec<IpNet>,
     /// The admin HTTP address: never a destination, even when allowed.
     own: Option<SocketAddr>,
+    /// `outbound.proxy`: the operator's own endpoint, which the connectors'
+    /// client connects to whatever the allow-list says.
+    proxy: Option<url::Url>,
 }
 
 impl OutboundPolicy {
@@ -58,6 +61,28 @@ impl OutboundPolicy {
             }
         }
         Ok(policy)
+    }
+
+    /// The same policy, with the connectors' requests going through `proxy`.
+    pub fn with_proxy(mut self, proxy: Option<url::Url>) -> Self {
+        self.proxy = proxy;
+        self
+    }
+
+    /// The proxy the connectors' requests go through, if any.
+    pub fn proxy(&self) -> Option<&url::Url> {
+        self.proxy.as_ref()
+    }
+
+    /// Whether `host` is the proxy's host (resolved to connect to the proxy).
+    fn is_proxy(&self, host: &str) -> bool {
+        self.proxy
+            .as_ref()
+            .and_then(|p| p.host_str())
+            .is_some_and(|p| {
+                p.trim_matches(['[', ']'])
+                    .eq_ignore_ascii_case(host.trim_end_matches('.'))
+            })
     }
 
     /// Whether `host` is listed by name.
@@ -317,11 +342,12 @@ pub fn install(policy: OutboundPolicy) {
 }
 
 /// Puts a new `outbound.allow` in force (SIGHUP), keeping the daemon's own
-/// address. Connections made from then on are checked against it; one the
-/// connectors' client keeps alive from before lasts until it idles out.
+/// address and proxy. Connections made from then on are checked against it;
+/// one the connectors' client keeps alive from before lasts until it idles
+/// out.
 pub fn replace_allow(allow: &[String]) -> Result<(), String> {
-    let own = current().own;
-    install(OutboundPolicy::new(allow, own)?);
+    let now = current();
+    install(OutboundPolicy::new(allow, now.own)?.with_proxy(now.proxy.clone()));
     Ok(())
 }
 
@@ -382,7 +408,13 @@ impl reqwest::dns::Resolve for PolicyResolver {
             let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
                 .await?
                 .collect();
-            for addr in &addrs {
+            // The proxy is the operator's own endpoint, resolved to reach it.
+            let checked = if policy.is_proxy(&host) {
+                &[][..]
+            } else {
+                &addrs[..]
+            };
+            for addr in checked {
                 policy.check(&host, *addr).map_err(
                     |why| -> Box<dyn std::error::Error + Send + Sync> {
                         Box::new(PolicyRefused(why))

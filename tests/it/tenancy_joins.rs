@@ -592,3 +592,122 @@ async fn a_failure_detail_quoting_an_address_is_masked_in_the_journal_and_sentry
     assert!(receiver.received().is_empty());
     Ok(())
 }
+
+/// A forward proxy that records each request line and answers 200 itself.
+async fn recording_proxy() -> anyhow::Result<(
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+)> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            let record = record.clone();
+            tokio::spawn(async move {
+                let mut conn = tokio::io::BufReader::new(conn);
+                loop {
+                    let mut first = String::new();
+                    if conn.read_line(&mut first).await? == 0 {
+                        return anyhow::Ok(());
+                    }
+                    let mut length = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        conn.read_line(&mut line).await?;
+                        if line.trim().is_empty() {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse()?;
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    conn.read_exact(&mut body).await?;
+                    record
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(first.trim().to_string());
+                    conn.get_mut()
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                        .await?;
+                }
+            });
+        }
+    });
+    Ok((address, seen))
+}
+
+/// `outbound.proxy` is how an operator sends the connectors through a
+/// proxy: every request goes to it (the environment's proxy still never),
+/// a name is handed to the proxy to resolve (its duty, docs/operations.md),
+/// and an inside address literal is refused before the proxy is asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_configured_proxy_carries_requests_and_is_never_asked_for_a_refused_address()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 3,
+        ..SyncOptions::default()
+    })
+    .await?;
+    let (proxy, seen) = recording_proxy().await?;
+    let (ambient, ambient_seen) = recording_proxy().await?;
+    let cli = s
+        .cli
+        .clone()
+        .with_env(
+            "SYNCWARD__OUTBOUND__PROXY",
+            &format!("http://localhost:{}", proxy.port()),
+        )
+        .with_env("HTTP_PROXY", &format!("http://{ambient}"))
+        .with_env("SYNCWARD__OUTBOUND__ALLOW", "127.0.0.1/32");
+    apply(
+        &s,
+        &cli,
+        "named.toml",
+        &sync_file("named", "acme", &webhook("http://hooks.example.test/hook")),
+    )
+    .await?
+    .ok()?;
+    cli.run(&["sync", "run", "named", "--foreground"])
+        .await?
+        .ok()?;
+    let through = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(
+        !through.is_empty()
+            && through
+                .iter()
+                .all(|line| line == "POST http://hooks.example.test/hook HTTP/1.1"),
+        "{through:?}"
+    );
+    // Published while 10.0.0.0/8 was allowed, an inside literal is refused
+    // when the run opens its destination: the proxy is not asked.
+    let wider = cli
+        .clone()
+        .with_env("SYNCWARD__OUTBOUND__ALLOW", "127.0.0.1/32,10.0.0.0/8");
+    apply(
+        &s,
+        &wider,
+        "inside.toml",
+        &sync_file("inside", "acme", &webhook("http://10.1.2.3/hook")),
+    )
+    .await?
+    .ok()?;
+    let out = cli.run(&["sync", "run", "inside", "--foreground"]).await?;
+    assert_ne!(out.code, 0, "{out:?}");
+    assert_eq!(
+        seen.lock().unwrap_or_else(|e| e.into_inner()).len(),
+        through.len()
+    );
+    assert!(
+        ambient_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    );
+    Ok(())
+}

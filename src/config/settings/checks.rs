@@ -35,6 +35,14 @@ impl Settings {
         if let Err(problem) = self.outbound.policy(self.http.listen) {
             return bad("outbound.allow", problem);
         }
+        if let Some(proxy) = &self.outbound.proxy
+            && (!matches!(proxy.scheme(), "http" | "https") || proxy.host_str().is_none())
+        {
+            return bad(
+                "outbound.proxy",
+                "must be an http:// or https:// URL with a host (a proxy's address)".into(),
+            );
+        }
         if self.redis.key_prefix.is_empty() || self.redis.key_prefix.contains(char::is_whitespace) {
             return bad(
                 "redis.key_prefix",

@@ -11,6 +11,15 @@ pub struct OutboundSettings {
     /// anyway (`outbound::policy`), e.g. `["warehouse.internal",
     /// "10.20.0.0/16"]`. Default: none (only public addresses).
     pub allow: Vec<String>,
+    /// An HTTP proxy every source and destination request goes through
+    /// (`http://host:port`, user-info for its credentials), for networks
+    /// whose way out is a proxy. The proxy's environment variables
+    /// (`HTTP_PROXY`, …) are never used. With a proxy, syncward still
+    /// refuses address literals and its own address, but the proxy resolves
+    /// names: it must refuse inside addresses itself (docs/operations.md).
+    /// Secret in its user-info. Changing it needs a restart. Default: none.
+    #[serde(serialize_with = "crate::config::shown::optional_url")]
+    pub proxy: Option<url::Url>,
 }
 
 impl OutboundSettings {
@@ -20,7 +29,10 @@ impl OutboundSettings {
         &self,
         own: std::net::SocketAddr,
     ) -> Result<crate::outbound::OutboundPolicy, String> {
-        crate::outbound::OutboundPolicy::new(&self.allow, Some(own))
+        Ok(
+            crate::outbound::OutboundPolicy::new(&self.allow, Some(own))?
+                .with_proxy(self.proxy.clone()),
+        )
     }
 }
 
