@@ -22,12 +22,20 @@ pub struct Schedule {
 
 impl Schedule {
     pub fn parse(expression: &str) -> Result<Self, String> {
+        if let Some(fields) = macro_fields(expression) {
+            return Err(format!(
+                "{} is a shorthand; write its six fields (seconds first): \"{fields}\"",
+                expression.trim()
+            ));
+        }
         let fields = expression.split_whitespace().count();
         if fields != 6 {
             return Err(format!(
-                "\"{expression}\" has {fields} fields; a schedule needs 6 (seconds minutes hours day-of-month month day-of-week), e.g. \"0 */15 * * * *\""
+                "\"{expression}\" has {fields} {}; a schedule needs 6 (seconds minutes hours day-of-month month day-of-week), e.g. \"0 */15 * * * *\"",
+                if fields == 1 { "field" } else { "fields" }
             ));
         }
+        out_of_range(expression)?;
         let cron = CronParser::builder()
             .seconds(Seconds::Required)
             .dom_and_dow(true)
@@ -72,6 +80,50 @@ impl Schedule {
                 .map(|local| local.with_timezone(&Utc)),
         }
     }
+}
+
+/// The six fields a cron shorthand (`@hourly`, …) stands for, if it is one.
+fn macro_fields(expression: &str) -> Option<&'static str> {
+    Some(match expression.trim().to_ascii_lowercase().as_str() {
+        "@yearly" | "@annually" => "0 0 0 1 1 *",
+        "@monthly" => "0 0 0 1 * *",
+        "@weekly" => "0 0 0 * * 0",
+        "@daily" | "@midnight" => "0 0 0 * * *",
+        "@hourly" => "0 0 * * * *",
+        _ => return None,
+    })
+}
+
+/// The first number outside its field's range, named with the field and
+/// the range (`minute 61: 0–59`): the parser's own message names neither.
+fn out_of_range(expression: &str) -> Result<(), String> {
+    const FIELDS: [(&str, u32, u32); 6] = [
+        ("second", 0, 59),
+        ("minute", 0, 59),
+        ("hour", 0, 23),
+        ("day-of-month", 1, 31),
+        ("month", 1, 12),
+        ("day-of-week", 0, 7),
+    ];
+    for (field, (name, low, high)) in expression.split_whitespace().zip(FIELDS) {
+        for part in field.split(',') {
+            // `a-b/step`: the step is a count, not a value of the field; in
+            // `5#2` (the second Friday) the number after `#` is the week.
+            let values = part.split(['/', '#']).next().unwrap_or(part);
+            for value in values.split('-') {
+                let digits: String = value.chars().take_while(char::is_ascii_digit).collect();
+                let Ok(number) = digits.parse::<u32>() else {
+                    continue;
+                };
+                if number < low || number > high {
+                    return Err(format!(
+                        "\"{expression}\": {name} {number} is out of range ({name} is {low}–{high})"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// An IANA time zone name (`Europe/Paris`, `America/New_York`) a schedule is
@@ -215,6 +267,33 @@ mod tests {
     fn five_field_cron_is_refused_with_the_reason() {
         let err = Schedule::parse("*/15 * * * *").unwrap_err();
         assert!(err.contains("has 5 fields; a schedule needs 6"), "{err}");
+    }
+
+    #[test]
+    fn a_number_out_of_range_names_its_field_and_the_range() {
+        let err = Schedule::parse("0 61 * * * *").unwrap_err();
+        assert!(
+            err.contains("minute 61 is out of range (minute is 0–59)"),
+            "{err}"
+        );
+        let err = Schedule::parse("0 0 0 1 13 *").unwrap_err();
+        assert!(err.contains("month 13"), "{err}");
+        let err = Schedule::parse("0 0 9-25 * * *").unwrap_err();
+        assert!(err.contains("hour 25"), "{err}");
+        assert!(Schedule::parse("0 */15 * * * *").is_ok());
+        assert!(Schedule::parse("0 0 12 * * 5#2").is_ok());
+        assert!(Schedule::parse("0 0 12 * JAN-MAR MON-FRI").is_ok());
+    }
+
+    #[test]
+    fn a_shorthand_is_refused_with_its_six_fields() {
+        let err = Schedule::parse("@hourly").unwrap_err();
+        assert!(
+            err.contains("@hourly") && err.contains("\"0 0 * * * *\""),
+            "{err}"
+        );
+        let err = Schedule::parse("@Daily").unwrap_err();
+        assert!(err.contains("\"0 0 0 * * *\""), "{err}");
     }
 
     #[test]

@@ -102,7 +102,8 @@ pub fn hide_urls_in_message(message: &str) -> String {
         .split('"')
         .enumerate()
         .map(|(i, piece)| {
-            if i % 2 == 1 && (piece.contains("://") || piece.contains('@')) {
+            // `@` opening the text is no user-info (`@hourly`).
+            if i % 2 == 1 && (piece.contains("://") || piece.find('@').is_some_and(|at| at > 0)) {
                 redact_url_text(piece)
             } else {
                 piece.to_string()

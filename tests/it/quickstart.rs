@@ -58,5 +58,46 @@ async fn the_quick_start_syncs_every_sample_contact_from_a_fresh_clone() -> anyh
         "the status page is served:\n{stdout}"
     );
     assert!(stdout.contains("Sync example-contacts"), "{stdout}");
+
+    // The hand-over: the printed line makes this shell's CLI use the quick
+    // start's store, Redis prefix and secrets.
+    let env_file = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("export SYNCWARD_ENV_FILE="))
+        .ok_or_else(|| anyhow::anyhow!("no hand-over line:\n{stdout}"))?
+        .to_string();
+    let binary = base.join("target").join("debug").join("syncward");
+    let cli = |args: &'static [&'static str]| {
+        let mut cmd = tokio::process::Command::new(&binary);
+        for (key, _) in std::env::vars() {
+            if key.starts_with("SYNCWARD") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.args(args)
+            .env("SYNCWARD_ENV_FILE", &env_file)
+            .current_dir(std::env::temp_dir());
+        async move { anyhow::Ok(cmd.output().await?) }
+    };
+    let listed = cli(&["sync", "list"]).await?;
+    let listed_out = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.status.success() && listed_out.contains("example-contacts"),
+        "{listed:?}"
+    );
+    let runs = cli(&["runs", "list"]).await?;
+    let runs_out = String::from_utf8_lossy(&runs.stdout);
+    assert!(
+        runs.status.success() && runs_out.contains("succeeded"),
+        "{runs:?}"
+    );
+    // No daemon runs now (exit 3 says so), but it is the quick start's store
+    // that answers.
+    let status = cli(&["status"]).await?;
+    let status_err = String::from_utf8_lossy(&status.stderr);
+    assert!(
+        matches!(status.status.code(), Some(0 | 3)) && !status_err.contains("schema"),
+        "{status:?}"
+    );
     Ok(())
 }

@@ -115,6 +115,14 @@ async fn each_bad_sync_file_exits_2_with_its_own_message_and_nothing_is_written(
             "schedule: \"0 */15 * * * * * *\" has 8 fields",
         ),
         (
+            good("\"0 */15 * * * *\"", "\"@hourly\""),
+            "schedule: @hourly is a shorthand; write its six fields (seconds first): \"0 0 * * * *\"",
+        ),
+        (
+            good("\"0 */15 * * * *\"", "\"0 61 * * * *\""),
+            "schedule: \"0 61 * * * *\": minute 61 is out of range (minute is 0–59)",
+        ),
+        (
             good("TEST_BREVO_KEY", "TEST_UNSET_BREVO_KEY"),
             "destination.api_key_env: TEST_UNSET_BREVO_KEY is not set in",
         ),
