@@ -385,7 +385,7 @@ pub async fn move_sync(
         versions,
     };
     record_audit(
-        &mut *tx,
+        &mut tx,
         actor,
         "move",
         id,

@@ -139,7 +139,7 @@ async fn the_daemons_own_address_is_refused_by_name_and_by_every_spelling() -> a
             .ok()?;
         cli.run(&["sync", "run", &id]).await?.ok()?;
     }
-    for i in 0..spellings.len() {
+    for (i, spelling) in spellings.iter().enumerate() {
         let id = format!("own-{i}");
         let last = std::sync::Arc::new(std::sync::Mutex::new(serde_json::Value::Null));
         crate::helpers::daemon::eventually(
@@ -164,16 +164,11 @@ async fn the_daemons_own_address_is_refused_by_name_and_by_every_spelling() -> a
         .await
         .map_err(|e| anyhow::anyhow!("{e}: {}", daemon.log_tail()))?;
         let last = last.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        assert_eq!(
-            last["failure_code"], "config_invalid",
-            "{}: {last}",
-            spellings[i]
-        );
+        assert_eq!(last["failure_code"], "config_invalid", "{spelling}: {last}");
         let detail = last["failure_detail"].as_str().unwrap_or_default();
         assert!(
             detail.contains("own admin address") && detail.contains(&port),
-            "{}: {detail}",
-            spellings[i]
+            "{spelling}: {detail}"
         );
     }
     // Knowing the port, apply refuses the name too.
