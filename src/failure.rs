@@ -203,19 +203,19 @@ impl FailureCode {
     pub fn what_next(self) -> &'static str {
         match self {
             FailureCode::SourceUnreachable => {
-                "Check that the source database is up and that its URL in the sync's environment variable is right; the run is retried."
+                "Check that the source is up and that the URL in the variable the sync names (in its workspace's secrets file) is right; the run is retried."
             }
             FailureCode::SourceQueryFailed => {
                 "Fix the sync's query (the detail gives the database's error) and publish the sync again."
             }
             FailureCode::SourceAuthFailed => {
-                "Renew the source credentials in the environment variable the sync names, then resume the sync."
+                "Renew the source credentials in the variable the sync names, in its workspace's secrets file, then run the sync again."
             }
             FailureCode::SourceAccountFrozen => {
-                "The shop owner pays the outstanding balance in the shop's admin to unfreeze it; then resume or run the sync."
+                "The shop owner pays the outstanding balance in the shop's admin to unfreeze it; then run the sync again."
             }
             FailureCode::SourceAccountLocked => {
-                "The shop owner contacts Shopify support to unlock the shop; then resume or run the sync."
+                "The shop owner contacts Shopify support to unlock the shop; then run the sync again."
             }
             FailureCode::SourceDataRedacted => {
                 "Get the app approved for protected customer data (level 2: name and e-mail fields) in the Shopify Partner Dashboard, or use a custom app that has it, then run the sync again."
@@ -224,10 +224,10 @@ impl FailureCode {
                 "Grant the source role the right to see every session (GRANT pg_read_all_stats TO <role>), or point the sync at the primary rather than a standby; then run the sync again."
             }
             FailureCode::DestinationAuthFailed => {
-                "Renew the API key in the environment variable the sync names, then resume the sync."
+                "Renew the API key in the variable the sync names, in its workspace's secrets file, then run the sync again."
             }
             FailureCode::DestinationGone => {
-                "Ask the receiver's owner where it moved, set destination.url to it and apply the sync file (or have the endpoint restored), then resume the sync (`syncward sync resume SYNC_ID`); nothing was lost, the records are sent once it is resumed."
+                "Ask the receiver's owner where it moved, set destination.url to it and apply the sync file (or have the endpoint restored): the apply makes the sync active again; nothing was lost, the records are sent then."
             }
             FailureCode::MirrorRemovalRefused => {
                 "Check the query and its source (the run's detail gives the counts); if the records really left, raise source.max_removal_share in the sync file and apply it, then run the sync again."
@@ -245,7 +245,7 @@ impl FailureCode {
                 "Nothing to change: the run is retried later; if it persists, lower the sync's schedule frequency or concurrency."
             }
             FailureCode::ConfigInvalid => {
-                "Fix the sync file (the detail names the field) or set the missing environment variable, then apply it again."
+                "Fix the sync file (the detail names the field), or the secret it names in its workspace's secrets file, then apply it again."
             }
             FailureCode::SecretMissing => {
                 "Add the variable the detail names to that file (/etc/syncward/secrets/WORKSPACE.env, root:syncward 0640) on every machine that runs syncward; the next run reads it."
@@ -264,7 +264,7 @@ impl FailureCode {
                 "Nothing to do: the next scheduled run starts normally from the last clean batch."
             }
             FailureCode::Interrupted => {
-                "Nothing to do: the run is resumed from its last clean batch."
+                "Nothing to do: the run carries on from its last clean batch."
             }
             FailureCode::StoreUnavailable => {
                 "Check Postgres and Redis; the run is retried from its last clean batch once they answer."
@@ -337,7 +337,91 @@ impl FailureCode {
     }
 }
 
+/// What makes a failure's advice one sync's own: its id, whether it is
+/// paused now, the secrets its source and destination name and the file
+/// they are read from (`what_next_for`).
+#[derive(Debug, Clone, Default)]
+pub struct FailureContext {
+    pub sync_id: String,
+    pub paused: bool,
+    /// `(field, variable)`: `("source.url_env", "WAREHOUSE_URL")`.
+    pub source_secrets: Vec<(String, String)>,
+    pub destination_secrets: Vec<(String, String)>,
+    /// The workspace's secrets file, `/etc/syncward/secrets/acme.env`.
+    pub secrets_file: Option<String>,
+}
+
+impl FailureContext {
+    /// `VAR (field)[, …] in FILE`, or the generic words when unknown.
+    fn secrets_in(&self, secrets: &[(String, String)]) -> String {
+        if secrets.is_empty() {
+            return "the variable the sync names, in its workspace's secrets file".into();
+        }
+        let named: Vec<String> = secrets
+            .iter()
+            .map(|(field, var)| format!("{var} ({field})"))
+            .collect();
+        match &self.secrets_file {
+            Some(file) => format!("{} in {file}", named.join(", ")),
+            None => format!("{} in the workspace's secrets file", named.join(", ")),
+        }
+    }
+}
+
 impl FailureCode {
+    /// `what_next` in the words of one sync: the secret's variable and file
+    /// where a secret is the fix, its id in the commands, and a resume only
+    /// when it is paused.
+    pub fn what_next_for(self, cx: &FailureContext) -> String {
+        let id = &cx.sync_id;
+        let again = format!("then run the sync again (`syncward sync run {id}`)");
+        let mut next = match self {
+            FailureCode::SourceUnreachable => format!(
+                "Check that the source is up and that {} holds its right URL; the run is retried.",
+                cx.secrets_in(&cx.source_secrets)
+            ),
+            FailureCode::SourceAuthFailed => format!(
+                "Renew the source credentials in {}, {again}.",
+                cx.secrets_in(&cx.source_secrets)
+            ),
+            FailureCode::DestinationAuthFailed => format!(
+                "Renew the API key in {}, {again}.",
+                cx.secrets_in(&cx.destination_secrets)
+            ),
+            FailureCode::SecretMissing => match &cx.secrets_file {
+                Some(file) => format!(
+                    "Add the variable the detail names to {file} (root:syncward 0640) on every machine that runs syncward; the next run reads it."
+                ),
+                None => self.what_next().to_string(),
+            },
+            FailureCode::ConfigInvalid => match &cx.secrets_file {
+                Some(file) => format!(
+                    "Fix the sync file (the detail names the field), or the secret it names in {file}, then apply it again."
+                ),
+                None => self.what_next().to_string(),
+            },
+            _ => self.what_next().replace("SYNC_ID", id),
+        };
+        // Advice that ends in a run needs a paused sync resumed first.
+        let needs_a_run = matches!(
+            self,
+            FailureCode::SourceAuthFailed
+                | FailureCode::DestinationAuthFailed
+                | FailureCode::SourceAccountFrozen
+                | FailureCode::SourceAccountLocked
+                | FailureCode::SourceDataRedacted
+                | FailureCode::SourceTransactionsHidden
+                | FailureCode::MirrorRemovalRefused
+                | FailureCode::RecordsQuarantined
+        );
+        if cx.paused && needs_a_run {
+            next.push_str(&format!(
+                " The sync is paused: resume it first (`syncward sync resume {id}`)."
+            ));
+        }
+        next
+    }
+
     /// Whether one failure pauses the sync, without waiting for the
     /// breaker's count: the destination said no later run can succeed.
     pub fn pauses_at_once(self) -> bool {
@@ -372,6 +456,46 @@ mod tests {
         assert_eq!(FailureCode::DestinationGone.owner(), Owner::Customer);
         assert!(FailureCode::DestinationGone.pauses_at_once());
         assert!(!FailureCode::DestinationAuthFailed.pauses_at_once());
+    }
+
+    #[test]
+    fn the_advice_names_the_syncs_secret_its_file_and_resumes_only_a_paused_sync() {
+        let cx = FailureContext {
+            sync_id: "acme-contacts".into(),
+            paused: false,
+            source_secrets: vec![("source.url_env".into(), "WAREHOUSE_URL".into())],
+            destination_secrets: vec![("destination.api_key_env".into(), "BREVO_API_KEY".into())],
+            secrets_file: Some("/etc/syncward/secrets/acme.env".into()),
+        };
+        let next = FailureCode::DestinationAuthFailed.what_next_for(&cx);
+        assert_eq!(
+            next,
+            "Renew the API key in BREVO_API_KEY (destination.api_key_env) in \
+             /etc/syncward/secrets/acme.env, then run the sync again \
+             (`syncward sync run acme-contacts`)."
+        );
+        let paused = FailureContext {
+            paused: true,
+            ..cx.clone()
+        };
+        assert!(
+            FailureCode::DestinationAuthFailed
+                .what_next_for(&paused)
+                .ends_with("resume it first (`syncward sync resume acme-contacts`).")
+        );
+        assert!(
+            FailureCode::SourceUnreachable
+                .what_next_for(&cx)
+                .contains("WAREHOUSE_URL (source.url_env) in /etc/syncward/secrets/acme.env")
+        );
+        for code in FailureCode::ALL {
+            let next = code.what_next_for(&cx);
+            assert!(!next.contains("SYNC_ID"), "{code}: {next}");
+            assert!(!next.contains("environment variable"), "{code}: {next}");
+            if code != FailureCode::SyncPaused {
+                assert!(!next.contains("resume"), "{code}: {next}");
+            }
+        }
     }
 
     #[test]

@@ -338,10 +338,15 @@ impl EmailChannel {
             body.push_str(&format!("Sync: {s}\n"));
         }
         if let Some(code) = alert.failure {
+            let context = crate::failure::FailureContext {
+                sync_id: alert.sync.clone().unwrap_or_default(),
+                paused: alert.kind == "circuit_breaker_tripped",
+                ..Default::default()
+            };
             body.push_str(&format!(
                 "Failure: {code}\nWhat happened: {}\nWhat next: {}\nWhose job: {}\n",
                 code.what_happened(),
-                code.what_next(),
+                code.what_next_for(&context),
                 code.owner().as_str()
             ));
         }

@@ -133,7 +133,8 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Doctor(json) => doctor::doctor(&settings, json.json).await,
         Command::Runs(command) => {
             let pool = store::connect(&settings.database).await?;
-            let door = crate::ops::Door::new(pool, settings.run_attempts());
+            let door = crate::ops::Door::new(pool, settings.run_attempts())
+                .with_secrets(settings.secrets.store());
             runs::execute(&door.enter(crate::ops::Scope::Cli), command)
                 .await
                 .context("runs command failed")

@@ -95,7 +95,7 @@ pub async fn plan(
         if stored.workspace_id != definition.workspace.as_str() {
             // The apply would refuse it: so does the plan.
             return Err(OpsError::BadInput(
-                crate::store::syncs::IdOfAnotherWorkspace {
+                crate::ops::IdOfAnotherWorkspace {
                     id: id.to_owned(),
                     owner: stored.workspace_id,
                     workspace: definition.workspace.to_string(),

@@ -91,7 +91,14 @@ impl RunProgress {
 
     /// The run's end: its outcome, counts and, for a failure, what happened,
     /// what next and whose job it is.
-    pub fn finished(&self, run: i64, outcome: &RunOutcome, counts: &RunCounts, took: f64) {
+    pub fn finished(
+        &self,
+        run: i64,
+        outcome: &RunOutcome,
+        counts: &RunCounts,
+        took: f64,
+        context: &crate::failure::FailureContext,
+    ) {
         if let RunProgress::Bar(bar) = self {
             bar.finish_and_clear();
         }
@@ -107,7 +114,7 @@ impl RunProgress {
             let failure = failure.map(|(code, detail)| {
                 json!({
                     "code": code.to_string(), "detail": detail,
-                    "what_happened": code.what_happened(), "what_next": code.what_next(),
+                    "what_happened": code.what_happened(), "what_next": code.what_next_for(context),
                     "whose_job": owner_words(code),
                 })
             });
@@ -135,7 +142,7 @@ impl RunProgress {
                 outln!("Run {run} failed ({code}): {summary}.");
                 outln!("  What happened: {}", code.what_happened());
                 outln!("  Detail:        {detail}");
-                outln!("  What next:     {}", code.what_next());
+                outln!("  What next:     {}", code.what_next_for(context));
                 outln!("  Whose job:     {}", owner_words(*code));
             }
         }

@@ -144,11 +144,28 @@ pub async fn watch(
         }
         match run.status {
             RunStatus::Succeeded => return Ok(()),
-            RunStatus::Failed => anyhow::bail!(
-                "run {id} failed: {}: {}",
-                run.failure_code.unwrap_or_default(),
-                run.failure_detail.unwrap_or_default()
-            ),
+            RunStatus::Failed => {
+                if !json
+                    && let Ok(view) = door.run_view(id).await
+                    && let Some(failure) = &view.failure
+                {
+                    outln!("  What happened: {}", failure.what_happened);
+                    outln!(
+                        "  Detail:        {}",
+                        run.failure_detail.as_deref().unwrap_or("-")
+                    );
+                    outln!("  What next:     {}", failure.what_next);
+                    outln!(
+                        "  Whose job:     {}",
+                        crate::views::whose_job(failure.owner)
+                    );
+                }
+                anyhow::bail!(
+                    "run {id} failed: {}: {}",
+                    run.failure_code.unwrap_or_default(),
+                    run.failure_detail.unwrap_or_default()
+                )
+            }
             RunStatus::Skipped
                 if run.failure_code.as_deref() == Some(FailureCode::LeaseBusy.as_str()) =>
             {

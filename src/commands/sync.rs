@@ -89,7 +89,9 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         return Ok(());
     }
     let pool = store::connect(&settings.database).await?;
-    let door = Door::new(pool.clone(), settings.run_attempts()).enter(Scope::Cli);
+    let door = Door::new(pool.clone(), settings.run_attempts())
+        .with_secrets(settings.secrets.store())
+        .enter(Scope::Cli);
     match command {
         SyncCommand::Apply { .. } => unreachable!("handled above"),
         SyncCommand::List(json) => {

@@ -260,6 +260,31 @@ impl SyncDefinition {
         source.chain(destination)
     }
 
+    /// What its failures' advice names: its id, its secrets by field and
+    /// variable, and its workspace's secrets file (where `secrets` says).
+    pub fn failure_context(
+        &self,
+        secrets: Option<&SecretStore>,
+        paused: bool,
+    ) -> crate::failure::FailureContext {
+        let (mut source_secrets, mut destination_secrets) = (Vec::new(), Vec::new());
+        for (field, var) in self.secret_names() {
+            let named = (field.clone(), var.to_string());
+            if field.starts_with("source.") {
+                source_secrets.push(named);
+            } else {
+                destination_secrets.push(named);
+            }
+        }
+        crate::failure::FailureContext {
+            sync_id: self.id.to_string(),
+            paused,
+            source_secrets,
+            destination_secrets,
+            secrets_file: secrets.map(|s| s.file_of(&self.workspace).display().to_string()),
+        }
+    }
+
     /// Checks that every secret the definition names is in its workspace's
     /// secrets file here (`sync apply` runs this; the daemon reads the file
     /// again at run time).

@@ -13,7 +13,9 @@ mod forget;
 mod scope;
 
 /// What the door's actions answer with.
-pub use crate::store::syncs::{Applied, PublishOutcome, SyncRow, SyncVersion};
+pub use crate::store::syncs::{
+    Applied, IdOfAnotherWorkspace, Moved, PublishOutcome, SyncRow, SyncVersion,
+};
 pub use forget::{AccountErasure, AccountOutcome, Forgotten, check_addresses};
 pub use scope::Scope;
 
@@ -250,7 +252,7 @@ impl Scoped {
             Some(workspace) if self.scope.sees(&workspace) => {}
             _ => return Err(OpsError::NotFound),
         }
-        RunView::load(&self.store, id)
+        RunView::load(&self.store, id, self.secrets.as_ref())
             .await?
             .ok_or(OpsError::NotFound)
     }

@@ -10,6 +10,7 @@ use super::failure::FailureView;
 use super::layout::{
     Body, Cell, Page, RunBar, Section, cursor_words, duration_words, sync_link, when,
 };
+use crate::config::secrets::SecretStore;
 use crate::states::RunStatus;
 use crate::store::imports::{self, ImportProcessRow};
 use crate::store::rejected::{self, RejectedRow};
@@ -30,12 +31,30 @@ pub struct RunView {
 }
 
 impl RunView {
-    pub async fn load(pool: &PgPool, id: i64) -> sqlx::Result<Option<Self>> {
+    /// The run's page; its failure's advice names the sync's secrets and
+    /// their file where `secrets` says where the files are.
+    pub async fn load(
+        pool: &PgPool,
+        id: i64,
+        secrets: Option<&SecretStore>,
+    ) -> sqlx::Result<Option<Self>> {
         let Some(run) = runs::get_run(pool, id).await? else {
             return Ok(None);
         };
+        let context = crate::store::syncs::get_sync(pool, &run.sync_id)
+            .await?
+            .and_then(|sync| {
+                let paused = sync.status == crate::states::SyncStatus::Paused;
+                sync.definition()
+                    .ok()
+                    .map(|d| d.failure_context(secrets, paused))
+            })
+            .unwrap_or_else(|| crate::failure::FailureContext {
+                sync_id: run.sync_id.clone(),
+                ..Default::default()
+            });
         Ok(Some(Self {
-            failure: FailureView::of(run.failure_code.as_deref()),
+            failure: FailureView::of_in(run.failure_code.as_deref(), &context),
             events: runs::list_run_events(pool, id).await?,
             rejected_records: rejected::list_rejections(pool, id, REJECTED_SHOWN).await?,
             imports: imports::list_import_processes(pool, id).await?,

@@ -275,7 +275,14 @@ async fn process(daemon: Daemon, claimed: ClaimedRun, shutdown: Shutdown, hand_o
         };
         let told = async { match recorded {
             Ok(Recorded::Finished { status, failure, closed_incidents }) => {
-                info!(status = status.as_str(), failure = failure.map(|f| f.as_str()).unwrap_or(""), "Run finished");
+                // A failure is for `journalctl -p warning`; one that paused
+                // the sync raises its alert at ERROR besides.
+                match failure {
+                    Some(code) if status == RunStatus::Failed => {
+                        warn!(status = status.as_str(), failure = code.as_str(), "Run finished")
+                    }
+                    _ => info!(status = status.as_str(), failure = failure.map(|f| f.as_str()).unwrap_or(""), "Run finished"),
+                }
                 if status == RunStatus::Succeeded
                     && let Err(e) = crate::deadman::on_success(
                         &daemon.alerter,

@@ -139,7 +139,7 @@ async fn bad_config_exits_2_with_one_line_naming_file_key_and_problem() -> anyho
         ),
         (
             "[deadman]\nschedule = \"0 99 * * * *\"\n",
-            "deadman.schedule: \"0 99 * * * *\" is not a valid cron expression",
+            "deadman.schedule: \"0 99 * * * *\": minute 99 is out of range (minute is 0–59)",
         ),
         (
             "[lease]\nttl = \"5m\"\nrenew_every = \"5m\"\n",

@@ -18,6 +18,7 @@ mod debian_package;
 mod diff_mode;
 mod edges;
 mod erasure;
+mod failure_advice;
 mod fault_drills;
 mod fleet;
 mod harness;
