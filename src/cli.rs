@@ -138,6 +138,12 @@ pub enum SyncCommand {
         /// sync's API key variable is set.
         #[arg(long)]
         skip_attribute_check: bool,
+        /// Publish without checking the source from here (its query, its
+        /// columns against the cursor and the mapping, a sample of its
+        /// records): for a source this machine cannot reach. Without it, a
+        /// source that cannot be checked refuses the file (exit 2).
+        #[arg(long)]
+        no_source_check: bool,
         #[command(flatten)]
         json: JsonFlag,
     },

@@ -21,23 +21,44 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         plan,
         prune,
         skip_attribute_check,
+        no_source_check,
         json,
     } = &command
     {
         let mut named = files.clone();
         named.extend(prune.iter().cloned());
         let paths = sync_files_in(&named)?;
-        // A plan reads no secret: it is made where they are not (CI).
+        // A plan runs every check an apply runs, so a green plan in CI is a
+        // clean apply: secrets, hosts, the source's query and columns, the
+        // Brevo attributes.
         let secrets = settings.secrets.store();
-        let definitions = load_definitions(&paths, (!*plan).then_some(&secrets))?;
+        let definitions = load_definitions(&paths, Some(&secrets))?;
+        let pool = store::connect(&settings.database).await?;
+        let mut warnings = Vec::with_capacity(definitions.len());
+        for (file, definition) in paths.iter().zip(&definitions) {
+            let found = secrets.workspace(&definition.workspace);
+            check_outbound(file, definition, &found).await?;
+            if !*no_source_check {
+                check_source(file, definition, &found).await?;
+            }
+            check_attributes(file, definition, &found, *skip_attribute_check).await?;
+            let mut said: Vec<String> = single_writes_warning(definition)
+                .map(str::to_string)
+                .into_iter()
+                .collect();
+            // A sample reads records (a Shopify export, an API's pages): a
+            // plan looks at one, an apply does not.
+            if *plan && !*no_source_check {
+                said.extend(sample_warnings(&pool, definition, &found).await);
+            }
+            warnings.push(said);
+        }
         if *plan {
-            let pool = store::connect(&settings.database).await?;
             let door = Door::new(pool.clone(), settings.run_attempts()).enter(Scope::Cli);
             let mut plans = super::plan::plan(&door, &definitions, prune.is_some()).await?;
-            for definition in &definitions {
-                let warnings = plan_sample_warnings(&pool, settings, definition).await;
+            for (definition, said) in definitions.iter().zip(warnings) {
                 if let Some(p) = plans.iter_mut().find(|p| p.sync == definition.id.as_str()) {
-                    p.warnings = warnings;
+                    p.warnings = said;
                 }
             }
             if json.json {
@@ -50,15 +71,11 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             }
             return Ok(());
         }
-        for (file, definition) in paths.iter().zip(&definitions) {
-            let secrets = secrets.workspace(&definition.workspace);
-            check_outbound(file, definition, &secrets).await?;
-            check_attributes(file, definition, &secrets, *skip_attribute_check).await?;
-            if let Some(warning) = single_writes_warning(definition) {
+        for (file, said) in paths.iter().zip(&warnings) {
+            for warning in said {
                 eprintln!("warning: {}: {warning}", file.display());
             }
         }
-        let pool = store::connect(&settings.database).await?;
         let door = Door::new(pool, settings.run_attempts()).enter(Scope::Cli);
         let applied = door
             .apply(&definitions, prune.is_some())
@@ -440,9 +457,12 @@ fn single_writes_warning(definition: &SyncDefinition) -> Option<&'static str> {
 }
 
 /// Values of a preview's sample that Brevo would ignore for their
-/// attribute's type (a run leaves them out and says so), one line each.
+/// attribute's type (a run leaves them out and says so): one line per
+/// attribute, with how many sampled records hold such a value and the first
+/// one's reason.
 fn type_mismatches(found: &AccountCheck, preview: &crate::worker::Preview) -> Vec<String> {
-    let mut lines = Vec::new();
+    let mut by_attribute: std::collections::BTreeMap<&str, (usize, usize, String)> =
+        std::collections::BTreeMap::new();
     for r in &preview.records {
         for (name, value) in &r.attributes {
             if let Some(Err(why)) = found
@@ -451,35 +471,41 @@ fn type_mismatches(found: &AccountCheck, preview: &crate::worker::Preview) -> Ve
                 .filter(|_| !value.is_null())
                 .map(|t| t.fit(value))
             {
-                lines.push(format!(
-                    "record #{} attribute {name}: {why}; Brevo would ignore it, so a run leaves it out",
-                    r.position
-                ));
+                by_attribute
+                    .entry(name.as_str())
+                    .or_insert((0, r.position, why))
+                    .0 += 1;
             }
         }
     }
-    lines
+    by_attribute
+        .into_iter()
+        .map(|(name, (count, first, why))| {
+            format!(
+                "mapping.attributes.{name}: {count} of {} sampled records hold a value Brevo would ignore for its type (record #{first}: {why}); a run leaves it out",
+                preview.records.len()
+            )
+        })
+        .collect()
 }
 
-/// Records of the next page that `--plan` checks against the attribute
-/// types, at most.
+/// Records of the next page that the checks fit to the attribute types, at
+/// most.
 const PLAN_SAMPLE: usize = 20;
 
-/// `--plan`'s look at a sample: where this machine holds the workspace's
-/// secrets (a plan in CI has none, and checks nothing), the next page's
-/// first records are mapped and their values fitted to the Brevo account's
-/// attribute types; each mismatch is one line. A sample that cannot be read
-/// says so in one line.
-async fn plan_sample_warnings(
+/// `--plan`'s look at a sample: the next page's first
+/// records are mapped and their values fitted to the Brevo account's
+/// attribute types; one line per attribute that does not fit. A sample that
+/// cannot be read says so in one line.
+async fn sample_warnings(
     pool: &sqlx::PgPool,
-    settings: &Settings,
     definition: &SyncDefinition,
+    secrets: &crate::connector_config::WorkspaceSecrets,
 ) -> Vec<String> {
-    let secrets = settings.secrets.store().workspace(&definition.workspace);
     let Some(check) = account_check(
         &definition.destination,
         mapped_attributes(definition),
-        &secrets,
+        secrets,
     )
     .await
     else {
@@ -490,11 +516,50 @@ async fn plan_sample_warnings(
         Ok(_) => return Vec::new(),
         Err(e) => return vec![format!("attribute types not checked: {e}")],
     };
-    match crate::worker::preview(pool, definition, &secrets, 0, PLAN_SAMPLE).await {
+    match crate::worker::preview(pool, definition, secrets, 0, PLAN_SAMPLE).await {
         Ok(preview) => type_mismatches(&found, &preview),
         Err(e) => vec![format!(
             "attribute types not checked: the source could not be sampled: {e:#}"
         )],
+    }
+}
+
+/// What a run would fail on at the source, found before publishing: its
+/// settings open, its query is prepared (no row read), and the cursor
+/// column and every mapped field are among the fields it yields. A source
+/// that cannot be reached from here refuses the file too, saying how to
+/// publish anyway (`--no-source-check`).
+async fn check_source(
+    file: &std::path::Path,
+    definition: &SyncDefinition,
+    secrets: &crate::connector_config::WorkspaceSecrets,
+) -> anyhow::Result<()> {
+    use crate::source::SourceError;
+    let refuse = |field: &str, why: String| {
+        crate::config::BadInput::new(file.display().to_string(), field, why)
+    };
+    let mut source = crate::source::AnySource::open(
+        &definition.source,
+        &Default::default(),
+        secrets,
+        &Default::default(),
+    )
+    .map_err(|e| refuse("source", e.to_string()))?;
+    match source.fields().await {
+        Ok(Some(fields)) => match definition.field_not_in(&fields) {
+            Some((key, why)) => Err(refuse(&key, why).into()),
+            None => Ok(()),
+        },
+        Ok(None) => Ok(()),
+        Err(SourceError::Query(why)) => Err(refuse("source.query", why).into()),
+        Err(SourceError::InvalidConfig(why)) => Err(refuse("source", why).into()),
+        Err(e) => Err(refuse(
+            "source",
+            format!(
+                "{e}; the source could not be checked from here: make it reachable, or publish anyway with --no-source-check"
+            ),
+        )
+        .into()),
     }
 }
 

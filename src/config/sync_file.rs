@@ -260,6 +260,44 @@ impl SyncDefinition {
         source.chain(destination)
     }
 
+    /// The first field the definition reads that `fields` (a source's
+    /// columns) lacks, as `(the definition's key, what is wrong)`: the
+    /// cursor column, the mapped e-mail, each attribute's and the consent
+    /// rule's field (a dotted name may reach into a JSON column).
+    pub fn field_not_in(&self, fields: &[String]) -> Option<(String, String)> {
+        let has = |name: &str| {
+            fields.iter().any(|f| f == name)
+                || name
+                    .split_once('.')
+                    .is_some_and(|(first, _)| fields.iter().any(|f| f == first))
+        };
+        let columns = || fields.join(", ");
+        let mut read: Vec<(String, &str)> = Vec::new();
+        if let crate::source::SourceConfig::Postgres(c) = &self.source
+            && !c.cursor_column.is_empty()
+        {
+            read.push(("source.cursor_column".into(), c.cursor_column.as_str()));
+        }
+        read.push(("mapping.email".into(), self.mapping.email.as_str()));
+        for (name, field) in &self.mapping.attributes {
+            read.push((format!("mapping.attributes.{name}"), field.as_str()));
+        }
+        if let Some(consent) = &self.mapping.consent {
+            read.push(("mapping.consent.field".into(), consent.field.as_str()));
+        }
+        read.into_iter()
+            .find(|(_, field)| !has(field))
+            .map(|(key, field)| {
+                (
+                    key,
+                    format!(
+                        "\"{field}\" is not among the query's columns ({})",
+                        columns()
+                    ),
+                )
+            })
+    }
+
     /// What its failures' advice names: its id, its secrets by field and
     /// variable, and its workspace's secrets file (where `secrets` says).
     pub fn failure_context(

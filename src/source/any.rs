@@ -51,6 +51,19 @@ impl AnySource {
     }
 }
 
+impl AnySource {
+    /// The fields every record will have, where the kind knows them before
+    /// reading one (a Postgres query's columns); `None` where only records
+    /// tell (Shopify's and http sources' JSON). `sync apply` checks the
+    /// cursor column and the mapping against them.
+    pub async fn fields(&mut self) -> Result<Option<Vec<String>>, SourceError> {
+        match self {
+            AnySource::Postgres(s) => s.column_names().await.map(Some),
+            AnySource::Shopify(_) | AnySource::Http(_) => Ok(None),
+        }
+    }
+}
+
 impl Source for AnySource {
     fn fingerprint(&self) -> String {
         match self {

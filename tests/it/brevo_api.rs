@@ -553,19 +553,26 @@ async fn values_that_do_not_fit_their_attribute_type_are_converted_or_reported()
         // mismatches of a sample too (nothing changes: exit 0).
         let plan = s.cli.run(&["sync", "apply", "--plan", &path]).await?;
         assert_eq!(plan.code, 0, "{plan:?}");
+        // One line per attribute, with a count, not one per record.
+        let dob: Vec<&str> = plan
+            .stdout
+            .lines()
+            .filter(|l| l.contains("mapping.attributes.DOB"))
+            .collect();
         assert!(
-            plan.stdout.contains("warning: record #")
-                && plan
-                    .stdout
-                    .contains("attribute DOB: text that is not a date"),
+            dob.len() == 1
+                && dob[0].contains("5 of 10 sampled records")
+                && dob[0].contains("text that is not a date"),
             "{}",
             plan.stdout
         );
         // The preview names the mismatches of its sample.
         let preview = s.cli.run(&["sync", "preview", SYNC_ID]).await?.ok()?.stdout;
         assert!(
-            preview.contains("attribute DOB: text that is not a date")
-                && preview.contains("attribute GENDER: a value that is not one of the category's"),
+            preview.contains("mapping.attributes.DOB: 5 of 10 sampled records")
+                && preview.contains("text that is not a date")
+                && preview.contains("mapping.attributes.GENDER: 3 of 10 sampled records")
+                && preview.contains("a value that is not one of the category's"),
             "{preview}"
         );
         assert_eq!(s.run_foreground().await?.code, 0, "{mode}");

@@ -14,6 +14,7 @@ async fn show(db: &TestDb, id: &str) -> anyhow::Result<serde_json::Value> {
 #[tokio::test]
 async fn apply_then_show_json_round_trips_the_definition() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
+    crate::sync_files::source_table(&db).await?;
     let dir = tempfile::tempdir()?;
     let path = write(dir.path(), "acme.toml", GOOD_SYNC)?;
     let out = runner(&db)
@@ -69,6 +70,7 @@ async fn apply_then_show_json_round_trips_the_definition() -> anyhow::Result<()>
 #[tokio::test]
 async fn pause_and_resume_change_status_and_resume_sets_changed_at() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
+    crate::sync_files::source_table(&db).await?;
     let dir = tempfile::tempdir()?;
     let path = write(dir.path(), "acme.toml", GOOD_SYNC)?;
     runner(&db)
@@ -119,6 +121,7 @@ async fn pause_and_resume_change_status_and_resume_sets_changed_at() -> anyhow::
 #[tokio::test]
 async fn reset_cursor_forgets_the_position_and_fences_out_the_old_writer() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
+    crate::sync_files::source_table(&db).await?;
     let dir = tempfile::tempdir()?;
     let path = write(dir.path(), "acme.toml", GOOD_SYNC)?;
     runner(&db)
@@ -141,6 +144,7 @@ async fn reset_cursor_forgets_the_position_and_fences_out_the_old_writer() -> an
 #[tokio::test]
 async fn unknown_ids_exit_1_with_one_line_naming_what_is_missing() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
+    crate::sync_files::source_table(&db).await?;
     for args in [
         &["sync", "show", "nope"][..],
         &["sync", "pause", "nope"],
@@ -162,6 +166,7 @@ async fn unknown_ids_exit_1_with_one_line_naming_what_is_missing() -> anyhow::Re
 #[tokio::test]
 async fn every_printing_command_answers_in_json_with_json() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
+    crate::sync_files::source_table(&db).await?;
     let dir = tempfile::tempdir()?;
     let path = write(dir.path(), "acme.toml", GOOD_SYNC)?;
     let file = path.to_str().unwrap_or_default();

@@ -29,11 +29,23 @@ email = "email"
 attributes = { FIRSTNAME = "first_name" }
 "#;
 
-/// A runner with the secrets the good file names.
+/// A runner with the secrets the good file names: its source is the test's
+/// own database, which `source_table` gives the good file's table (an
+/// apply checks the query and its columns there).
 pub fn runner(db: &TestDb) -> Syncward {
     Syncward::new(db, None)
-        .with_secret("TEST_SOURCE_URL", "postgres://reader@127.0.0.1/warehouse")
+        .with_secret("TEST_SOURCE_URL", &db.url)
         .with_secret("TEST_BREVO_KEY", "xkeysib-test")
+}
+
+/// The table the good file's query reads, empty.
+pub async fn source_table(db: &TestDb) -> anyhow::Result<()> {
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS contacts (id bigint PRIMARY KEY, email text, first_name text)",
+    )
+    .execute(&db.pool)
+    .await?;
+    Ok(())
 }
 
 pub fn write(dir: &Path, name: &str, text: &str) -> anyhow::Result<PathBuf> {
@@ -54,6 +66,7 @@ async fn count(db: &TestDb, table: &str) -> anyhow::Result<i64> {
 async fn each_bad_sync_file_exits_2_with_its_own_message_and_nothing_is_written()
 -> anyhow::Result<()> {
     let db = TestDb::new().await?;
+    source_table(&db).await?;
     let dir = tempfile::tempdir()?;
     let good = |from: &str, to: &str| GOOD_SYNC.replacen(from, to, 1);
     // (file text, the message it must produce)
@@ -256,6 +269,7 @@ async fn each_bad_sync_file_exits_2_with_its_own_message_and_nothing_is_written(
 #[tokio::test]
 async fn one_bad_file_in_an_apply_publishes_none_of_them() -> anyhow::Result<()> {
     let db = TestDb::new().await?;
+    source_table(&db).await?;
     let dir = tempfile::tempdir()?;
     let first = write(dir.path(), "a.toml", GOOD_SYNC)?;
     let second = write(
@@ -326,5 +340,65 @@ async fn every_example_sync_file_in_config_syncs_is_valid() -> anyhow::Result<()
         }
     }
     assert!(seen >= 3, "postgres, shopify and http examples");
+    Ok(())
+}
+
+/// `apply` and `--plan` run the same checks and agree: what a run would
+/// fail on at the source — a query that does not parse, a cursor column or
+/// a mapped field the query does not return, a secret the workspace lacks
+/// — is refused by both with exit 2 and one line naming the field; nothing
+/// is published. A source that cannot be reached from here is refused
+/// too, saying how to publish anyway, and `--no-source-check` does.
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_and_plan_refuse_alike_what_a_run_would_fail_on() -> anyhow::Result<()> {
+    let db = TestDb::new().await?;
+    source_table(&db).await?;
+    let dir = tempfile::tempdir()?;
+    let cli = runner(&db);
+    for (text, expected) in [
+        (
+            GOOD_SYNC.replace("FROM contacts", "FORM contacts"),
+            "acme.toml: source.query: ",
+        ),
+        (
+            GOOD_SYNC.replace("cursor_column = \"id\"", "cursor_column = \"updated\""),
+            "acme.toml: source.cursor_column: \"updated\" is not among the query's columns (id, email, first_name)",
+        ),
+        (
+            GOOD_SYNC.replace("FIRSTNAME = \"first_name\"", "FIRSTNAME = \"given_name\""),
+            "acme.toml: mapping.attributes.FIRSTNAME: \"given_name\" is not among the query's columns",
+        ),
+        (
+            GOOD_SYNC.replace("TEST_BREVO_KEY", "TEST_MISSING_KEY"),
+            "acme.toml: destination.api_key_env: TEST_MISSING_KEY is not set in",
+        ),
+    ] {
+        let path = write(dir.path(), "acme.toml", &text)?;
+        let file = path.display().to_string();
+        for args in [
+            vec!["sync", "apply", "--plan", file.as_str()],
+            vec!["sync", "apply", file.as_str()],
+        ] {
+            let out = cli.run(&args).await?;
+            assert_eq!(out.code, 2, "{args:?}: {out:?}");
+            assert!(out.stderr.contains(expected), "{args:?}: {}", out.stderr);
+            assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+        }
+        assert_eq!(count(&db, "syncs").await?, 0, "nothing was published");
+    }
+    // A source this machine cannot reach: refused, with the way out.
+    let unreachable = cli
+        .clone()
+        .with_secret("TEST_SOURCE_URL", "postgres://reader@127.0.0.1:9/warehouse");
+    let path = write(dir.path(), "acme.toml", GOOD_SYNC)?;
+    let file = path.display().to_string();
+    let out = unreachable.run(&["sync", "apply", &file]).await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("--no-source-check"), "{}", out.stderr);
+    unreachable
+        .run(&["sync", "apply", "--no-source-check", &file])
+        .await?
+        .ok()?;
+    assert_eq!(count(&db, "syncs").await?, 1);
     Ok(())
 }

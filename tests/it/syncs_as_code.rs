@@ -94,9 +94,22 @@ async fn plan_then_apply_then_prune_makes_the_store_match_the_directory() -> any
         ),
         "{text}"
     );
-    // The secrets are named by variable; the plan needs none of them set.
+    // A plan runs the apply's checks: without the secrets set it refuses,
+    // one line per file naming the variable and the file, as an apply would.
     let bare = crate::helpers::Syncward::new(&s.db, None);
-    let json = bare
+    let refused = bare
+        .run(&["sync", "apply", "--plan", "--prune", dir, "--json"])
+        .await?;
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("source.url_env: TEST_SOURCE_URL is not set in"),
+        "{}",
+        refused.stderr
+    );
+    let json = s
+        .cli
         .run(&["sync", "apply", "--plan", "--prune", dir, "--json"])
         .await?;
     assert_eq!(json.code, 4, "{json:?}");

@@ -286,6 +286,23 @@ fn page_sql(
 }
 
 impl PostgresSource {
+    /// The query's column names, found by preparing it (no row is read):
+    /// what `sync apply` checks the cursor column and the mapping against.
+    pub async fn column_names(&mut self) -> Result<Vec<String>, SourceError> {
+        let sql = format!("SELECT * FROM ({}) AS q", self.config.query);
+        let conn = self.connection().await?;
+        reset_session(conn).await?;
+        let statement = (&mut **conn)
+            .prepare(sqlx::AssertSqlSafe(sql).into_sql_str())
+            .await
+            .map_err(classify_query_error)?;
+        Ok(statement
+            .columns()
+            .iter()
+            .map(|c| sqlx::Column::name(c).to_owned())
+            .collect())
+    }
+
     /// How the query's columns are read: cached per source URL and query in
     /// this process, else found by preparing the query (one round trip).
     async fn plan(&mut self) -> Result<Arc<ColumnPlan>, SourceError> {
