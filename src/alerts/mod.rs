@@ -350,7 +350,9 @@ impl EmailChannel {
                 code.owner().as_str()
             ));
         }
-        let mut builder = lettre::Message::builder().subject(subject);
+        // A Message-ID (made from this host's name): spam filters penalise
+        // a message without one.
+        let mut builder = lettre::Message::builder().subject(subject).message_id(None);
         match self.from.parse() {
             Ok(from) => builder = builder.from(from),
             Err(e) => return format!("failed: alerts.email.from: {e}"),

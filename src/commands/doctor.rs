@@ -108,6 +108,7 @@ async fn check_syncs(
             }
         };
         let workspace = secrets.workspace(&definition.workspace);
+        let context = definition.failure_context(Some(&secrets), sync.status == SyncStatus::Paused);
         let source = format!("{id} source");
         match crate::worker::preview(pool, &definition, &workspace, sync.ledger_epoch, 0).await {
             Ok(page) => checks.push(ok(
@@ -118,7 +119,13 @@ async fn check_syncs(
                     crate::words::counted(page.page_records, "record", "records")
                 ),
             )),
-            Err(e) => checks.push(fail(&source, format!("{e:#}"))),
+            Err(e) => {
+                let advice = e
+                    .downcast_ref::<crate::source::SourceError>()
+                    .map(|e| three_sentences(crate::worker::source_failure_code(e), &context))
+                    .unwrap_or_default();
+                checks.push(fail(&source, format!("{e:#}{advice}")))
+            }
         }
         let destination = format!("{id} destination");
         match &definition.destination {
@@ -133,7 +140,13 @@ async fn check_syncs(
                             crate::words::counted(attributes, "attribute", "attributes")
                         ),
                     )),
-                    Err(e) => checks.push(fail(&destination, format!("brevo: {e}"))),
+                    Err(e) => {
+                        let code = crate::worker::destination_failure_code(&e);
+                        checks.push(fail(
+                            &destination,
+                            format!("brevo: {e}{}", three_sentences(code, &context)),
+                        ))
+                    }
                 }
             }
             DestinationConfig::Webhook(_) => checks.push(Check {
@@ -144,6 +157,20 @@ async fn check_syncs(
         }
     }
     Ok(())
+}
+
+/// A failure's code and three sentences, as a run would record them, to
+/// follow a failed check's detail.
+fn three_sentences(
+    code: crate::failure::FailureCode,
+    context: &crate::failure::FailureContext,
+) -> String {
+    format!(
+        " ({code}) What happened: {} What next: {} Whose job: {}.",
+        code.what_happened(),
+        code.what_next_for(context),
+        crate::views::whose_job(code.owner())
+    )
 }
 
 fn ok(what: &str, detail: String) -> Check {

@@ -24,3 +24,4 @@ pub use pool::{catching_panic, start_workers};
 pub use preview::{Preview, PreviewRecord, preview};
 pub use run::{execute_run, run_span};
 pub use run_env::{PageProgress, RunEnv, RunOutcome, RunReport};
+pub use run_failure::{destination_failure_code, source_failure_code};

@@ -30,35 +30,44 @@ impl From<sqlx::Error> for RunFailure {
     }
 }
 
+/// The failure code a run records for a source error (`doctor` names the
+/// same).
+pub fn source_failure_code(e: &SourceError) -> FailureCode {
+    match e {
+        SourceError::Unreachable(_) => FailureCode::SourceUnreachable,
+        SourceError::Unauthorized(_) => FailureCode::SourceAuthFailed,
+        SourceError::Query(_) => FailureCode::SourceQueryFailed,
+        SourceError::InvalidConfig(_) => FailureCode::ConfigInvalid,
+        SourceError::AccountFrozen(_) => FailureCode::SourceAccountFrozen,
+        SourceError::AccountLocked(_) => FailureCode::SourceAccountLocked,
+        SourceError::Redacted(_) => FailureCode::SourceDataRedacted,
+        SourceError::TransactionsHidden(_) => FailureCode::SourceTransactionsHidden,
+        // Only where a record could not be rejected alone.
+        SourceError::Undecodable(_) => FailureCode::SourceQueryFailed,
+    }
+}
+
 impl From<SourceError> for RunFailure {
     fn from(e: SourceError) -> Self {
-        let code = match &e {
-            SourceError::Unreachable(_) => FailureCode::SourceUnreachable,
-            SourceError::Unauthorized(_) => FailureCode::SourceAuthFailed,
-            SourceError::Query(_) => FailureCode::SourceQueryFailed,
-            SourceError::InvalidConfig(_) => FailureCode::ConfigInvalid,
-            SourceError::AccountFrozen(_) => FailureCode::SourceAccountFrozen,
-            SourceError::AccountLocked(_) => FailureCode::SourceAccountLocked,
-            SourceError::Redacted(_) => FailureCode::SourceDataRedacted,
-            SourceError::TransactionsHidden(_) => FailureCode::SourceTransactionsHidden,
-            // Only where a record could not be rejected alone.
-            SourceError::Undecodable(_) => FailureCode::SourceQueryFailed,
-        };
-        RunFailure(code, e.to_string())
+        RunFailure(source_failure_code(&e), e.to_string())
+    }
+}
+
+/// The failure code a run records for a destination error.
+pub fn destination_failure_code(e: &DestinationError) -> FailureCode {
+    match e {
+        DestinationError::Unauthorized(_) => FailureCode::DestinationAuthFailed,
+        DestinationError::Gone(_) => FailureCode::DestinationGone,
+        DestinationError::Unavailable(_) | DestinationError::Unanswered(_) => {
+            FailureCode::DestinationUnavailable
+        }
+        DestinationError::RateLimited(_) => FailureCode::DestinationRateLimited,
+        DestinationError::InvalidConfig(_) => FailureCode::ConfigInvalid,
     }
 }
 
 impl From<DestinationError> for RunFailure {
     fn from(e: DestinationError) -> Self {
-        let code = match &e {
-            DestinationError::Unauthorized(_) => FailureCode::DestinationAuthFailed,
-            DestinationError::Gone(_) => FailureCode::DestinationGone,
-            DestinationError::Unavailable(_) | DestinationError::Unanswered(_) => {
-                FailureCode::DestinationUnavailable
-            }
-            DestinationError::RateLimited(_) => FailureCode::DestinationRateLimited,
-            DestinationError::InvalidConfig(_) => FailureCode::ConfigInvalid,
-        };
-        RunFailure(code, e.to_string())
+        RunFailure(destination_failure_code(&e), e.to_string())
     }
 }

@@ -235,6 +235,8 @@ async fn alerts_are_mailed_to_operators_and_customer_owned_ones_to_the_workspace
         mail.data
     );
     assert!(mail.data.contains("Whose job: customer"), "{}", mail.data);
+    // Spam filters penalise a message without one.
+    assert!(mail.data.contains("Message-ID: <"), "{}", mail.data);
 
     // A silence is the operators' alone.
     sqlx::query("UPDATE syncs SET activated_at = now() - interval '25 hours', status = 'active', paused_reason = NULL")

@@ -70,6 +70,26 @@ async fn toml_values_apply_and_an_env_variable_wins_over_the_file() -> anyhow::R
     Ok(())
 }
 
+/// A variable with one underscore (`SYNCWARD_DATABASE_URL`) is read by
+/// nothing: it is named on stderr with the spelling that is read, instead
+/// of the defaults applying without a word.
+#[tokio::test]
+async fn a_setting_variable_with_one_underscore_is_named_not_ignored() -> anyhow::Result<()> {
+    let out = Syncward::bare()
+        .with_env("SYNCWARD_DATABASE_URL", "postgres://meant@127.0.0.1/x")
+        .run(&["check-config"])
+        .await?
+        .ok()?;
+    assert!(
+        out.stderr.contains(
+            "warning: SYNCWARD_DATABASE_URL is not read: a setting's variable has two underscores"
+        ) && out.stderr.contains("(SYNCWARD__DATABASE__URL)"),
+        "{}",
+        out.stderr
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn check_config_never_prints_a_secret() -> anyhow::Result<()> {
     let file = config_file(

@@ -54,6 +54,19 @@ async fn a_wrong_brevo_key_names_its_variable_and_file_and_resumes_only_a_paused
     );
     assert!(!shown.stdout.contains("resume"), "{}", shown.stdout);
 
+    // `doctor` says the same of the key, with the three sentences.
+    let doctor = cli.run(&["doctor"]).await?;
+    assert_eq!(doctor.code, 1, "{doctor:?}");
+    assert!(
+        doctor
+            .stdout
+            .contains("(destination_auth_failed) What happened:")
+            && doctor.stdout.contains(&format!("What next: {advice}"))
+            && doctor.stdout.contains("Whose job: the sync's owner."),
+        "{}",
+        doctor.stdout
+    );
+
     // Paused, the advice adds the resume.
     cli.run(&["sync", "pause", SYNC_ID]).await?.ok()?;
     let shown = cli

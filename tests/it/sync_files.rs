@@ -402,3 +402,34 @@ async fn apply_and_plan_refuse_alike_what_a_run_would_fail_on() -> anyhow::Resul
     assert_eq!(count(&db, "syncs").await?, 1);
     Ok(())
 }
+
+/// A cursor column the query does not return, published anyway: the run and
+/// the preview say so in the sync file's words (`source.cursor_column`),
+/// never in the page statement's (`column q.updated does not exist`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_cursor_column_is_named_by_its_key_in_a_run_and_a_preview() -> anyhow::Result<()>
+{
+    let db = TestDb::new().await?;
+    source_table(&db).await?;
+    let dir = tempfile::tempdir()?;
+    let cli = runner(&db);
+    let text = GOOD_SYNC.replace("cursor_column = \"id\"", "cursor_column = \"updated\"");
+    let path = write(dir.path(), "acme.toml", &text)?;
+    cli.run(&[
+        "sync",
+        "apply",
+        "--no-source-check",
+        &path.display().to_string(),
+    ])
+    .await?
+    .ok()?;
+    let preview = cli.run(&["sync", "preview", "acme-contacts"]).await?;
+    assert_ne!(preview.code, 0, "{preview:?}");
+    let said = format!("{}{}", preview.stdout, preview.stderr);
+    assert!(
+        said.contains("source.cursor_column: \"updated\" is not among the columns of source.query")
+            && !said.contains("q.updated"),
+        "{said}"
+    );
+    Ok(())
+}

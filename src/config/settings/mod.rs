@@ -97,6 +97,21 @@ impl Settings {
     /// validates the result.
     pub fn load(source: &ConfigSource) -> Result<Self, BadInput> {
         let origin = source.path.display().to_string();
+        // `SYNCWARD_DATABASE_URL` (one underscore) is read by nothing: say
+        // so rather than run on defaults the operator did not mean.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if let Some(rest) = name.strip_prefix("SYNCWARD_")
+                && !rest.starts_with('_')
+                && !matches!(rest, "CONFIG" | "ENV_FILE" | "ENV_FILE_LOADED")
+            {
+                eprintln!(
+                    "warning: {name} is not read: a setting's variable has two underscores \
+                     after SYNCWARD and between section and key (SYNCWARD__{})",
+                    rest.replacen('_', "__", 1)
+                );
+            }
+        }
         // A file that is there but cannot be read is an error, default path
         // or not: defaults in its place would hide the operator's settings.
         match std::fs::File::open(&source.path) {

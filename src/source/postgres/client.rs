@@ -743,7 +743,27 @@ impl Source for PostgresSource {
             // several percent per page.)
             self.connection = None;
         }
-        result
+        result.map_err(|e| self.in_the_syncs_words(e))
+    }
+}
+
+impl PostgresSource {
+    /// The page statement reads the operator's query as `q`: a missing
+    /// cursor column is said in the sync file's words, not the alias's
+    /// (`column q.updated does not exist`).
+    fn in_the_syncs_words(&self, e: SourceError) -> SourceError {
+        let cursor = &self.config.cursor_column;
+        match e {
+            SourceError::Query(why)
+                if !cursor.is_empty()
+                    && why.contains(&format!("column q.{cursor} does not exist")) =>
+            {
+                SourceError::Query(format!(
+                    "source.cursor_column: \"{cursor}\" is not among the columns of source.query"
+                ))
+            }
+            other => other,
+        }
     }
 }
 
