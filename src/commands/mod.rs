@@ -56,19 +56,22 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate(json) => {
             let pool = store::connect_for_migrate(&settings.database).await?;
             let applied = store::migrate(&pool).await?;
-            let latest = store::MIGRATOR
+            let (latest, name) = store::MIGRATOR
                 .iter()
-                .map(|m| m.version)
-                .max()
+                .max_by_key(|m| m.version)
+                .map(|m| (m.version, m.description.to_string()))
                 .unwrap_or_default();
             if json.json {
                 return print_json(&serde_json::json!({"applied": applied, "schema": latest}));
             }
+            // Named by the latest file: numbers are not consecutive (0011
+            // was never shipped), so a count and a number need not match.
+            let at = format!("{latest:04}_{}", name.replace(' ', "_"));
             if applied == 0 {
-                outln!("Schema is current (migration {latest}); nothing to apply.");
+                outln!("Schema is current (at {at}); nothing to apply.");
             } else {
                 outln!(
-                    "Applied {}; schema is now at migration {latest}.",
+                    "Applied {}; the schema is now at {at}.",
                     crate::words::counted(applied, "migration", "migrations")
                 );
             }

@@ -61,8 +61,9 @@ pub async fn execute(door: &Scoped, command: RunsCommand) -> anyhow::Result<()> 
                     "{:<8} {:<24} {:<10} {:<10} {:>7} {:<20} {:>8} {:>8} {:>8} {:>8}  {}",
                     r.id,
                     r.sync_id,
-                    r.status,
-                    r.trigger,
+                    // As text: the states' Display ignores the column width.
+                    r.status.as_str(),
+                    r.trigger.as_str(),
                     format!("{}/{}", r.attempt, r.max_attempts),
                     when(r.finished_at),
                     r.records_read,

@@ -53,6 +53,8 @@ pub struct PausedSync {
     pub id: String,
     pub workspace_id: String,
     pub reason: Option<String>,
+    /// What the person who paused it wrote.
+    pub note: Option<String>,
 }
 
 impl From<RunRow> for RunningRun {
@@ -95,6 +97,7 @@ pub async fn execute(settings: &Settings, json: bool) -> anyhow::Result<()> {
                 id: s.id,
                 workspace_id: s.workspace_id,
                 reason: s.paused_reason,
+                note: s.paused_note,
             })
             .collect(),
         open_incidents,
@@ -171,7 +174,8 @@ fn print_text(s: &Status) {
             "  {} ({}): {}",
             p.id,
             p.workspace_id,
-            p.reason.as_deref().unwrap_or("paused")
+            // In the words `sync list` uses: a person's reason, or the code's.
+            crate::views::paused_words(p.reason.as_deref().unwrap_or("paused"), p.note.as_deref())
         );
     }
     outln!("Open dead-man incidents: {}", s.open_incidents.len());

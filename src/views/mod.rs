@@ -11,7 +11,7 @@ mod syncs;
 pub use failure::{FailureView, whose_job};
 pub use layout::{Body, Cell, Page, RunBar, Section, chart_words, when};
 pub use runs::RunView;
-pub use syncs::{OverviewView, SyncView};
+pub use syncs::{OverviewView, SyncView, paused_words};
 
 /// How many rejected records a run's page lists (and a sync's page reads).
 const REJECTED_SHOWN: i64 = 100;

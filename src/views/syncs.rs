@@ -33,7 +33,7 @@ fn silence_words(silence: &str) -> &'static str {
     }
 }
 
-fn paused_words(reason: &str, note: Option<&str>) -> String {
+pub fn paused_words(reason: &str, note: Option<&str>) -> String {
     match (reason, note) {
         (PAUSED_MANUAL, Some(note)) => format!("paused by a person: {note}"),
         _ => code_words(reason),

@@ -17,6 +17,19 @@ async fn migrate_twice_is_a_no_op_the_second_time() -> anyhow::Result<()> {
         "{}",
         first.stdout
     );
+    // Named by the latest file: the numbers are not consecutive.
+    let latest = syncward::store::MIGRATOR
+        .iter()
+        .map(|m| m.version)
+        .max()
+        .unwrap_or_default();
+    assert!(
+        first
+            .stdout
+            .contains(&format!("the schema is now at {latest:04}_")),
+        "{}",
+        first.stdout
+    );
     let tables_before = tables(&db).await?;
     let second = cli.run(&["migrate"]).await?.ok()?;
     assert!(

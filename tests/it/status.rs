@@ -73,3 +73,49 @@ async fn status_names_the_live_daemon_its_busy_workers_the_running_run_and_pause
     assert_eq!(after.code, 3, "{after:?}");
     Ok(())
 }
+
+/// The first hour's small things: `status` shows a person's pause reason as
+/// `sync list` does (not the code `manual`), and `runs list` keeps its
+/// columns under their headings.
+#[tokio::test(flavor = "multi_thread")]
+async fn status_shows_the_pause_reason_and_runs_list_keeps_its_columns() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        rows: 3,
+        ..SyncOptions::default()
+    })
+    .await?;
+    s.run_foreground().await?.ok()?;
+    let list = s.cli.run(&["runs", "list"]).await?.ok()?.stdout;
+    let mut lines = list.lines();
+    let header = lines.next().unwrap_or_default();
+    let row = lines.next().unwrap_or_default();
+    for (heading, value) in [("TRIGGER", "foreground"), ("ATTEMPT", "1/5")] {
+        let column = header.find(heading).unwrap_or(usize::MAX);
+        let at = row.find(value).unwrap_or(usize::MAX);
+        // Left-aligned columns start under their heading, right-aligned
+        // ones end under it.
+        assert!(
+            at == column || at + value.len() == column + heading.len(),
+            "{heading}:\n{list}"
+        );
+    }
+    s.cli
+        .run(&[
+            "sync",
+            "pause",
+            SYNC_ID,
+            "--reason",
+            "waiting for the new list",
+        ])
+        .await?
+        .ok()?;
+    let status = s.cli.run(&["status"]).await?;
+    assert!(
+        status.stdout.contains(&format!(
+            "{SYNC_ID} (acme): paused by a person: waiting for the new list"
+        )),
+        "{}",
+        status.stdout
+    );
+    Ok(())
+}
