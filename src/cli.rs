@@ -11,17 +11,22 @@ use clap::{Args, Parser, Subcommand};
     about = "Crash-safe sync runner: sources to destinations, never twice"
 )]
 pub struct Cli {
-    /// Daemon config file (TOML). Without it, /etc/syncward/syncward.toml is read
-    /// when it exists; SYNCWARD__SECTION__KEY variables override either.
-    #[arg(long, global = true, env = "SYNCWARD_CONFIG", value_name = "PATH")]
+    /// Daemon config file (TOML; else /etc/syncward/syncward.toml if it exists)
+    // Listed after each subcommand's own options: they are every command's.
+    #[arg(
+        long,
+        global = true,
+        env = "SYNCWARD_CONFIG",
+        value_name = "PATH",
+        display_order = 900
+    )]
     pub config: Option<PathBuf>,
 
-    /// Environment file read before anything else (the unit's
-    /// `EnvironmentFile`), so commands see the daemon's database URL and
-    /// secrets; variables already set win, a missing file is skipped, an
-    /// unreadable one is an error (exit 2).
+    /// Environment file read first, as the unit's (variables already set win)
+    // One line in every subcommand's help; the man page and docs/usage.md
+    // say the rest (a missing file is skipped, an unreadable one is exit 2).
     #[arg(long, global = true, env = "SYNCWARD_ENV_FILE", value_name = "PATH",
-          default_value = crate::config::DEFAULT_ENV_FILE)]
+          default_value = crate::config::DEFAULT_ENV_FILE, display_order = 901)]
     pub env_file: PathBuf,
 
     #[command(subcommand)]
@@ -429,7 +434,30 @@ fn commands_of(
         .map(|a| a.to_string())
         .unwrap_or_default();
     writeln!(out, ".TP\n\\fB{}\\fR", roff_text(&path))?;
-    writeln!(out, "{}", roff_text(&about.replace('\n', " ")))
+    writeln!(out, "{}", roff_text(&about.replace('\n', " ")))?;
+    // The command's own arguments and flags (the global two are listed once,
+    // under OPTIONS).
+    for arg in command
+        .get_arguments()
+        .filter(|a| !a.is_global_set() && !a.is_hide_set() && a.get_id() != "help")
+    {
+        let name = match (arg.get_long(), arg.get_value_names()) {
+            (Some(long), Some(values)) => format!("--{long} <{}>", values.join(" ")),
+            (Some(long), None) if arg.get_action().takes_values() => {
+                format!("--{long} <{}>", arg.get_id().as_str().to_uppercase())
+            }
+            (Some(long), None) => format!("--{long}"),
+            (None, _) => format!("<{}>", arg.get_id().as_str().to_uppercase()),
+        };
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        writeln!(
+            out,
+            ".RS\n.TP\n\\fI{}\\fR\n{}\n.RE",
+            roff_text(&name),
+            roff_text(&help.replace('\n', " "))
+        )?;
+    }
+    Ok(())
 }
 
 /// Text safe in a roff body: backslashes escaped, no line starting with a

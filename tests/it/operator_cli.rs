@@ -404,3 +404,42 @@ async fn a_running_run_cancelled_stops_at_its_next_checkpoint_and_keeps_its_curs
     daemon.wait(Duration::from_secs(30)).await?;
     Ok(())
 }
+
+/// A subcommand's `--help` lists its own options first and every command's
+/// two (`--config`, `--env-file`) last, on one line each; the man page
+/// lists each subcommand's own options.
+#[tokio::test]
+async fn a_subcommands_help_puts_its_own_flags_first_and_the_man_page_lists_them()
+-> anyhow::Result<()> {
+    let cli = crate::helpers::Syncward::bare();
+    let help = cli.run(&["sync", "pause", "--help"]).await?.ok()?.stdout;
+    let position = |flag: &str| help.find(flag).unwrap_or(usize::MAX);
+    assert!(
+        position("--reason") < position("--config") && position("--json") < position("--config"),
+        "{help}"
+    );
+    for global in ["--config <PATH>", "--env-file <PATH>"] {
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with(global))
+            .unwrap_or_default();
+        assert!(!line.is_empty() && line.len() < 200, "{global}: {help}");
+        let next = help
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with(global))
+            .nth(1)
+            .unwrap_or_default();
+        assert!(
+            next.trim_start().starts_with('-'),
+            "{global} takes one line: {help}"
+        );
+    }
+    let man = cli.run(&["man"]).await?.ok()?.stdout;
+    let pause = man
+        .split("\\fBsyncward sync pause\\fR")
+        .nth(1)
+        .unwrap_or_default();
+    let pause = pause.split(".TP\n\\fB").next().unwrap_or_default();
+    assert!(pause.contains("\\-\\-reason <TEXT>"), "{pause}");
+    Ok(())
+}
