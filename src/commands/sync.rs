@@ -354,11 +354,8 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             if let Some(warning) = &warning {
                 outln!("{warning}");
             }
-            let from = preview
-                .cursor
-                .as_ref()
-                .map(|c| c.to_string())
-                .unwrap_or_else(|| "the start".into());
+            // In words, as the pages say a cursor ("after 3000 (bigint)").
+            let from = crate::views::cursor_words(preview.cursor.as_ref());
             outln!(
                 "{id}: next page from {from}: {}; showing {}",
                 crate::words::counted(preview.page_records, "record", "records"),
@@ -367,9 +364,16 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             for r in &preview.records {
                 let what = match (&r.email, &r.rejected) {
                     (_, Some(why)) => format!("rejected ({why})"),
+                    // As a run sends it: a null attribute is left out.
                     (Some(email), None) => format!(
                         "{email} {}",
-                        serde_json::Value::Object(r.attributes.clone())
+                        serde_json::Value::Object(
+                            r.attributes
+                                .iter()
+                                .filter(|(_, v)| !v.is_null())
+                                .map(|(k, v)| (k.clone(), v.clone()))
+                                .collect()
+                        )
                     ),
                     (None, None) => String::new(),
                 };

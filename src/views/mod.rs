@@ -9,7 +9,7 @@ mod runs;
 mod syncs;
 
 pub use failure::{FailureView, whose_job};
-pub use layout::{Body, Cell, Page, RunBar, Section, chart_words, when};
+pub use layout::{Body, Cell, Page, RunBar, Section, chart_words, cursor_words, when};
 pub use runs::RunView;
 pub use syncs::{OverviewView, SyncView, paused_words};
 

@@ -77,5 +77,10 @@ async fn preview_shows_the_next_page_with_keys_and_ledger_state_and_writes_nothi
     assert_eq!(counts(&s).await?, before);
     assert!(text.contains("completed"), "{text}");
     assert!(text.contains("Nothing was written."), "{text}");
+    // The cursor in words, as the pages say it, not its JSON.
+    assert!(
+        text.contains("next page from the source's start") && !text.contains("\"type\""),
+        "{text}"
+    );
     Ok(())
 }
