@@ -121,12 +121,13 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 return Ok(());
             }
             outln!(
-                "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20}",
+                "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20} {:<20}",
                 "SYNC",
                 "WORKSPACE",
                 "STATUS",
                 "VER",
                 "SCHEDULE",
+                "NEXT RUN",
                 "LAST RUN",
                 "LAST SUCCESS"
             );
@@ -140,13 +141,20 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                     (Some(id), Some(status)) => format!("#{id} {status}"),
                     _ => "-".into(),
                 };
+                // None while paused or archived; else set at a daemon's tick.
+                let next = match (s.status, s.next_due_at) {
+                    (crate::states::SyncStatus::Active, Some(at)) => when(Some(at)),
+                    (crate::states::SyncStatus::Active, None) => "at the next tick".into(),
+                    _ => "-".into(),
+                };
                 outln!(
-                    "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20}",
+                    "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20} {:<20}",
                     s.id,
                     s.workspace_id,
                     status,
                     s.version,
                     s.schedule.unwrap_or_default(),
+                    next,
                     last,
                     when(s.last_success_at)
                 );

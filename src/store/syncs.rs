@@ -79,6 +79,9 @@ pub struct SyncSummary {
     /// The silence of an open dead-man incident touching this sync (its own or
     /// its workspace's): `no_runs` or `no_success`.
     pub silence: Option<String>,
+    /// When the schedule enqueues its next run; `None` until a daemon's tick
+    /// arms it.
+    pub next_due_at: Option<DateTime<Utc>>,
 }
 
 /// What a publish did to one sync.
@@ -590,7 +593,9 @@ pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
                 (SELECT i.silence FROM deadman_incidents i
                   WHERE i.closed_at IS NULL AND i.workspace_id = s.workspace_id
                     AND (i.scope = 'workspace' OR i.sync_id = s.id)
-                  ORDER BY i.id LIMIT 1) AS silence
+                  ORDER BY i.id LIMIT 1) AS silence,
+                (SELECT nullif(d.next_due_at, '-infinity') FROM sync_schedule d
+                  WHERE d.sync_id = s.id) AS next_due_at
          FROM syncs s
          LEFT JOIN LATERAL (SELECT id, status, finished_at FROM runs
                             WHERE sync_id = s.id ORDER BY id DESC LIMIT 1) last ON true

@@ -62,7 +62,7 @@ async fn status_names_the_live_daemon_its_busy_workers_the_running_run_and_pause
     let text = s.cli.run(&["status"]).await?.ok()?.stdout;
     assert!(text.contains("Paused syncs: 1"), "{text}");
     assert!(
-        text.contains(&format!("{SYNC_ID} (acme): manual")),
+        text.contains(&format!("{SYNC_ID} (acme): paused by a person (manual)")),
         "{text}"
     );
 
@@ -99,6 +99,12 @@ async fn status_shows_the_pause_reason_and_runs_list_keeps_its_columns() -> anyh
             "{heading}:\n{list}"
         );
     }
+    // `sync list` says when each sync runs next (no daemon has armed it yet).
+    let syncs = s.cli.run(&["sync", "list"]).await?.ok()?.stdout;
+    assert!(
+        syncs.contains("NEXT RUN") && syncs.contains("at the next tick"),
+        "{syncs}"
+    );
     s.cli
         .run(&[
             "sync",
