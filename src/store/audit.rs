@@ -16,17 +16,36 @@ pub enum Actor {
 }
 
 impl Actor {
-    /// As the audit log writes it: `cli`, `api:admin`, `api:token:17`,
-    /// `breaker`, `daemon`.
+    /// As the audit log writes it: `cli:alice` (the person at the command
+    /// line: `SUDO_USER` behind `sudo -u syncward`, else `USER`; `cli` when
+    /// neither says), `api:admin`, `api:token:17`, `breaker`, `daemon`.
     pub fn label(self) -> String {
         match self {
-            Actor::Cli => "cli".into(),
+            Actor::Cli => match command_line_user() {
+                Some(user) => format!("cli:{user}"),
+                None => "cli".into(),
+            },
             Actor::Admin => "api:admin".into(),
             Actor::Token(id) => format!("api:token:{id}"),
             Actor::Breaker => "breaker".into(),
             Actor::Daemon => "daemon".into(),
         }
     }
+}
+
+/// Who runs this command, as their login names them: a name of letters,
+/// digits, `.`, `_` and `-` only (anything else is not a login name).
+fn command_line_user() -> Option<String> {
+    ["SUDO_USER", "USER", "LOGNAME"]
+        .iter()
+        .filter_map(|var| std::env::var(var).ok())
+        .find(|name| {
+            !name.is_empty()
+                && name.len() <= 32
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        })
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -75,8 +75,11 @@ async fn store_holding_two_people() -> anyhow::Result<Scenario> {
 async fn forget_leaves_no_address_in_a_data_only_dump_and_deletes_the_brevo_contact()
 -> anyhow::Result<()> {
     let s = store_holding_two_people().await?;
+    // Behind `sudo -u syncward`, the audit names the person who asked.
     let out = s
         .cli
+        .clone()
+        .with_env("SUDO_USER", "alice")
         .run(&[
             "forget",
             "user3@example.com",
@@ -131,7 +134,7 @@ async fn forget_leaves_no_address_in_a_data_only_dump_and_deletes_the_brevo_cont
         sqlx::query_as("SELECT actor, detail FROM audit_log WHERE action = 'forget'")
             .fetch_one(&s.db.pool)
             .await?;
-    assert_eq!(actor, "cli");
+    assert_eq!(actor, "cli:alice");
     assert_eq!(
         detail["addresses_sha256"],
         serde_json::json!([digest("user3@example.com"), digest("user7@example.com")])

@@ -346,7 +346,11 @@ async fn the_audit_log_names_the_token_and_only_a_move_takes_a_sync_and_its_runs
     let resume = format!("/api/syncs/{SYNC_ID}/resume");
     assert_eq!(post(pause.clone(), &acme).await?.status().as_u16(), 200);
     assert_eq!(post(resume, ADMIN_TOKEN).await?.status().as_u16(), 200);
-    cli.run(&["sync", "pause", SYNC_ID]).await?.ok()?;
+    cli.clone()
+        .with_env("SUDO_USER", "alice")
+        .run(&["sync", "pause", SYNC_ID])
+        .await?
+        .ok()?;
     let actors: Vec<String> = sqlx::query_scalar(
         "SELECT actor FROM audit_log WHERE sync_id = $1 ORDER BY id DESC LIMIT 3",
     )
@@ -356,7 +360,7 @@ async fn the_audit_log_names_the_token_and_only_a_move_takes_a_sync_and_its_runs
     assert_eq!(
         actors,
         [
-            "cli".to_string(),
+            "cli:alice".to_string(),
             "api:admin".into(),
             format!("api:token:{acme_id}")
         ]
