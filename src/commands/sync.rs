@@ -608,12 +608,11 @@ async fn check_outbound(
         }
         SourceConfig::Postgres(c) => {
             // The database's host, from the workspace's secret (checked
-            // for presence before).
-            if let Ok(options) = secrets
-                .lookup(&c.url_env)
-                .unwrap_or_default()
-                .parse::<sqlx::postgres::PgConnectOptions>()
-            {
+            // for presence before), read as a run reads it: nothing from
+            // this process's PG* variables.
+            if let Ok(options) = crate::source::postgres::source_options(
+                &secrets.lookup(&c.url_env).unwrap_or_default(),
+            ) {
                 let host = options.get_host().to_string();
                 if !host.starts_with('/') {
                     policy

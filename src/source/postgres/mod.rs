@@ -9,4 +9,5 @@ mod pools;
 
 pub use client::PostgresSource;
 pub use config::PostgresSourceConfig;
+pub use options::source_options;
 pub use pools::PostgresSourcePools;
