@@ -108,7 +108,7 @@ async fn check_syncs(
             }
         };
         let workspace = secrets.workspace(&definition.workspace);
-        let context = definition.failure_context(Some(&secrets), sync.status == SyncStatus::Paused);
+        let context = sync.failure_context(Some(&secrets));
         let source = format!("{id} source");
         match crate::worker::preview(pool, &definition, &workspace, sync.ledger_epoch, 0).await {
             Ok(page) => checks.push(ok(

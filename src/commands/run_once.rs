@@ -300,17 +300,10 @@ pub async fn foreground(
     // The advice names this sync's secrets and file, and a resume only if
     // the sync is paused now (the breaker may just have paused it).
     let now = crate::store::syncs::get_sync(pool, &run.sync_id).await?;
-    let paused = now
+    let context = now
         .as_ref()
-        .is_some_and(|s| s.status == crate::states::SyncStatus::Paused);
-    let context = match sync.definition() {
-        Ok(definition) => definition.failure_context(Some(&settings.secrets.store()), paused),
-        Err(_) => crate::failure::FailureContext {
-            sync_id: run.sync_id.clone(),
-            paused,
-            ..Default::default()
-        },
-    };
+        .unwrap_or(&sync)
+        .failure_context(Some(&settings.secrets.store()));
     shown.finished(
         run.id,
         &outcome,

@@ -60,6 +60,24 @@ impl SyncRow {
     pub fn definition(&self) -> Result<SyncDefinition, serde_json::Error> {
         serde_json::from_value(self.definition.0.clone())
     }
+
+    /// What its failures' advice names (`SyncDefinition::failure_context`),
+    /// paused as it is now; its id alone when the stored definition no
+    /// longer validates.
+    pub fn failure_context(
+        &self,
+        secrets: Option<&crate::config::secrets::SecretStore>,
+    ) -> crate::failure::FailureContext {
+        let paused = self.status == SyncStatus::Paused;
+        match self.definition() {
+            Ok(definition) => definition.failure_context(secrets, paused),
+            Err(_) => crate::failure::FailureContext {
+                sync_id: self.id.clone(),
+                paused,
+                ..Default::default()
+            },
+        }
+    }
 }
 
 /// A sync with its latest run, for listings.

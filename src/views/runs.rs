@@ -43,12 +43,7 @@ impl RunView {
         };
         let context = crate::store::syncs::get_sync(pool, &run.sync_id)
             .await?
-            .and_then(|sync| {
-                let paused = sync.status == crate::states::SyncStatus::Paused;
-                sync.definition()
-                    .ok()
-                    .map(|d| d.failure_context(secrets, paused))
-            })
+            .map(|sync| sync.failure_context(secrets))
             .unwrap_or_else(|| crate::failure::FailureContext {
                 sync_id: run.sync_id.clone(),
                 ..Default::default()

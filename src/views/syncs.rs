@@ -272,15 +272,8 @@ impl SyncView {
                 .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
                 .map(|t| t.with_timezone(&chrono::Utc));
             facts.push(("at", when(at).into()));
-            let paused = s.status == crate::states::SyncStatus::Paused;
-            let view = match s.definition() {
-                Ok(definition) => FailureView::of_in(
-                    error["code"].as_str(),
-                    &definition.failure_context(None, paused),
-                ),
-                Err(_) => FailureView::of(error["code"].as_str()),
-            };
-            if let Some(view) = view {
+            if let Some(view) = FailureView::of_in(error["code"].as_str(), &s.failure_context(None))
+            {
                 facts.extend(view.facts(error["detail"].as_str()));
             }
             sections.push(Section {
