@@ -324,6 +324,19 @@ impl PostgresSource {
             .prepare(sqlx::AssertSqlSafe(sql).into_sql_str())
             .await
             .map_err(classify_query_error)?;
+        // Said in the sync file's words before a page statement would say
+        // it as `column q.updated does not exist`.
+        let cursor = &self.config.cursor_column;
+        if !cursor.is_empty()
+            && !statement
+                .columns()
+                .iter()
+                .any(|c| sqlx::Column::name(c) == cursor.as_str())
+        {
+            return Err(SourceError::Query(format!(
+                "source.cursor_column: \"{cursor}\" is not among the columns of source.query"
+            )));
+        }
         let plan = Arc::new(ColumnPlan::for_columns(
             statement.columns(),
             &self.config.cursor_column,
@@ -743,29 +756,10 @@ impl Source for PostgresSource {
             // several percent per page.)
             self.connection = None;
         }
-        result.map_err(|e| self.in_the_syncs_words(e))
+        result
     }
 }
 
-impl PostgresSource {
-    /// The page statement reads the operator's query as `q`: a missing
-    /// cursor column is said in the sync file's words, not the alias's
-    /// (`column q.updated does not exist`).
-    fn in_the_syncs_words(&self, e: SourceError) -> SourceError {
-        let cursor = &self.config.cursor_column;
-        match e {
-            SourceError::Query(why)
-                if !cursor.is_empty()
-                    && why.contains(&format!("column q.{cursor} does not exist")) =>
-            {
-                SourceError::Query(format!(
-                    "source.cursor_column: \"{cursor}\" is not among the columns of source.query"
-                ))
-            }
-            other => other,
-        }
-    }
-}
 
 /// Puts the session back as the pool opened it (read-only, the statement
 /// timeout, UTC, no role) before a statement runs the operator's query: one
