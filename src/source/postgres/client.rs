@@ -760,7 +760,6 @@ impl Source for PostgresSource {
     }
 }
 
-
 /// Puts the session back as the pool opened it (read-only, the statement
 /// timeout, UTC, no role) before a statement runs the operator's query: one
 /// round trip. A failure leaves the session in an unknown state, so it is
