@@ -12,11 +12,13 @@ use clap::{Args, Parser, Subcommand};
 )]
 pub struct Cli {
     /// Daemon config file (TOML; else /etc/syncward/syncward.toml if it exists)
+    // The env value is hidden so that a line stays one line wherever the file is.
     // Listed after each subcommand's own options: they are every command's.
     #[arg(
         long,
         global = true,
         env = "SYNCWARD_CONFIG",
+        hide_env_values = true,
         value_name = "PATH",
         display_order = 900
     )]
@@ -25,7 +27,7 @@ pub struct Cli {
     /// Environment file read first, as the unit's (variables already set win)
     // One line in every subcommand's help; the man page and docs/usage.md
     // say the rest (a missing file is skipped, an unreadable one is exit 2).
-    #[arg(long, global = true, env = "SYNCWARD_ENV_FILE", value_name = "PATH",
+    #[arg(long, global = true, env = "SYNCWARD_ENV_FILE", hide_env_values = true, value_name = "PATH",
           default_value = crate::config::DEFAULT_ENV_FILE, display_order = 901)]
     pub env_file: PathBuf,
 
