@@ -423,6 +423,21 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 crate::words::counted(done.records(), "record", "records"),
                 codes.join(", ")
             );
+            for record in &done.listed {
+                outln!(
+                    "  {}  source key {}  {}",
+                    record.email.as_deref().unwrap_or("-"),
+                    record.source_key.as_deref().unwrap_or("-"),
+                    record.code
+                );
+            }
+            let unlisted = done.records() - done.listed.len() as i64;
+            if unlisted > 0 {
+                outln!(
+                    "  … and {} more: `syncward runs show RUN_ID` lists each run's.",
+                    unlisted
+                );
+            }
             if let Some(cursor) = &done.rewound_to {
                 let at = if cursor.is_null() {
                     "the start of the source".to_string()

@@ -191,6 +191,7 @@ pub async fn retry_rejected(
             "put_back": done.records(),
             "by_code": done.by_code,
             "rewound_to": done.rewound_to,
+            "listed": done.listed,
         }))
         .into_response(),
         Err(e) => refused(id, e),

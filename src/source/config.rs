@@ -45,9 +45,6 @@ pub enum SourceConfig {
 }
 
 impl SourceConfig {
-    /// The fields whose change changes every delivery key: those the source's
-    /// fingerprint is made of, and `page_size` (a record's page cursor and
-    /// position are part of its key).
     /// The connector's name, as sync files write `kind`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -57,6 +54,38 @@ impl SourceConfig {
         }
     }
 
+    /// The field that says where a record is in its source: a Postgres
+    /// query's cursor column (`id` in diff and mirror mode, which have
+    /// none), a Shopify customer's or an http record's `id`.
+    pub fn record_key_field(&self) -> &str {
+        match self {
+            SourceConfig::Postgres(c) if !c.cursor_column.is_empty() => &c.cursor_column,
+            SourceConfig::Postgres(_) | SourceConfig::Shopify(_) | SourceConfig::Http(_) => "id",
+        }
+    }
+
+    /// A record's key in its source (`record_key_field`), as text for a
+    /// person to look it up by; `None` when the record has no such field.
+    pub fn record_key(&self, record: &serde_json::Value) -> Option<Box<str>> {
+        const LONGEST: usize = 200;
+        let text = match record.get(self.record_key_field())? {
+            serde_json::Value::Null => return None,
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if text.len() <= LONGEST {
+            return Some(text.into_boxed_str());
+        }
+        let mut end = LONGEST;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        Some(format!("{}…", &text[..end]).into_boxed_str())
+    }
+
+    /// The fields whose change changes every delivery key: those the source's
+    /// fingerprint is made of, and `page_size` (a record's page cursor and
+    /// position are part of its key).
     pub fn key_fields(&self) -> &'static [&'static str] {
         match self {
             SourceConfig::Postgres(_) => {
@@ -147,5 +176,46 @@ impl SourceConfig {
             SourceConfig::Shopify(c) => vec![("access_token_env", &c.access_token_env)],
             SourceConfig::Http(c) => c.auth_env.iter().map(|v| ("auth_env", v)).collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::SourceConfig;
+
+    fn source(table: &str) -> SourceConfig {
+        toml::from_str(table).expect("a valid [source] table")
+    }
+
+    #[test]
+    fn a_records_source_key_is_its_cursor_column_or_its_id() {
+        let cursor = source(
+            "kind = \"postgres\"\nurl_env = \"U\"\nquery = \"SELECT 1\"\ncursor_column = \"updated\"",
+        );
+        let diff = source(
+            "kind = \"postgres\"\nurl_env = \"U\"\nquery = \"SELECT 1\"\nsync_mode = \"diff\"",
+        );
+        let shopify = source(
+            "kind = \"shopify\"\nshop = \"acme\"\napi_version = \"2025-10\"\naccess_token_env = \"T\"",
+        );
+        let row = json!({"id": 3002, "updated": "2026-12-06T10:00:00Z", "email": "a@b.c"});
+        assert_eq!(
+            cursor.record_key(&row).as_deref(),
+            Some("2026-12-06T10:00:00Z")
+        );
+        assert_eq!(diff.record_key(&row).as_deref(), Some("3002"));
+        let customer = json!({"id": "gid://shopify/Customer/7"});
+        assert_eq!(
+            shopify.record_key(&customer).as_deref(),
+            Some("gid://shopify/Customer/7")
+        );
+        assert_eq!(diff.record_key(&json!({"id": null})), None);
+        assert_eq!(diff.record_key(&json!({"email": "a@b.c"})), None);
+        let long = diff
+            .record_key(&json!({"id": "é".repeat(300)}))
+            .unwrap_or_default();
+        assert!(long.len() <= 204 && long.ends_with('…'), "{long}");
     }
 }

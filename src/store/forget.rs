@@ -23,8 +23,10 @@ pub const OWN_ROWS: [&str; 2] = ["rejected_records", "record_states"];
 /// jsonb)`. Every text or JSON column of the store is here or in
 /// `KEPT_COLUMNS` with the reason it holds no address (a test reads the
 /// schema and fails on a column in neither).
-pub const TEXT_COLUMNS: [(&str, &str, bool); 17] = [
+pub const TEXT_COLUMNS: [(&str, &str, bool); 18] = [
     ("rejected_records", "message", false),
+    // A source's key may be an address (an API keyed by e-mail).
+    ("rejected_records", "source_key", false),
     ("rejected_records", "page_cursor", true),
     ("runs", "failure_detail", false),
     ("runs", "cursor_start", true),

@@ -13,6 +13,8 @@ use super::compose::composed;
 pub struct Rejection {
     pub key: Option<Vec<u8>>,
     pub email: Option<String>,
+    /// Where to find it in the source (`SourceConfig::record_key`).
+    pub source_key: Option<Box<str>>,
     pub code: String,
     pub message: String,
 }
@@ -31,14 +33,18 @@ pub async fn record_rejections(
     }
     let keys: Vec<Option<Vec<u8>>> = rejections.iter().map(|r| r.key.clone()).collect();
     let emails: Vec<Option<String>> = rejections.iter().map(|r| r.email.clone()).collect();
+    let source_keys: Vec<Option<&str>> =
+        rejections.iter().map(|r| r.source_key.as_deref()).collect();
     let codes: Vec<&str> = rejections.iter().map(|r| r.code.as_str()).collect();
     let messages: Vec<&str> = rejections.iter().map(|r| r.message.as_str()).collect();
     // The source's start is stored as JSON null: SQL NULL means "unknown".
     let page_cursor = Json(page_cursor.unwrap_or(&serde_json::Value::Null));
     sqlx::query!(
-        "INSERT INTO rejected_records (run_id, sync_id, key, email, code, message, page, page_cursor)
-         SELECT $1, $2, k, e, c, m, $7, $8
-         FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[]) AS r(k, e, c, m)",
+        "INSERT INTO rejected_records
+           (run_id, sync_id, key, email, code, message, page, page_cursor, source_key)
+         SELECT $1, $2, k, e, c, m, $7, $8, s
+         FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[], $9::text[])
+           AS r(k, e, c, m, s)",
         run_id,
         sync_id,
         keys as _,
@@ -47,6 +53,7 @@ pub async fn record_rejections(
         messages as _,
         &page[..],
         page_cursor as _,
+        source_keys as _,
     )
     .execute(pool)
     .await?;
@@ -61,6 +68,8 @@ pub struct RejectedRow {
     #[serde(serialize_with = "hex_key")]
     pub key: Option<Vec<u8>>,
     pub email: Option<String>,
+    /// The record's key in its source (its cursor column's value, or its id).
+    pub source_key: Option<String>,
     pub code: String,
     pub message: String,
     pub created_at: chrono::DateTime<chrono::Utc>,
@@ -80,7 +89,7 @@ pub async fn list_rejections(
 ) -> sqlx::Result<Vec<RejectedRow>> {
     sqlx::query_as!(
         RejectedRow,
-        "SELECT id, run_id, key, email, code, message, created_at FROM rejected_records
+        "SELECT id, run_id, key, email, source_key, code, message, created_at FROM rejected_records
          WHERE run_id = $1 ORDER BY id LIMIT $2",
         run_id,
         limit,
@@ -139,7 +148,7 @@ pub async fn open_rejections(
     .await?;
     let latest = sqlx::query_as!(
         RejectedRow,
-        "SELECT id, run_id, key, email, code, message, created_at FROM rejected_records
+        "SELECT id, run_id, key, email, source_key, code, message, created_at FROM rejected_records
          WHERE sync_id = $1 AND put_back_at IS NULL ORDER BY id DESC LIMIT $2",
         sync_id,
         limit,
@@ -186,6 +195,20 @@ pub struct PutBack {
     /// Where the cursor was moved back to (JSON null: the source's start);
     /// absent when it stayed.
     pub rewound_to: Option<serde_json::Value>,
+    /// The first `PUT_BACK_LISTED` records put back (one per key, oldest
+    /// first), so that they can be looked up in the source.
+    pub listed: Vec<PutBackRecord>,
+}
+
+/// How many of the records put back `PutBack::listed` names.
+pub const PUT_BACK_LISTED: usize = 20;
+
+/// One record put back, as its reader looks for it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PutBackRecord {
+    pub email: Option<String>,
+    pub source_key: Option<String>,
+    pub code: String,
 }
 
 impl PutBack {
@@ -201,6 +224,9 @@ struct PutBackRow {
     page: Option<Vec<u8>>,
     page_cursor: Option<Json<serde_json::Value>>,
     id: i64,
+    email: Option<String>,
+    source_key: Option<String>,
+    code: String,
 }
 
 /// Puts rejected and quarantined records back so the next run sends them
@@ -221,7 +247,8 @@ pub async fn put_back(
         r#"UPDATE rejected_records SET put_back_at = now()
            WHERE sync_id = $1 AND put_back_at IS NULL
              AND ($2::bigint IS NULL OR run_id = $2) AND ($3::text IS NULL OR code = $3)
-           RETURNING key, page, page_cursor AS "page_cursor: Json<serde_json::Value>", id"#,
+           RETURNING key, page, page_cursor AS "page_cursor: Json<serde_json::Value>", id,
+                     email, source_key, code"#,
         sync_id,
         filter.run_id,
         filter.code.as_deref(),
@@ -233,6 +260,19 @@ pub async fn put_back(
         tx.commit().await?;
         return Ok(done);
     }
+    let mut listed_keys = std::collections::HashSet::new();
+    let mut oldest_first: Vec<&PutBackRow> = rows.iter().collect();
+    oldest_first.sort_by_key(|r| r.id);
+    done.listed = oldest_first
+        .into_iter()
+        .filter(|r| r.key.as_ref().is_none_or(|k| listed_keys.insert(k.clone())))
+        .take(PUT_BACK_LISTED)
+        .map(|r| PutBackRecord {
+            email: r.email.clone(),
+            source_key: r.source_key.clone(),
+            code: r.code.clone(),
+        })
+        .collect();
     let mut keys: Vec<Vec<u8>> = rows.iter().filter_map(|r| r.key.clone()).collect();
     keys.sort();
     keys.dedup();

@@ -189,13 +189,14 @@ impl RunView {
             Body::Note("No records were rejected.".into())
         } else {
             Body::Table {
-                headers: vec!["email", "code", "message"],
+                headers: vec!["email", "source key", "code", "message"],
                 rows: self
                     .rejected_records
                     .iter()
                     .map(|x| {
                         vec![
                             x.email.clone().unwrap_or_else(|| "-".into()).into(),
+                            x.source_key.clone().unwrap_or_else(|| "-".into()).into(),
                             x.code.clone().into(),
                             x.message.clone().into(),
                         ]

@@ -316,7 +316,7 @@ impl SyncView {
                     open.quarantined, open.rejected, s.id
                 ),
                 body: Body::Table {
-                    headers: vec!["run", "email", "code", "message", "at"],
+                    headers: vec!["run", "email", "source key", "code", "message", "at"],
                     rows,
                 },
             });
@@ -472,6 +472,7 @@ fn rejected_row(x: &RejectedRow) -> Vec<Cell> {
     vec![
         run_link(x.run_id),
         x.email.clone().unwrap_or_else(|| "-".into()).into(),
+        x.source_key.clone().unwrap_or_else(|| "-".into()).into(),
         x.code.clone().into(),
         x.message.clone().into(),
         when(Some(x.created_at)).into(),

@@ -91,12 +91,14 @@ pub(super) async fn prepare_diff_page(
             Err(e) => return Err(e.into()),
         };
         let content: [u8; 32] = Sha256::digest(&bytes).into();
+        let source_key = cx.definition.source.record_key(&record);
         let contact = match map_record(&cx.definition.mapping, &record) {
             Ok(contact) => contact,
             Err(e) => {
                 sorted.rejections.push(Rejection {
                     key: None,
                     email: None,
+                    source_key,
                     code: e.code().to_string(),
                     message: e.to_string(),
                 });
@@ -110,7 +112,7 @@ pub(super) async fn prepare_diff_page(
             Entry::Occupied(earlier) => {
                 sorted.replayed += 1;
                 if mode.is_cursor() {
-                    candidates[*earlier.get()] = (identity, content, contact);
+                    candidates[*earlier.get()] = (identity, content, contact, source_key);
                 }
                 continue;
             }
@@ -121,23 +123,23 @@ pub(super) async fn prepare_diff_page(
         if mirror {
             sorted.seen.push((identity, contact.email.clone()));
         }
-        candidates.push((identity, content, contact));
+        candidates.push((identity, content, contact, source_key));
     }
     let identities: Vec<[u8; 32]> = candidates.iter().map(|c| c.0).collect();
     let kept = record_states::lookup_states(&env.store, &identities).await?;
     let mut changed = Vec::with_capacity(candidates.len());
-    for (identity, content, contact) in candidates {
+    for (identity, content, contact, source_key) in candidates {
         let previous = kept.get(&identity);
         if previous == Some(&content) {
             sorted.replayed += 1;
             continue;
         }
         let key = diff_key(sync_id, fingerprint, &identity, previous, &content);
-        changed.push((key, identity, content, contact));
+        changed.push((key, identity, content, contact, source_key));
     }
     let packed: Vec<[u8; 32]> = changed.iter().map(|c| c.0.0).collect();
     let known = ledger::lookup_page(&env.store, sync_id, &page_id, &packed).await?;
-    for (key, identity, content, contact) in changed {
+    for (key, identity, content, contact, source_key) in changed {
         sorted.states.push(DiffState {
             key,
             identity,
@@ -150,7 +152,7 @@ pub(super) async fn prepare_diff_page(
             sorted.replayed += 1;
             continue;
         }
-        sorted.add(key, state, contact, env.record_attempts);
+        sorted.add(key, state, contact, source_key, env.record_attempts);
     }
     Ok(sorted.into_page(PageHead {
         records,

@@ -41,6 +41,8 @@ pub(super) struct Pending {
     pub spent: i32,
     /// The key has a `deliveries` row of its own (a per-record stake).
     pub per_key: bool,
+    /// Where the record is in its source, named if it is rejected.
+    pub source_key: Option<Box<str>>,
 }
 
 impl Pending {
@@ -169,19 +171,21 @@ pub(super) async fn prepare_page(
             }
             Err(e) => return Err(e.into()),
         };
+        let source_key = cx.definition.source.record_key(&record);
         let contact = match map_record(&cx.definition.mapping, &record) {
             Ok(contact) => contact,
             Err(e) => {
                 sorted.rejections.push(Rejection {
                     key: Some(key.0.to_vec()),
                     email: None,
+                    source_key,
                     code: e.code().to_string(),
                     message: e.to_string(),
                 });
                 continue;
             }
         };
-        sorted.add(key, state, contact, env.record_attempts);
+        sorted.add(key, state, contact, source_key, env.record_attempts);
     }
     Ok(sorted.into_page(PageHead {
         records,
@@ -237,6 +241,7 @@ impl SortedRecords {
         key: DeliveryKey,
         state: KeyState,
         contact: crate::destination::Contact,
+        source_key: Option<Box<str>>,
         record_attempts: i32,
     ) {
         let (spent, per_key) = match state {
@@ -248,6 +253,7 @@ impl SortedRecords {
             self.rejections.push(Rejection {
                 key: Some(key.0.to_vec()),
                 email: Some(contact.email),
+                source_key,
                 code: ATTEMPT_BUDGET_EXHAUSTED.into(),
                 message: format!(
                     "its write died with the process {spent} times (no run saw an answer); \
@@ -265,6 +271,7 @@ impl SortedRecords {
             suspect: state != KeyState::Absent,
             spent,
             per_key,
+            source_key,
         };
         if item.suspect {
             self.suspects.push(item)
@@ -313,6 +320,7 @@ pub(super) fn undecodable(key: Option<Vec<u8>>, why: String) -> Rejection {
     Rejection {
         key,
         email: None,
+        source_key: None,
         code: UNDECODABLE_RECORD.into(),
         message: why,
     }

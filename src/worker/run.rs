@@ -721,8 +721,14 @@ async fn deliver_batch(
         );
     }
     let sent = records.len();
-    let (keys, outbound): (Vec<DeliveryKey>, Vec<Outbound>) =
-        records.into_iter().map(|p| (p.key, p.outbound)).unzip();
+    let mut keys: Vec<DeliveryKey> = Vec::with_capacity(sent);
+    let mut outbound: Vec<Outbound> = Vec::with_capacity(sent);
+    let mut source_keys = Vec::with_capacity(sent);
+    for p in records {
+        keys.push(p.key);
+        outbound.push(p.outbound);
+        source_keys.push(p.source_key);
+    }
     // The stake's attempt is spent as the call goes out: marked first, so a
     // record whose call kills the process at once is counted (unless the
     // checkpoint that made the stake marked it already). The account's
@@ -739,7 +745,8 @@ async fn deliver_batch(
         .await
         .unwrap_or_else(|e| vec![RecordOutcome::Failed(e); sent]);
     let mut answers = CallAnswers::default();
-    for ((key, outbound), outcome) in keys.iter().zip(outbound).zip(outcomes) {
+    let answered = keys.iter().zip(outbound).zip(source_keys).zip(outcomes);
+    for (((key, outbound), source_key), outcome) in answered {
         match outcome {
             RecordOutcome::Failed(error) => answers.fail(key, error),
             RecordOutcome::Delivered(result) => {
@@ -751,6 +758,7 @@ async fn deliver_batch(
                 batch.rejections.push(Rejection {
                     key: Some(key.0.to_vec()),
                     email: Some(outbound.contact.email),
+                    source_key,
                     code,
                     message,
                 });

@@ -443,3 +443,91 @@ async fn a_subcommands_help_puts_its_own_flags_first_and_the_man_page_lists_them
     assert!(pause.contains("\\-\\-reason <TEXT>"), "{pause}");
     Ok(())
 }
+
+/// A rejected record names where it is in the source (the cursor column's
+/// value): in `runs show`, its JSON, the run's page and what
+/// `retry-rejected` puts back. One refused by Brevo, one whose address is
+/// not one (the source row's id is all there is to find it by).
+#[tokio::test(flavor = "multi_thread")]
+async fn rejected_records_name_their_source_key_wherever_they_are_shown() -> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions {
+        mode: "single",
+        ..SyncOptions::default()
+    })
+    .await?;
+    sqlx::query("UPDATE contacts SET email = 'not an address' WHERE id = 13")
+        .execute(&s.db.pool)
+        .await?;
+    s.fake.reject_emails(|e| e.starts_with("user7@"));
+    s.run_foreground().await?.ok()?;
+    let run_id = s.last_run().await?["id"].as_i64().unwrap_or_default();
+    let run = run_id.to_string();
+
+    let text = s.cli.run(&["runs", "show", &run]).await?.ok()?.stdout;
+    assert!(text.contains("source key"), "{text}");
+    let row = |email: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(email))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    assert_eq!(row("user7@example.com").get(1), Some(&"7"), "{text}");
+    assert_eq!(row("-").get(1), Some(&"13"), "{text}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&s.cli.run(&["runs", "show", &run, "--json"]).await?.ok()?.stdout)?;
+    let mut keys: Vec<(String, String)> = json["rejected_records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["code"].as_str().unwrap_or_default().to_string(),
+                r["source_key"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys.len(), 2, "{json}");
+    assert_eq!(keys[1].1, "7", "{json}");
+    assert_eq!(keys[0], ("invalid_email".into(), "13".into()), "{json}");
+
+    let cli = s.cli.clone().with_env("SYNCWARD__HTTP__ADMIN_TOKEN", TOKEN);
+    let daemon = DaemonProcess::spawn(&cli).await?;
+    let base = format!("http://{}", daemon.http_address().await?);
+    install_crypto();
+    for path in [format!("/runs/{run_id}"), format!("/syncs/{SYNC_ID}")] {
+        let html = reqwest::Client::new()
+            .get(format!("{base}{path}"))
+            .basic_auth("admin", Some(TOKEN))
+            .send()
+            .await?
+            .text()
+            .await?;
+        let cells: Vec<&str> = html
+            .split('<')
+            .filter_map(|tag| tag.strip_prefix("td>").or_else(|| tag.strip_prefix("th>")))
+            .map(str::trim)
+            .collect();
+        assert!(cells.contains(&"source key"), "{path}: {cells:?}");
+        let email = cells.iter().position(|c| *c == "user7@example.com");
+        assert_eq!(
+            email.and_then(|i| cells.get(i + 1)),
+            Some(&"7"),
+            "{path}: {cells:?}"
+        );
+    }
+
+    let put_back = s
+        .cli
+        .run(&["sync", "retry-rejected", SYNC_ID])
+        .await?
+        .ok()?
+        .stdout;
+    assert!(
+        put_back.contains("user7@example.com  source key 7")
+            && put_back.contains("-  source key 13  invalid_email"),
+        "{put_back}"
+    );
+    Ok(())
+}
