@@ -6,6 +6,34 @@ use super::http::HttpSourceConfig;
 use super::postgres::PostgresSourceConfig;
 use super::shopify::ShopifySourceConfig;
 
+/// Where a record is in its source (`SourceConfig::record_key`), shown
+/// with a rejected record so that a person can look it up.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceKey {
+    Integer(i64),
+    Text(Box<str>),
+}
+
+impl SourceKey {
+    /// The longest key kept, in bytes (a longer one is cut, marked `…`).
+    const LONGEST: usize = 200;
+
+    /// As stored and shown.
+    pub fn to_text(&self) -> String {
+        match self {
+            SourceKey::Integer(i) => i.to_string(),
+            SourceKey::Text(t) if t.len() <= Self::LONGEST => t.to_string(),
+            SourceKey::Text(t) => {
+                let mut end = Self::LONGEST;
+                while !t.is_char_boundary(end) {
+                    end -= 1;
+                }
+                format!("{}…", &t[..end])
+            }
+        }
+    }
+}
+
 /// How a sync reads its source.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -64,23 +92,19 @@ impl SourceConfig {
         }
     }
 
-    /// A record's key in its source (`record_key_field`), as text for a
-    /// person to look it up by; `None` when the record has no such field.
-    pub fn record_key(&self, record: &serde_json::Value) -> Option<Box<str>> {
-        const LONGEST: usize = 200;
-        let text = match record.get(self.record_key_field())? {
-            serde_json::Value::Null => return None,
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        if text.len() <= LONGEST {
-            return Some(text.into_boxed_str());
+    /// A record's key in its source (`record_key_field`); `None` when the
+    /// record has no such field. Kept beside every record sent, so an
+    /// integer key (the usual id) costs no allocation.
+    pub fn record_key(&self, record: &serde_json::Value) -> Option<SourceKey> {
+        match record.get(self.record_key_field())? {
+            serde_json::Value::Null => None,
+            serde_json::Value::Number(n) => Some(match n.as_i64() {
+                Some(i) => SourceKey::Integer(i),
+                None => SourceKey::Text(n.to_string().into()),
+            }),
+            serde_json::Value::String(s) => Some(SourceKey::Text(s.as_str().into())),
+            other => Some(SourceKey::Text(other.to_string().into())),
         }
-        let mut end = LONGEST;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        Some(format!("{}…", &text[..end]).into_boxed_str())
     }
 
     /// The fields whose change changes every delivery key: those the source's
@@ -201,21 +225,20 @@ mod tests {
             "kind = \"shopify\"\nshop = \"acme\"\napi_version = \"2025-10\"\naccess_token_env = \"T\"",
         );
         let row = json!({"id": 3002, "updated": "2026-12-06T10:00:00Z", "email": "a@b.c"});
+        let text = |key: Option<super::SourceKey>| key.map(|k| k.to_text());
         assert_eq!(
-            cursor.record_key(&row).as_deref(),
+            text(cursor.record_key(&row)).as_deref(),
             Some("2026-12-06T10:00:00Z")
         );
-        assert_eq!(diff.record_key(&row).as_deref(), Some("3002"));
+        assert_eq!(diff.record_key(&row), Some(super::SourceKey::Integer(3002)));
         let customer = json!({"id": "gid://shopify/Customer/7"});
         assert_eq!(
-            shopify.record_key(&customer).as_deref(),
+            text(shopify.record_key(&customer)).as_deref(),
             Some("gid://shopify/Customer/7")
         );
         assert_eq!(diff.record_key(&json!({"id": null})), None);
         assert_eq!(diff.record_key(&json!({"email": "a@b.c"})), None);
-        let long = diff
-            .record_key(&json!({"id": "é".repeat(300)}))
-            .unwrap_or_default();
+        let long = text(diff.record_key(&json!({"id": "é".repeat(300)}))).unwrap_or_default();
         assert!(long.len() <= 204 && long.ends_with('…'), "{long}");
     }
 }

@@ -11,5 +11,5 @@ mod retry;
 pub mod shopify;
 
 pub use any::{AnySource, SourceConnections};
-pub use config::{SourceConfig, SyncMode};
+pub use config::{SourceConfig, SourceKey, SyncMode};
 pub use page::{Page, PageRecords, Records, Source, SourceError, UNDECODABLE_RECORD};

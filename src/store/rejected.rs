@@ -14,7 +14,7 @@ pub struct Rejection {
     pub key: Option<Vec<u8>>,
     pub email: Option<String>,
     /// Where to find it in the source (`SourceConfig::record_key`).
-    pub source_key: Option<Box<str>>,
+    pub source_key: Option<crate::source::SourceKey>,
     pub code: String,
     pub message: String,
 }
@@ -33,8 +33,10 @@ pub async fn record_rejections(
     }
     let keys: Vec<Option<Vec<u8>>> = rejections.iter().map(|r| r.key.clone()).collect();
     let emails: Vec<Option<String>> = rejections.iter().map(|r| r.email.clone()).collect();
-    let source_keys: Vec<Option<&str>> =
-        rejections.iter().map(|r| r.source_key.as_deref()).collect();
+    let source_keys: Vec<Option<String>> = rejections
+        .iter()
+        .map(|r| r.source_key.as_ref().map(|k| k.to_text()))
+        .collect();
     let codes: Vec<&str> = rejections.iter().map(|r| r.code.as_str()).collect();
     let messages: Vec<&str> = rejections.iter().map(|r| r.message.as_str()).collect();
     // The source's start is stored as JSON null: SQL NULL means "unknown".

@@ -42,7 +42,7 @@ pub(super) struct Pending {
     /// The key has a `deliveries` row of its own (a per-record stake).
     pub per_key: bool,
     /// Where the record is in its source, named if it is rejected.
-    pub source_key: Option<Box<str>>,
+    pub source_key: Option<crate::source::SourceKey>,
 }
 
 impl Pending {
@@ -241,7 +241,7 @@ impl SortedRecords {
         key: DeliveryKey,
         state: KeyState,
         contact: crate::destination::Contact,
-        source_key: Option<Box<str>>,
+        source_key: Option<crate::source::SourceKey>,
         record_attempts: i32,
     ) {
         let (spent, per_key) = match state {
