@@ -19,6 +19,8 @@
 /// mimalloc for every binary that links syncward (the daemon, its tests and
 /// benchmarks): a run allocates many small maps and strings per record, and
 /// glibc's allocator spent about a sixth of the bulk path's CPU on them.
+/// Built without transparent huge pages (`no_thp`, Cargo.toml): with them a
+/// first sync of 100,000 contacts peaked at 67 MiB instead of 37.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
