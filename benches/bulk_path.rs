@@ -180,8 +180,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
         anyhow::ensure!(written == rows, "not every record was written");
         off.push(off_elapsed);
         sqlx::raw_sql("TRUNCATE floor_keys").execute(&pool).await?;
-        let (floor_elapsed, written) =
-            bare_loop(&definition, &env.budgets, Some(&pool)).await?;
+        let (floor_elapsed, written) = bare_loop(&definition, &env.budgets, Some(&pool)).await?;
         anyhow::ensure!(written == rows, "not every record was written");
         floor.push(floor_elapsed);
         let (elapsed, counts) = timed(other).await?;
@@ -225,9 +224,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
         rate(cold)
     );
     println!("  bare loop:      {off_rate:>9.0} records/s ({off_low:.0}-{off_high:.0})");
-    println!(
-        "  bare + commit:  {floor_rate:>9.0} records/s ({floor_low:.0}-{floor_high:.0})"
-    );
+    println!("  bare + commit:  {floor_rate:>9.0} records/s ({floor_low:.0}-{floor_high:.0})");
     println!(
         "  ledger/floor:   {:>9.2}x ({:.2}-{:.2})     target <= 1.00   (run / bare loop with its commit, median of the pairs' ratios)",
         floor_ratios[floor_ratios.len() / 2],

@@ -474,8 +474,13 @@ async fn rejected_records_name_their_source_key_wherever_they_are_shown() -> any
     assert_eq!(row("user7@example.com").get(1), Some(&"7"), "{text}");
     assert_eq!(row("-").get(1), Some(&"13"), "{text}");
 
-    let json: serde_json::Value =
-        serde_json::from_str(&s.cli.run(&["runs", "show", &run, "--json"]).await?.ok()?.stdout)?;
+    let json: serde_json::Value = serde_json::from_str(
+        &s.cli
+            .run(&["runs", "show", &run, "--json"])
+            .await?
+            .ok()?
+            .stdout,
+    )?;
     let mut keys: Vec<(String, String)> = json["rejected_records"]
         .as_array()
         .into_iter()
