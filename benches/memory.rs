@@ -77,6 +77,8 @@ async fn run_benchmark(pool: sqlx::PgPool) -> anyhow::Result<()> {
         ("SYNCWARD__OUTBOUND__ALLOW".into(), support::LOOPBACK.into()),
         ("SYNCWARD__WORKERS__COUNT".into(), SYNCS.to_string()),
         ("SYNCWARD_CONFIG".into(), config.display().to_string()),
+        // As the shipped unit (deploy/syncward.service) sets it.
+        ("MIMALLOC_PURGE_DELAY".into(), "100".into()),
     ];
     let cli = |args: &[String]| -> anyhow::Result<()> {
         let out = std::process::Command::new(daemon_process::BINARY)
