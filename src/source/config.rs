@@ -23,13 +23,7 @@ impl SourceKey {
         match self {
             SourceKey::Integer(i) => i.to_string(),
             SourceKey::Text(t) if t.len() <= Self::LONGEST => t.to_string(),
-            SourceKey::Text(t) => {
-                let mut end = Self::LONGEST;
-                while !t.is_char_boundary(end) {
-                    end -= 1;
-                }
-                format!("{}…", &t[..end])
-            }
+            SourceKey::Text(t) => format!("{}…", &t[..t.floor_char_boundary(Self::LONGEST)]),
         }
     }
 }
