@@ -98,15 +98,23 @@ pub trait Destination: Send + Sync {
     }
 }
 
-/// What must be done before a call's first request leaves (the ledger's mark
-/// that the call started, the account's request slot). `start` sends it on
-/// its way, `wait` waits for it just before the first request, so the work
-/// in between (building the body) costs no time of its own.
-pub struct Go<'a>(Option<Pin<Box<dyn Future<Output = ()> + Send + 'a>>>);
+/// What must be done before a call's first request leaves (the run's proof
+/// that it still holds the lease, the ledger's mark that the call started,
+/// the account's request slot). `start` sends it on its way, `wait` waits
+/// for it just before the first request, so the work in between (building
+/// the body) costs no time of its own. Work that fails keeps the call from
+/// leaving: `wait` returns its error, and no request is sent.
+pub struct Go<'a> {
+    work: Option<GoWork<'a>>,
+    /// What work finished at `start` answered.
+    answered: Result<(), DestinationError>,
+}
+
+type GoWork<'a> = Pin<Box<dyn Future<Output = Result<(), DestinationError>> + Send + 'a>>;
 
 impl std::fmt::Debug for Go<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
+        f.write_str(if self.work.is_some() {
             "Go(pending)"
         } else {
             "Go(now)"
@@ -115,28 +123,37 @@ impl std::fmt::Debug for Go<'_> {
 }
 
 impl<'a> Go<'a> {
-    pub fn after(work: impl Future<Output = ()> + Send + 'a) -> Self {
-        Go(Some(Box::pin(work)))
+    pub fn after(work: impl Future<Output = Result<(), DestinationError>> + Send + 'a) -> Self {
+        Go {
+            work: Some(Box::pin(work)),
+            answered: Ok(()),
+        }
     }
 
     /// Nothing to wait for.
     pub fn now() -> Self {
-        Go(None)
+        Go {
+            work: None,
+            answered: Ok(()),
+        }
     }
 
     /// Its first poll: the statements it makes are written out.
     pub async fn start(&mut self) {
-        if let Some(work) = &mut self.0
-            && futures::poll!(work.as_mut()).is_ready()
+        if let Some(work) = &mut self.work
+            && let std::task::Poll::Ready(answer) = futures::poll!(work.as_mut())
         {
-            self.0 = None;
+            self.work = None;
+            self.answered = answer;
         }
     }
 
-    /// Done, however far `start` took it.
-    pub async fn wait(&mut self) {
-        if let Some(work) = self.0.take() {
-            work.await;
+    /// Done, however far `start` took it; an error means the call must not
+    /// leave (answered once: a second wait finds nothing to wait for).
+    pub async fn wait(&mut self) -> Result<(), DestinationError> {
+        if let Some(work) = self.work.take() {
+            self.answered = work.await;
         }
+        std::mem::replace(&mut self.answered, Ok(()))
     }
 }

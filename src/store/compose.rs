@@ -50,5 +50,7 @@ pub(crate) use composed;
 // Every fragment, where `composed!` finds it.
 pub(crate) use super::cursors::move_cursor;
 pub(crate) use super::fence::{fence_guard, fence_held, issue_fence, next_fence, take_fence};
-pub(crate) use super::ledger::{complete_batch_ctes, completed_meanwhile, stake_batch_ctes};
+pub(crate) use super::ledger::{
+    complete_batch_ctes, completed_meanwhile, insert_batch, stake_batch_ctes,
+};
 pub(crate) use super::ledger_days::completion_day;

@@ -34,12 +34,10 @@ impl CheckpointPacing {
     }
 
     /// A page ended clean at `next`. Returns true when its checkpoint may
-    /// wait: replayed whole, with no stake to ride in it, and the last write
-    /// recent.
-    pub fn page_clean(&mut self, next: Option<Value>, replayed_whole: bool, stakes: bool) -> bool {
+    /// wait: replayed whole, and the last write recent.
+    pub fn page_clean(&mut self, next: Option<Value>, replayed_whole: bool) -> bool {
         self.at = next;
-        self.waiting =
-            replayed_whole && !stakes && self.last_write.elapsed() < REPLAY_CHECKPOINT_EVERY;
+        self.waiting = replayed_whole && self.last_write.elapsed() < REPLAY_CHECKPOINT_EVERY;
         self.waiting
     }
 

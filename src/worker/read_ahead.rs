@@ -2,8 +2,11 @@
 //! keyed and looked up in the ledger and page N+2 is read, the lookup of its
 //! stakes in the ledger started beside it (found by the cursor it is read
 //! from, before its keys are known) and awaited only once its keys are, at
-//! the next step. All of that only reads; staking (which spends attempts)
-//! waits until page N is clean. On the bulk path this overlap is what keeps
+//! the next step. Page N+1's bulk call is staked once it is keyed, while
+//! page N's call is still in flight: a stake reserves its keys' attempts but
+//! spends none until its call is marked started, just before it leaves, so a
+//! run that dies or stops meanwhile costs the page nothing (and gives the
+//! stake back when it can). On the bulk path this overlap is what keeps
 //! the source, the ledger lookups and the destination busy at once; on a
 //! replay, a page waits for its keying, not for a round trip (see
 //! docs/benchmarks.md).
@@ -90,9 +93,9 @@ impl<'s> ReadAhead<'s> {
     }
 
     /// Prepares the page read ahead (it starts at `from`, where the page
-    /// being sent ends) while the one after it is read. A store failure
-    /// while preparing is returned for the run to raise once the page being
-    /// sent is checkpointed.
+    /// being sent ends) and stakes its bulk call, while the one after it is
+    /// read. A store failure while preparing is returned for the run to
+    /// raise once the page being sent is checkpointed.
     pub async fn advance(
         &mut self,
         cx: &RunContext<'_>,
@@ -111,9 +114,11 @@ impl<'s> ReadAhead<'s> {
                 Some(ReadPage {
                     page: Ok(page),
                     stakes,
-                }) => Ok(Some(Ok(
-                    prepare_page(cx, fingerprint, from, page, stakes).await?
-                ))),
+                }) => {
+                    let mut page = prepare_page(cx, fingerprint, from, page, stakes).await?;
+                    stake_ahead(cx, &mut page).await?;
+                    Ok(Some(Ok(page)))
+                }
             }
         };
         let (prepared, following) =
@@ -128,8 +133,8 @@ impl<'s> ReadAhead<'s> {
         self.next.as_mut().and_then(|page| page.as_mut().ok())
     }
 
-    /// A run that stops between pages gives back the attempt the stake of
-    /// the next page spent with the last checkpoint: it was never sent.
+    /// A run that stops between pages gives back the stake of the next page:
+    /// it was never sent.
     pub async fn give_back_stake(&mut self, cx: &RunContext<'_>) -> Result<(), RunFailure> {
         if let Some(PreparedPage {
             staked: Some(BatchStake::Staked { batch, .. }),
@@ -140,6 +145,32 @@ impl<'s> ReadAhead<'s> {
         }
         Ok(())
     }
+}
+
+/// Stakes a prepared page's bulk call, fenced, before its turn comes (see
+/// the module's comment). A page sent otherwise is staked as it goes, and so
+/// is one that watches another run's open stakes: whether those completed
+/// meanwhile is asked as late as it can be, just before the call.
+async fn stake_ahead(cx: &RunContext<'_>, page: &mut PreparedPage) -> Result<(), RunFailure> {
+    if !cx.bulk() {
+        return Ok(());
+    }
+    let request = page
+        .whole_stake(cx.env.record_attempts)
+        .filter(|stake| stake.watched.is_empty());
+    if let Some(request) = request {
+        let run = cx.run;
+        let stake = ledger::stake_batch(
+            &cx.env.store,
+            &run.sync_id,
+            run.id,
+            cx.lease.fence,
+            &request,
+        )
+        .await?;
+        page.staked = Some(stake);
+    }
+    Ok(())
 }
 
 /// Where the page after `page` starts; `None` after the last page. A page

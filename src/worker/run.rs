@@ -32,13 +32,15 @@ use super::run_env::{PageProgress, RunEnv, RunOutcome, RunReport};
 use super::run_failure::RunFailure;
 use super::stakes::{CallAnswers, PageStakes, complete_alone};
 use crate::config::SyncDefinition;
-use crate::destination::{AnyDestination, Destination, Go, Outbound, RecordOutcome};
+use crate::destination::{
+    AnyDestination, Destination, DestinationError, Go, Outbound, RecordOutcome,
+};
 use crate::failure::FailureCode;
 use crate::lease::Lease;
 use crate::source::{AnySource, Source};
 use crate::store::checkpoint::{self, CleanPage};
 use crate::store::cursors;
-use crate::store::ledger::{self, BatchCompletion, BatchStake, BatchStakeRequest};
+use crate::store::ledger::BatchCompletion;
 use crate::store::record_states::{self, RecordState, StateScope};
 use crate::store::rejected::{self, Rejection};
 use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
@@ -313,29 +315,39 @@ async fn page_loop(
     }
     let mut pages = ReadAhead::start(cx, source, state.cursor.as_ref()).await?;
     let mut pacing = CheckpointPacing::new(state.cursor.clone());
-    // The next page's request slot, when the checkpoint before it took it.
-    let mut next_slot = None;
+    // The last clean page's checkpoint, written while the next page is sent.
+    let mut saving = None;
     loop {
         if cx.env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
+            land(state, saving.take()).await?;
             pages.give_back_stake(cx).await?;
             checkpoint_waiting(cx, state, &pacing).await?;
             return Ok(RunOutcome::Stopped);
         }
-        if let Some(wait) = slot_too_far(cx, &mut pages, next_slot.take()).await {
+        if let Some(wait) = slot_too_far(cx, &mut pages).await {
             info!(
                 wait_s = wait.as_secs_f64(),
                 "The destination account's request budget is busy; back in the queue until it nears"
             );
+            land(state, saving.take()).await?;
             pages.give_back_stake(cx).await?;
             checkpoint_waiting(cx, state, &pacing).await?;
             return Ok(RunOutcome::Deferred(wait));
         }
-        let Some(page) = pages.take()? else {
-            checkpoint_waiting(cx, state, &pacing).await?;
-            // A complete read: mirror mode takes off who left the query.
-            super::mirror::remove_departed(cx).await?;
-            return Ok(RunOutcome::Succeeded);
+        let page = match pages.take() {
+            Ok(Some(page)) => page,
+            Ok(None) => {
+                land(state, saving.take()).await?;
+                checkpoint_waiting(cx, state, &pacing).await?;
+                // A complete read: mirror mode takes off who left the query.
+                super::mirror::remove_departed(cx).await?;
+                return Ok(RunOutcome::Succeeded);
+            }
+            Err(e) => {
+                land(state, saving.take()).await?;
+                return Err(e.into());
+            }
         };
         state.page += 1;
         let before = state.counts;
@@ -345,46 +357,64 @@ async fn page_loop(
         // (replayed from the ledger) and goes on from there. Never back to
         // the start.
         let next = page.next_cursor.clone().or_else(|| pacing.at().clone());
-        // 2-3. Send this page while the next is prepared.
+        // 2-3. Send this page (its call proves the lease before it leaves)
+        // while the next is prepared and staked and the last clean page's
+        // checkpoint is written.
         let mut completions = Vec::new();
-        let (delivered, prepared_next) = tokio::join!(
+        let (delivered, prepared_next, landed) = tokio::join!(
             send_page(cx, page, &mut state.counts, &mut completions),
             pages.advance(cx, next.as_ref()),
+            landing(saving.take()),
         );
-        if let Some(refused) = delivered? {
+        // The last checkpoint answers first: a refused one stops the run,
+        // with this page's answer recorded (its call was made).
+        let cancel = match landed.map(|landed| landed.apply(state)) {
+            Some(Err(failure)) => {
+                complete_alone(cx, completions).await?;
+                return Err(abandon(cx, &mut pages, failure).await);
+            }
+            Some(Ok(cancel)) => cancel,
+            None => false,
+        };
+        let refused = match delivered {
+            Ok(refused) => refused,
+            Err(failure) => return Err(abandon(cx, &mut pages, failure).await),
+        };
+        if let Some(refused) = refused {
             complete_alone(cx, completions).await?;
-            return Err(RunFailure(
+            let failure = RunFailure(
                 refused,
                 format!(
                     "all {records} records of page {} were rejected or quarantined",
                     state.page
                 ),
-            ));
+            );
+            return Err(abandon(cx, &mut pages, failure).await);
         }
-        // 4. The page is clean: prove and checkpoint (or let a replayed page
-        // wait). The next page's bulk call is staked in the same statement.
+        // 4. The page is clean: its checkpoint goes (or a replayed page's
+        // waits).
         let counts = &state.counts;
         let replayed_whole = counts.replayed - before.replayed == records as i64
             && (counts.written, counts.rejected, counts.resent)
                 == (before.written, before.rejected, before.resent);
-        let stake_next = match pages.next_mut() {
-            Some(page) if cx.bulk() => page.whole_stake(cx.env.record_attempts),
-            _ => None,
-        };
         // Diff mode keeps no cursor: every run reads the whole query.
         let saved = if cx.definition.source.sync_mode().reads_whole() {
             None
         } else {
             next
         };
-        if !pacing.page_clean(saved, replayed_whole, stake_next.is_some()) {
-            let (staked, slot) =
-                checkpoint(cx, state, pacing.at(), completions, stake_next.as_ref()).await?;
-            next_slot = slot;
+        if !pacing.page_clean(saved, replayed_whole) {
+            saving = Some(save(cx, state, pacing.at(), completions));
             pacing.written();
-            if let Some(page) = pages.next_mut() {
-                page.staked = staked;
-            }
+        }
+        if cancel {
+            land(state, saving.take()).await?;
+            checkpoint_waiting(cx, state, &pacing).await?;
+            pages.give_back_stake(cx).await?;
+            return Err(RunFailure(
+                FailureCode::RunCancelled,
+                format!("cancelled by a person; stopped after page {}", state.page),
+            ));
         }
         debug!(
             page = state.page,
@@ -406,30 +436,38 @@ async fn page_loop(
             counts: state.counts,
         });
         // A failure preparing the next page surfaces once this one is saved.
-        prepared_next?;
+        if let Err(failure) = prepared_next {
+            land(state, saving.take()).await?;
+            return Err(failure);
+        }
     }
 }
 
+/// A run that stops on a failure gives back the next page's stake (made
+/// while this page's call was in flight) when it can: it was never sent.
+async fn abandon(
+    cx: &RunContext<'_>,
+    pages: &mut ReadAhead<'_>,
+    failure: RunFailure,
+) -> RunFailure {
+    if let Err(e) = pages.give_back_stake(cx).await {
+        warn!(error = %e.1, "Could not give back the next page's stake");
+    }
+    failure
+}
+
 /// A daemon run about to send a page takes the account's next request slot
-/// (unless the checkpoint before it did: `reserved`) if it comes soon enough
+/// if it comes soon enough
 /// (and waits for it without its worker); else the wait, for the run to go
 /// back in the queue. Pages with nothing to send, and foreground runs, never
 /// wait here.
-async fn slot_too_far(
-    cx: &RunContext<'_>,
-    pages: &mut ReadAhead<'_>,
-    reserved: Option<Result<Duration, Duration>>,
-) -> Option<Duration> {
+async fn slot_too_far(cx: &RunContext<'_>, pages: &mut ReadAhead<'_>) -> Option<Duration> {
     cx.env.hold_worker_for_slot?;
     let page = pages.next_mut()?;
     if page.fresh.is_empty() && page.suspects.is_empty() {
         return None;
     }
-    let answer = match reserved {
-        Some(answer) => answer,
-        None => cx.destination.reserve_slot(slot_within(cx)).await,
-    };
-    match answer {
+    match cx.destination.reserve_slot(slot_within(cx)).await {
         Ok(wait) => {
             give_worker_back_for(cx, wait);
             None
@@ -463,68 +501,93 @@ fn give_worker_back_for(cx: &RunContext<'_>, wait: Duration) {
     }
 }
 
-/// The next page's call is marked started by the checkpoint that stakes it
-/// when the account's request slot for it is this near: the call leaves once
-/// that slot comes and its body is built, so a kill in between counts an
-/// attempt only milliseconds before the call. A farther slot's call is
-/// marked as it goes.
-const MARK_WITH_CHECKPOINT: Duration = Duration::from_millis(10);
+/// A clean page's checkpoint on its way, while the next page is sent.
+type Saving<'c> = std::pin::Pin<Box<dyn Future<Output = Landed> + Send + 'c>>;
 
-/// Proves the run still owns the sync, then moves the cursor to `at` (with the
-/// run's progress) in a statement refused if a newer fence wrote. The page's
-/// bulk-call answer (`completions`) is written in the same statement, or
-/// alone when the run cannot checkpoint: the calls were made either way.
-/// With the next page's stake (`stake_next`), its request slot is taken
-/// while the lease is proved, and returned: a near one lets the stake carry
-/// the call's mark, so the call waits for no statement of its own.
-async fn checkpoint(
-    cx: &RunContext<'_>,
-    state: &mut LoopState,
+/// What a checkpoint came to.
+struct Landed {
+    /// Where it moved the cursor, if it did.
+    moved: Option<Option<Value>>,
+    /// Whether a person asked the run to stop, or why the run must stop.
+    answer: Result<bool, RunFailure>,
+}
+
+impl Landed {
+    fn apply(self, state: &mut LoopState) -> Result<bool, RunFailure> {
+        if let Some(at) = self.moved {
+            state.cursor = at;
+        }
+        self.answer
+    }
+}
+
+/// Starts a clean page's checkpoint: the lease proved beside a statement
+/// that moves the cursor to `at` (with the run's progress) and is refused if
+/// a newer fence wrote. The page's bulk-call answers go with it (all but one
+/// alone, before it): the calls were made either way. The run sends the
+/// next page meanwhile, whose call proves the lease again before it leaves:
+/// no call leaves after a failed proof (docs/contract.md).
+fn save<'c>(
+    cx: &'c RunContext<'c>,
+    state: &LoopState,
     at: &Option<Value>,
     mut completions: Vec<BatchCompletion>,
-    stake_next: Option<&BatchStakeRequest>,
-) -> Result<(Option<BatchStake>, Option<Result<Duration, Duration>>), RunFailure> {
-    let slot = async {
-        match stake_next {
-            Some(_) => Some(cx.destination.reserve_slot(slot_within(cx)).await),
-            None => None,
+) -> Saving<'c> {
+    let (counts, pages, at) = (state.counts, state.page, at.clone());
+    Box::pin(async move {
+        let write = async {
+            let with_checkpoint = completions.pop();
+            complete_alone(cx, completions).await?;
+            let page = CleanPage {
+                run_id: cx.run.id,
+                sync_id: &cx.run.sync_id,
+                fence: cx.lease.fence,
+                counts: &counts,
+                pages,
+                cursor: at.as_ref(),
+                completion: with_checkpoint.as_ref(),
+            };
+            Ok::<_, RunFailure>(checkpoint::record_clean_page(&cx.env.store, &page).await?)
+        };
+        let (proof, written) = tokio::join!(prove_lease(cx), write);
+        match written {
+            Err(failure) => Landed {
+                moved: None,
+                answer: Err(failure),
+            },
+            Ok((false, _)) => Landed {
+                moved: None,
+                answer: Err(RunFailure::lease_lost("a newer fence wrote the cursor")),
+            },
+            Ok((true, cancel)) => Landed {
+                moved: Some(at),
+                answer: proof.map(|()| cancel),
+            },
         }
-    };
-    let (proof, slot) = tokio::join!(prove_lease(cx), slot);
-    if let Err(failure) = proof {
-        complete_alone(cx, completions).await?;
-        return Err(failure);
+    })
+}
+
+/// The checkpoint in flight, if any, once it lands.
+async fn landing(saving: Option<Saving<'_>>) -> Option<Landed> {
+    match saving {
+        Some(saving) => Some(saving.await),
+        None => None,
     }
-    // One answer rides with the checkpoint (a bulk page has one call).
-    let with_checkpoint = completions.pop();
-    complete_alone(cx, completions).await?;
-    let page = CleanPage {
-        run_id: cx.run.id,
-        sync_id: &cx.run.sync_id,
-        fence: cx.lease.fence,
-        counts: &state.counts,
-        pages: state.page,
-        cursor: at.as_ref(),
-        completion: with_checkpoint.as_ref(),
-        stake: stake_next,
-        call_started: matches!(slot, Some(Ok(wait)) if wait <= MARK_WITH_CHECKPOINT),
+}
+
+/// Waits for the checkpoint in flight, if any; a person's request to stop
+/// that it brings back is the run's to end with.
+async fn land(state: &mut LoopState, saving: Option<Saving<'_>>) -> Result<(), RunFailure> {
+    let Some(landed) = landing(saving).await else {
+        return Ok(());
     };
-    let (moved, staked, cancel) = checkpoint::record_clean_page(&cx.env.store, &page).await?;
-    if !moved {
-        return Err(RunFailure::lease_lost("a newer fence wrote the cursor"));
-    }
-    state.cursor = at.clone();
-    if cancel {
-        // The next page's stake, if any, was made: give it back unsent.
-        if let Some(BatchStake::Staked { batch, .. }) = staked {
-            ledger::forget_batch(&cx.env.store, batch).await?;
-        }
+    if landed.apply(state)? {
         return Err(RunFailure(
             FailureCode::RunCancelled,
             format!("cancelled by a person; stopped after page {}", state.page),
         ));
     }
-    Ok((staked, slot))
+    Ok(())
 }
 
 /// The lease is still this run's: not reported lost by the renewal, and
@@ -552,7 +615,8 @@ async fn checkpoint_waiting(
     pacing: &CheckpointPacing,
 ) -> Result<(), RunFailure> {
     if pacing.waiting() {
-        checkpoint(cx, state, pacing.at(), Vec::new(), None).await?;
+        let saving = save(cx, state, pacing.at(), Vec::new());
+        land(state, Some(saving)).await?;
     }
     Ok(())
 }
@@ -601,6 +665,7 @@ async fn send_page(
             records: batch,
             rejections: &mut rejections,
             completions,
+            prove: call == 0,
         };
         delivered += deliver_batch(cx, &mut stakes, batch, counts).await?;
     }
@@ -694,6 +759,8 @@ struct Batch<'p> {
     rejections: &'p mut Vec<Rejection>,
     /// Bulk-call answers that ride with the page's checkpoint.
     completions: &'p mut Vec<BatchCompletion>,
+    /// The lease is proved before the call leaves (a page's first call).
+    prove: bool,
 }
 
 /// Stakes, sends and settles one call's records; returns how many were
@@ -705,7 +772,7 @@ async fn deliver_batch(
     batch: Batch<'_>,
     counts: &mut RunCounts,
 ) -> Result<usize, RunFailure> {
-    let offered = batch.records.len();
+    let (offered, prove) = (batch.records.len(), batch.prove);
     let (staked, records) = stakes.stake(cx, batch.records).await?;
     // A key completed by someone else between lookup and stake is not sent.
     counts.replayed += (offered - records.len()) as i64;
@@ -730,14 +797,26 @@ async fn deliver_batch(
         source_keys.push(p.source_key);
     }
     // The stake's attempt is spent as the call goes out: marked first, so a
-    // record whose call kills the process at once is counted (unless the
-    // checkpoint that made the stake marked it already). The account's
-    // request slot is taken meanwhile, and the body built. A call that
+    // record whose call kills the process at once is counted. The lease is
+    // proved (the first call of a page: the last checkpoint may still be in
+    // flight), the account's request slot taken and the body built
+    // meanwhile; a failed proof keeps the call from leaving. A call that
     // failed as a whole failed for each of its records.
+    let refusal = std::sync::OnceLock::new();
     let go = Go::after(async {
         // With no bound the slot is always held (`Ok`), however far it is.
         let slot = cx.destination.reserve_slot(Duration::MAX);
-        let _ = tokio::join!(staked.start_call(cx, &keys), slot);
+        let proof = async {
+            match prove {
+                true => prove_lease(cx).await,
+                false => Ok(()),
+            }
+        };
+        let (proof, (), _) = tokio::join!(proof, staked.start_call(cx, &keys), slot);
+        proof.map_err(|failure| {
+            let _ = refusal.set(failure);
+            DestinationError::Unavailable("not sent: the run lost its lease".into())
+        })
     });
     let outcomes = cx
         .destination
@@ -766,6 +845,9 @@ async fn deliver_batch(
         }
     }
     answers.settle(cx, staked, sent, batch.completions).await?;
+    if let Some(failure) = refusal.into_inner() {
+        return Err(failure);
+    }
     if let Some(error) = answers.failed.error {
         return Err(error.into());
     }

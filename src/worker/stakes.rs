@@ -3,8 +3,8 @@
 //! after. A bulk call is one `delivery_batches` row holding the page's
 //! packed keys (one insert instead of a thousand);
 //! per-record calls get a `deliveries` row per key. The next page's bulk
-//! stake rides in this page's checkpoint statement, so a clean page costs
-//! one commit for both.
+//! stake is made while this page's call is in flight (`read_ahead`), so it
+//! costs the page no round trip of its own.
 
 use std::collections::{HashMap, HashSet};
 
@@ -23,11 +23,8 @@ use crate::store::ledger::{
 
 impl PreparedPage {
     /// The stake of this page's bulk call (suspects first, as the run sends
-    /// them), to be made with the previous page's checkpoint; none when
-    /// nothing is to be sent, when the page is not sent in one call (a
-    /// suspect on its last attempt goes alone), or when it watches another
-    /// run's open stakes (it is made alone, before the call, and hears which
-    /// of them completed meanwhile).
+    /// them); none when nothing is to be sent, or when the page is not sent
+    /// in one call (a suspect on its last attempt goes alone).
     pub(super) fn whole_stake(&self, budget: i32) -> Option<BatchStakeRequest> {
         if self.suspects.is_empty() && self.fresh.is_empty()
             || self.suspects.iter().any(|s| s.last_chance(budget))
@@ -39,7 +36,6 @@ impl PreparedPage {
             &self.open_batches,
             self.suspects.iter().chain(&self.fresh),
         ))
-        .filter(|stake| stake.watched.is_empty())
     }
 }
 
@@ -47,7 +43,7 @@ impl PreparedPage {
 pub(super) struct PageStakes<'a> {
     pub page_id: &'a [u8; 32],
     pub open_batches: &'a [(i64, Vec<u8>)],
-    /// The page's bulk call, already staked with the previous checkpoint.
+    /// The page's bulk call, already staked during the previous page's call.
     pub staked: Option<BatchStake>,
 }
 
@@ -55,8 +51,7 @@ pub(super) struct PageStakes<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Staked {
     /// One batch row holds the keys (a bulk call): its answer completes it.
-    /// `started`: its call was marked started with the stake.
-    Whole { batch: i64, started: bool },
+    Whole { batch: i64 },
     /// One row per key (per-record calls).
     PerKey,
 }
@@ -77,8 +72,8 @@ impl PageStakes<'_> {
         }
     }
 
-    /// Stakes a bulk call's keys (or takes the stake the previous page's
-    /// checkpoint made for them).
+    /// Stakes a bulk call's keys (or takes the stake made for them while
+    /// the previous page's call was in flight).
     async fn stake_whole(
         &mut self,
         cx: &RunContext<'_>,
@@ -104,18 +99,13 @@ impl PageStakes<'_> {
             BatchStake::Staked {
                 batch: id,
                 completed_meanwhile,
-                call_started,
             } => {
                 let done: HashSet<&[u8]> = completed_meanwhile.chunks_exact(32).collect();
                 let batch = batch
                     .into_iter()
                     .filter(|p| !done.contains(&p.key.0[..]))
                     .collect();
-                let staked = Staked::Whole {
-                    batch: id,
-                    started: call_started,
-                };
-                Ok((staked, batch))
+                Ok((Staked::Whole { batch: id }, batch))
             }
         }
     }
@@ -166,8 +156,7 @@ impl Staked {
     pub async fn start_call(self, cx: &RunContext<'_>, keys: &[DeliveryKey]) {
         let packed: Vec<Vec<u8>>;
         let stake = match self {
-            Staked::Whole { started: true, .. } => return,
-            Staked::Whole { batch, .. } => CallStake::Batch(batch),
+            Staked::Whole { batch } => CallStake::Batch(batch),
             Staked::PerKey => {
                 packed = keys.iter().map(|k| k.0.to_vec()).collect();
                 CallStake::Keys {

@@ -133,8 +133,14 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         rig.start(&new_daemon, 2).await?.is_none(),
         "one holder at a time"
     );
-    // Page 1 is clean: the cursor moves, and page 2's stake rides along.
-    let (moved, staked, _) = checkpoint::record_clean_page(
+    // While page 1's call is in flight, page 2's call is staked (fenced).
+    let staked = ledger::stake_batch(&rig.db.pool, "s1", 1, first.fence, &next_stake(2)).await?;
+    let BatchStake::Staked { batch: page_2, .. } = staked else {
+        anyhow::bail!("page 2 was not staked: {staked:?}");
+    };
+    // Page 1 is clean: the cursor moves; page 2's call is marked started as
+    // it goes, beside the checkpoint.
+    let (moved, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 1,
@@ -144,21 +150,12 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 1,
             cursor: Some(&at(10)),
             completion: None,
-            stake: Some(&next_stake(2)),
-            call_started: true,
         },
     )
     .await?;
     assert!(moved);
-    let Some(BatchStake::Staked {
-        batch: page_2,
-        call_started: true,
-        ..
-    }) = staked
-    else {
-        anyhow::bail!("page 2 was not staked: {staked:?}");
-    };
-    // Its call was marked started with the stake: its attempt is spent.
+    ledger::start_call(&rig.db.pool, ledger::CallStake::Batch(page_2)).await?;
+    // Its call was marked started: its attempt is spent.
     let started: bool =
         sqlx::query_scalar("SELECT call_started FROM delivery_batches WHERE id = $1")
             .bind(page_2)
@@ -176,7 +173,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         !old_daemon.prove(&first).await?,
         "the old holder can tell it lost the lease"
     );
-    let (moved, _, _) = checkpoint::record_clean_page(
+    let (moved, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 2,
@@ -186,8 +183,6 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 2,
             cursor: Some(&at(20)),
             completion: None,
-            stake: None,
-            call_started: false,
         },
     )
     .await?;
@@ -195,13 +190,13 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
 
     // The old holder finishes page 2 regardless: its checkpoint is refused
     // (the run stops: "a newer fence wrote the cursor"). The call it made is
-    // still recorded; its counts and its next stake are not.
+    // still recorded; its counts are not, and nor is a next stake.
     let completion = BatchCompletion {
         batch: page_2,
         result: json!({"processId": 7}),
         import: None,
     };
-    let (moved, staked, _) = checkpoint::record_clean_page(
+    let (moved, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 1,
@@ -211,13 +206,15 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 3,
             cursor: Some(&at(30)),
             completion: Some(&completion),
-            stake: Some(&next_stake(3)),
-            call_started: true,
         },
     )
     .await?;
     assert!(!moved, "the stale fence wrote the cursor");
-    assert!(staked.is_none(), "the stale fence staked: {staked:?}");
+    let staked = ledger::stake_batch(&rig.db.pool, "s1", 1, first.fence, &next_stake(3)).await?;
+    assert!(
+        matches!(staked, BatchStake::Fenced),
+        "the stale fence staked: {staked:?}"
+    );
     // So is its last attempt to save its cursor on the way out.
     assert!(!cursors::checkpoint_cursor(&rig.db.pool, "s1", Some(&at(30)), first.fence, 1).await?);
 

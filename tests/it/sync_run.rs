@@ -137,7 +137,10 @@ async fn replay_of_a_delivered_range_makes_no_destination_call() -> anyhow::Resu
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn deleting_the_lease_mid_run_stops_it_with_lease_lost_before_the_next_checkpoint()
+/// The proof travels beside the checkpoint (docs/contract.md): page 2's
+/// checkpoint, fenced, still moves the cursor past the page it proved clean,
+/// but no call leaves after the failed proof.
+async fn deleting_the_lease_mid_run_stops_it_with_lease_lost_before_the_next_call()
 -> anyhow::Result<()> {
     let s = Scenario::new(SyncOptions::default()).await?;
     let key = s.lease_key();
@@ -156,9 +159,14 @@ async fn deleting_the_lease_mid_run_stops_it_with_lease_lost_before_the_next_che
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stdout.contains(LEASE_LOST), "{}", out.stdout);
     assert_eq!(
+        s.fake.requests().len(),
+        2,
+        "a call left after the lease was gone"
+    );
+    assert_eq!(
         s.cursor().await?.as_deref(),
-        Some("10"),
-        "the cursor stays at the last proven batch"
+        Some("20"),
+        "the cursor stands after the last clean page"
     );
     let run = s.last_run().await?;
     assert_eq!(run["status"], "failed");

@@ -397,7 +397,10 @@ impl BrevoDestination {
             let body = bytes::Bytes::from(body);
             let url = self.url("/contacts/import");
             let build = || self.post_bytes(&url, body.clone());
-            go.wait().await;
+            if let Err(e) = go.wait().await {
+                outcomes.resize(records.len(), RecordOutcome::Failed(e));
+                break;
+            }
             let answer = self
                 .send(build, self.import_pacer.as_ref(), |status, bytes| {
                     judge_import(status, bytes, rows.len())
@@ -718,7 +721,7 @@ impl BrevoDestination {
                 outcomes[i] = Some(outcome);
             }
         }
-        go.wait().await;
+        go.wait().await?;
         for group in singles.chunks(self.config.concurrency.max(1) as usize) {
             let answers = join_all(group.iter().map(|&i| self.create_contact(&records[i]))).await;
             for (&i, answer) in group.iter().zip(answers) {
@@ -761,7 +764,7 @@ impl Destination for BrevoDestination {
         match self.config.mode {
             BrevoMode::Bulk => self.import_with_consent(records, &mut go).await,
             BrevoMode::Single => {
-                go.wait().await;
+                go.wait().await?;
                 Ok(join_all(records.iter().map(|r| self.create_contact(r)))
                     .await
                     .into_iter()

@@ -270,7 +270,7 @@ impl Destination for WebhookDestination {
         records: &[Outbound],
         mut go: Go<'_>,
     ) -> Result<Vec<RecordOutcome>, DestinationError> {
-        go.wait().await;
+        go.wait().await?;
         if self.config.batch {
             return self.post_batch(records).await;
         }
