@@ -50,6 +50,9 @@ pub enum FailureCode {
     /// Mirror mode would have taken more records off the destination than
     /// `source.max_removal_share` allows.
     MirrorRemovalRefused,
+    /// A mapped source field that held a value in most records of the last
+    /// complete read holds none in most records of this one.
+    MappedFieldVanished,
     RecordsQuarantined,
     DestinationUnavailable,
     DestinationRateLimited,
@@ -69,7 +72,7 @@ pub enum FailureCode {
 }
 
 impl FailureCode {
-    pub const ALL: [FailureCode; 24] = [
+    pub const ALL: [FailureCode; 25] = [
         FailureCode::SourceUnreachable,
         FailureCode::SourceQueryFailed,
         FailureCode::SourceAuthFailed,
@@ -81,6 +84,7 @@ impl FailureCode {
         FailureCode::DestinationGone,
         FailureCode::DestinationRejectedAll,
         FailureCode::MirrorRemovalRefused,
+        FailureCode::MappedFieldVanished,
         FailureCode::RecordsQuarantined,
         FailureCode::DestinationUnavailable,
         FailureCode::DestinationRateLimited,
@@ -109,6 +113,7 @@ impl FailureCode {
             FailureCode::DestinationGone => "destination_gone",
             FailureCode::DestinationRejectedAll => "destination_rejected_all",
             FailureCode::MirrorRemovalRefused => "mirror_removal_refused",
+            FailureCode::MappedFieldVanished => "mapped_field_vanished",
             FailureCode::RecordsQuarantined => "records_quarantined",
             FailureCode::DestinationUnavailable => "destination_unavailable",
             FailureCode::DestinationRateLimited => "destination_rate_limited",
@@ -159,6 +164,9 @@ impl FailureCode {
             }
             FailureCode::MirrorRemovalRefused => {
                 "More of the records this sync delivered left its query than source.max_removal_share allows one run to take off the destination, so the run took nobody off (a broken query would otherwise empty the lists)."
+            }
+            FailureCode::MappedFieldVanished => {
+                "A source field the mapping reads held a value in most records of the sync's last complete read and is missing or empty in most records read now (a renamed or emptied column), so the run stopped before sending them rather than quietly stop updating its attribute."
             }
             FailureCode::DestinationRejectedAll => {
                 "The destination rejected every record of a batch."
@@ -232,6 +240,9 @@ impl FailureCode {
             FailureCode::MirrorRemovalRefused => {
                 "Check the query and its source (the run's detail gives the counts); if the records really left, raise source.max_removal_share in the sync file and apply it, then run the sync again."
             }
+            FailureCode::MappedFieldVanished => {
+                "Check the source query and the mapping (the run's detail names the field and its shares): map the attribute from the field that holds it now, or, if the field really is empty now, list the attribute in [mapping] allow_vanished; apply the sync file, then run the sync again."
+            }
             FailureCode::DestinationRejectedAll => {
                 "Check the mapping: the rejected records on this run say what the destination objected to."
             }
@@ -288,6 +299,7 @@ impl FailureCode {
             | FailureCode::DestinationGone
             | FailureCode::DestinationRejectedAll
             | FailureCode::MirrorRemovalRefused
+            | FailureCode::MappedFieldVanished
             | FailureCode::ConfigInvalid => Owner::Customer,
             FailureCode::SecretMissing
             | FailureCode::SourceUnreachable
@@ -326,6 +338,7 @@ impl FailureCode {
             | FailureCode::DestinationGone
             | FailureCode::DestinationRejectedAll
             | FailureCode::MirrorRemovalRefused
+            | FailureCode::MappedFieldVanished
             | FailureCode::RecordsQuarantined
             | FailureCode::ConfigInvalid
             | FailureCode::SecretMissing
@@ -412,6 +425,7 @@ impl FailureCode {
                 | FailureCode::SourceDataRedacted
                 | FailureCode::SourceTransactionsHidden
                 | FailureCode::MirrorRemovalRefused
+                | FailureCode::MappedFieldVanished
                 | FailureCode::RecordsQuarantined
         );
         if cx.paused && needs_a_run {

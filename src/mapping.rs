@@ -128,6 +128,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<BTreeMap<_, _>>(),
             consent: None,
+            allow_vanished: Vec::new(),
         }
     }
 
@@ -254,7 +255,7 @@ mod tests {
             email in "[a-z.]{0,12}",
             fields in proptest::collection::btree_map("[A-Z]{1,6}", "[a-z.]{0,12}", 0..5),
         ) {
-            let mapping = MappingConfig { email, attributes: fields.into_iter().collect(), consent: None };
+            let mapping = MappingConfig { email, attributes: fields.into_iter().collect(), consent: None, allow_vanished: Vec::new() };
             if let Ok(contact) = map_record(&mapping, &record) {
                 proptest::prop_assert!(!contact.email.is_empty());
             }

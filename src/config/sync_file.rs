@@ -70,6 +70,13 @@ pub struct MappingConfig {
     /// subscribed = ["SUBSCRIBED"] }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consent: Option<ConsentRule>,
+    /// Attributes whose source field may go missing: a run stops as
+    /// `mapped_field_vanished` when a field present in most records of the
+    /// sync's last complete read is absent or null in most records of this
+    /// one (a renamed or emptied column would otherwise stop updating its
+    /// attribute without a word). Listed here, it goes on regardless.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_vanished: Vec<String>,
 }
 
 /// `[mapping] consent = { field, subscribed, unsubscribed }`.
@@ -200,6 +207,25 @@ impl SyncDefinition {
                     .into(),
             ));
         }
+        if let Some(unmapped) = self
+            .mapping
+            .allow_vanished
+            .iter()
+            .find(|a| !self.mapping.attributes.contains_key(*a))
+        {
+            let mapped: Vec<&str> = self.mapping.attributes.keys().map(String::as_str).collect();
+            return Err((
+                "mapping.allow_vanished".into(),
+                format!(
+                    "\"{unmapped}\" is not a mapped attribute (mapped: {})",
+                    if mapped.is_empty() {
+                        "none".into()
+                    } else {
+                        mapped.join(", ")
+                    }
+                ),
+            ));
+        }
         if let Some(rule) = &self.mapping.consent {
             if rule.field.trim().is_empty() {
                 return Err((
@@ -263,7 +289,9 @@ impl SyncDefinition {
     /// The first field the definition reads that `fields` (a source's
     /// columns) lacks, as `(the definition's key, what is wrong)`: the
     /// cursor column, the mapped e-mail, each attribute's and the consent
-    /// rule's field (a dotted name may reach into a JSON column).
+    /// rule's field (a dotted name may reach into a JSON column). An
+    /// attribute listed in `mapping.allow_vanished` may name a field the
+    /// query no longer has.
     pub fn field_not_in(&self, fields: &[String]) -> Option<(String, String)> {
         let has = |name: &str| {
             fields.iter().any(|f| f == name)
@@ -280,7 +308,9 @@ impl SyncDefinition {
         }
         read.push(("mapping.email".into(), self.mapping.email.as_str()));
         for (name, field) in &self.mapping.attributes {
-            read.push((format!("mapping.attributes.{name}"), field.as_str()));
+            if !self.mapping.allow_vanished.contains(name) {
+                read.push((format!("mapping.attributes.{name}"), field.as_str()));
+            }
         }
         if let Some(consent) = &self.mapping.consent {
             read.push(("mapping.consent.field".into(), consent.field.as_str()));

@@ -99,12 +99,17 @@ pub const KEPT_COLUMNS: &[(&str, &str, &str)] = &[
     ("processes", "host", MACHINE),
     ("processes", "machine_boot", MACHINE),
     ("processes", "version", MACHINE),
+    ("mapped_field_presence", "sync_id", IDENTIFIER),
+    ("mapped_field_presence", "attribute", MAPPING_NAME),
+    ("mapped_field_presence", "field", MAPPING_NAME),
 ];
 
 const IDENTIFIER: &str = "a sync or workspace id: [a-z0-9_-] only, no '@'";
 const CODE: &str = "one of syncward's fixed codes";
 const ACTOR: &str = "cli, api:admin or api:token:N: syncward's own labels";
 const MACHINE: &str = "a name syncward makes for a machine, process or worker";
+const MAPPING_NAME: &str = "an attribute or source field name copied from the sync's mapping, \
+                            which its definition keeps as it is";
 const DEFINITION: &str = "the sync as its file says: rewriting it would change what the sync \
                           does; a definition naming a person is its owner's to edit and apply";
 

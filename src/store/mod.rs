@@ -8,6 +8,7 @@ mod compose;
 pub mod cursors;
 pub mod deadman;
 mod fence;
+pub mod field_presence;
 pub mod forget;
 pub mod grouped;
 pub mod history;

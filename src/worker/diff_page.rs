@@ -152,6 +152,7 @@ pub(super) async fn prepare_diff_page(
             sorted.replayed += 1;
             continue;
         }
+        sorted.fields.count(&cx.definition.mapping, &contact);
         sorted.add(key, state, contact, source_key, env.record_attempts);
     }
     Ok(sorted.into_page(PageHead {

@@ -6,6 +6,7 @@
 mod checkpoint_pacing;
 mod delivery_key;
 mod diff_page;
+mod field_guard;
 mod hand_off;
 mod mirror;
 mod outcome;

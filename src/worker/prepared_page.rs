@@ -7,6 +7,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use super::delivery_key::{DeliveryKey, PageKeys};
+use super::field_guard::FieldCounts;
 use super::read_ahead::StakesLookup;
 use super::run::RunContext;
 use super::run_failure::RunFailure;
@@ -64,7 +65,7 @@ pub(super) struct PreparedPage {
     /// The page's open batch-only stakes (bulk calls left unanswered), with
     /// their keys packed.
     pub open_batches: Vec<(i64, Vec<u8>)>,
-    /// Its bulk call, staked with the previous page's checkpoint.
+    /// Its bulk call, staked while the previous page's call was in flight.
     pub staked: Option<BatchStake>,
     /// Records the ledger already holds as `completed`.
     pub replayed: i64,
@@ -82,6 +83,8 @@ pub(super) struct PreparedPage {
     pub seen: Vec<([u8; 32], String)>,
     /// Diff mode: the page's digest (`diff_page`), kept once it is clean.
     pub page_digest: Option<[u8; 32]>,
+    /// Which mapped fields held a value (the vanished-field guard's count).
+    pub fields: FieldCounts,
 }
 
 /// Diff mode: a record's key, and who it is and what it is now (and, in
@@ -185,6 +188,7 @@ pub(super) async fn prepare_page(
                 continue;
             }
         };
+        sorted.fields.count(&cx.definition.mapping, &contact);
         sorted.add(key, state, contact, source_key, env.record_attempts);
     }
     Ok(sorted.into_page(PageHead {
@@ -218,6 +222,7 @@ pub(super) struct SortedRecords {
     pub seen: Vec<([u8; 32], String)>,
     /// Diff mode: the page's digest, kept once the page is clean.
     pub page_digest: Option<[u8; 32]>,
+    pub fields: FieldCounts,
 }
 
 impl SortedRecords {
@@ -231,6 +236,7 @@ impl SortedRecords {
             states: Vec::new(),
             seen: Vec::new(),
             page_digest: None,
+            fields: FieldCounts::default(),
         }
     }
 
@@ -296,6 +302,7 @@ impl SortedRecords {
             states: self.states,
             seen: self.seen,
             page_digest: self.page_digest,
+            fields: self.fields,
         }
     }
 }

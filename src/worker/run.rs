@@ -8,14 +8,15 @@
 //! 3. stake the rest `pending` in a fenced statement, which spends one attempt
 //!    of each key (`stakes`); deliver; settle each key with its answer;
 //! 4. only when every record of the page arrived or was rejected for good,
-//!    prove the lease and move the cursor in a statement refused if a newer
-//!    fence exists.
+//!    move the cursor in a statement refused if a newer fence exists, the
+//!    lease proved beside it; the next page is sent meanwhile, and its call
+//!    proves the lease again before it leaves.
 //!
 //! Keys left `pending` by a dead run are suspects: they are sent again, alone,
 //! within their attempt budget, so a record that kills the worker cannot spend
 //! its neighbours' budgets. What makes this fast lives beside it: pages read
-//! ahead (`read_ahead`), stakes packed per bulk call and carried in the
-//! checkpoint (`stakes`), replay checkpoints paced (`checkpoint_pacing`).
+//! ahead and staked ahead (`read_ahead`), stakes packed per bulk call
+//! (`stakes`), replay checkpoints paced (`checkpoint_pacing`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -25,6 +26,7 @@ use tracing::{debug, info, info_span, warn};
 
 use super::checkpoint_pacing::CheckpointPacing;
 use super::delivery_key::DeliveryKey;
+use super::field_guard::FieldGuard;
 use super::hand_off::HAND_OFF_FROM;
 use super::prepared_page::{Pending, PreparedPage};
 use super::read_ahead::ReadAhead;
@@ -313,6 +315,8 @@ async fn page_loop(
         cx.destination.hold_slot(wait);
         give_worker_back_for(cx, wait);
     }
+    let (store, sync_id) = (&cx.env.store, cx.run.sync_id.as_str());
+    let mut fields = FieldGuard::load(store, sync_id, &cx.definition.mapping).await?;
     let mut pages = ReadAhead::start(cx, source, state.cursor.as_ref()).await?;
     let mut pacing = CheckpointPacing::new(state.cursor.clone());
     // The last clean page's checkpoint, written while the next page is sent.
@@ -340,8 +344,12 @@ async fn page_loop(
             Ok(None) => {
                 land(state, saving.take()).await?;
                 checkpoint_waiting(cx, state, &pacing).await?;
-                // A complete read: mirror mode takes off who left the query.
+                // A complete read: mirror mode takes off who left the query,
+                // and its fields' counts are the next run's yardstick.
                 super::mirror::remove_departed(cx).await?;
+                if let Err(e) = fields.remember(store, sync_id, cx.run.id).await {
+                    warn!(error = %e, "Could not keep the mapped fields' counts");
+                }
                 return Ok(RunOutcome::Succeeded);
             }
             Err(e) => {
@@ -349,6 +357,11 @@ async fn page_loop(
                 return Err(e.into());
             }
         };
+        // Nothing of a read whose mapped field vanished is sent.
+        if let Err(failure) = fields.check(state.page + 1, &page.fields) {
+            land(state, saving.take()).await?;
+            return Err(abandon(cx, &mut pages, failure).await);
+        }
         state.page += 1;
         let before = state.counts;
         let records = page.records;

@@ -55,4 +55,5 @@ mod systemd_unit;
 mod tenancy;
 mod tenancy_joins;
 mod tokens;
+mod vanished_field;
 mod webhook_destination;
