@@ -293,6 +293,29 @@ pub enum SyncCommand {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// The records a mirror run refused to take off the destination
+    /// (`mirror_removal_refused`), by address, a page at a time.
+    Removals {
+        /// The refused run's number (`syncward runs list` shows them).
+        run_id: i64,
+        /// Which page of addresses (from 1).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i64).range(1..))]
+        page: i64,
+        /// Addresses a page (1–10000).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=10000))]
+        per_page: i64,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Approve the removals a mirror run held: the sync's next run takes
+    /// off exactly those still absent from the query (recorded in the
+    /// audit log with who approved them).
+    ApproveRemovals {
+        /// The refused run's number.
+        run_id: i64,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -238,7 +238,7 @@ impl FailureCode {
                 "Ask the receiver's owner where it moved, set destination.url to it and apply the sync file (or have the endpoint restored): the apply makes the sync active again; nothing was lost, the records are sent then."
             }
             FailureCode::MirrorRemovalRefused => {
-                "Check the query and its source (the run's detail gives the counts); if the records really left, raise source.max_removal_share in the sync file and apply it, then run the sync again."
+                "Check the query and its source (the run's detail gives the counts); if the records really left, approve exactly them (`syncward sync removals RUN_ID` lists them, `syncward sync approve-removals RUN_ID`) or raise source.max_removal_share in the sync file and apply it, then run the sync again."
             }
             FailureCode::MappedFieldVanished => {
                 "Check the source query and the mapping (the run's detail names the field and its shares): map the attribute from the field that holds it now, or, if the field really is empty now, list the attribute in [mapping] allow_vanished; apply the sync file, then run the sync again."

@@ -395,6 +395,52 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             outln!("Nothing was written.");
             Ok(())
         }
+        SyncCommand::Removals {
+            run_id,
+            page,
+            per_page,
+            json,
+        } => {
+            let offset = (page - 1).saturating_mul(per_page);
+            let held = door
+                .held_removals(run_id, offset, per_page)
+                .await
+                .map_err(|e| run_refusal(run_id, e))?;
+            if json.json {
+                return print_json(&held);
+            }
+            let state = match (held.approved_at, &held.approved_by) {
+                (Some(at), Some(by)) => format!("approved {} by {by}", when(Some(at))),
+                _ => format!("awaiting approval (`syncward sync approve-removals {run_id}`)"),
+            };
+            outln!(
+                "run {run_id} of {}: {} held, {state}",
+                held.sync_id,
+                crate::words::counted(held.held as u64, "removal", "removals")
+            );
+            for address in &held.addresses {
+                outln!("  {}", address.as_deref().unwrap_or("(address forgotten)"));
+            }
+            let shown = offset + held.addresses.len() as i64;
+            if shown < held.held {
+                outln!("  … {} more: --page {}", held.held - shown, page + 1);
+            }
+            Ok(())
+        }
+        SyncCommand::ApproveRemovals { run_id, json } => {
+            let approved = door
+                .approve_removals(run_id)
+                .await
+                .map_err(|e| run_refusal(run_id, e))?;
+            if json.json {
+                return print_json(&serde_json::json!({ "run_id": run_id, "approved": approved }));
+            }
+            outln!(
+                "run {run_id}: {} approved; the sync's next run takes off those still absent from the query.",
+                crate::words::counted(approved, "removal", "removals")
+            );
+            Ok(())
+        }
         SyncCommand::RetryRejected {
             id,
             run,
@@ -721,6 +767,16 @@ fn refusal(id: &str, e: OpsError) -> anyhow::Error {
         | OpsError::AdminOnly
         | OpsError::BadInput(_)
         | OpsError::Store(_)) => e.into(),
+    }
+}
+
+/// A refusal about run `run_id`, in one line.
+fn run_refusal(run_id: i64, e: OpsError) -> anyhow::Error {
+    match e {
+        OpsError::NotFound => {
+            anyhow::anyhow!("run {run_id}: no such run (see `syncward runs list`)")
+        }
+        e => refusal(&format!("of run {run_id}"), e),
     }
 }
 

@@ -19,6 +19,7 @@ pub use crate::store::syncs::{
 pub use forget::{AccountErasure, AccountOutcome, Forgotten, check_addresses};
 pub use scope::Scope;
 
+pub use crate::store::held_removals::HeldRemovals;
 pub use crate::store::runs::{Cancel, RunFilter, RunRow};
 use sqlx::PgPool;
 
@@ -26,6 +27,7 @@ use crate::config::SyncDefinition;
 use crate::config::secrets::SecretStore;
 use crate::states::{RunStatus, RunTrigger, SyncStatus};
 use crate::store::cursors;
+use crate::store::held_removals;
 use crate::store::rejected::{self, PutBack, PutBackFilter};
 use crate::store::runs;
 use crate::store::syncs::{self, PAUSED_MANUAL};
@@ -338,6 +340,42 @@ impl Scoped {
     ) -> Result<PutBack, OpsError> {
         self.actionable_sync(id).await?;
         Ok(rejected::put_back(&self.store, id, filter, self.scope.actor()).await?)
+    }
+
+    /// The removals a mirror run held when it refused for
+    /// `source.max_removal_share`: `limit` of them after the first `offset`.
+    pub async fn held_removals(
+        &self,
+        run_id: i64,
+        offset: i64,
+        limit: i64,
+    ) -> Result<HeldRemovals, OpsError> {
+        let run = self.run(run_id).await?;
+        let held = held_removals::list(&self.store, run_id, &run.sync_id, offset, limit).await?;
+        if held.held == 0 {
+            return Err(OpsError::BadInput(format!(
+                "run {run_id} holds no removals (a mirror run refused for \
+                 source.max_removal_share holds them, until its sync's next refusal or clean run)"
+            )));
+        }
+        Ok(held)
+    }
+
+    /// Lets the sync's next run take off exactly the removals run `run_id`
+    /// held that are still absent from the query; returns how many were
+    /// approved.
+    pub async fn approve_removals(&self, run_id: i64) -> Result<u64, OpsError> {
+        let run = self.run(run_id).await?;
+        self.actionable_sync(&run.sync_id).await?;
+        let approved =
+            held_removals::approve(&self.store, run_id, &run.sync_id, self.scope.actor()).await?;
+        if approved == 0 {
+            return Err(OpsError::BadInput(format!(
+                "run {run_id} holds no removals awaiting approval (none held, approved \
+                 already, or replaced by a later run's)"
+            )));
+        }
+        Ok(approved)
     }
 
     /// Rewinds the sync's cursor to the start of the source (delivered

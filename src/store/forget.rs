@@ -100,6 +100,8 @@ pub const KEPT_COLUMNS: &[(&str, &str, &str)] = &[
     ("processes", "machine_boot", MACHINE),
     ("processes", "version", MACHINE),
     ("mapped_field_presence", "sync_id", IDENTIFIER),
+    ("held_removals", "sync_id", IDENTIFIER),
+    ("held_removals", "approved_by", ACTOR),
     ("mapped_field_presence", "attribute", MAPPING_NAME),
     ("mapped_field_presence", "field", MAPPING_NAME),
 ];

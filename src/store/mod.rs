@@ -11,6 +11,7 @@ mod fence;
 pub mod field_presence;
 pub mod forget;
 pub mod grouped;
+pub mod held_removals;
 pub mod history;
 pub mod imports;
 pub mod ledger;

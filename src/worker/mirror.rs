@@ -3,7 +3,9 @@
 //! left the query, and are taken off the destination — unless more of them
 //! left than `source.max_removal_share` allows, when a broken query (an
 //! empty view, a dropped join) would otherwise empty the lists: then the run
-//! takes nobody off and fails as `mirror_removal_refused`.
+//! takes nobody off, holds exactly who it would have taken off for a person
+//! to approve (`sync removals`, `sync approve-removals`: the next run then
+//! takes off those still absent), and fails as `mirror_removal_refused`.
 //!
 //! Crash-safe like the rest: the lease is proved first; each call of at
 //! most 150 addresses is followed by forgetting exactly those records, so a
@@ -18,6 +20,7 @@ use super::run_failure::RunFailure;
 use crate::destination::Destination;
 use crate::failure::FailureCode;
 use crate::source::SyncMode;
+use crate::store::held_removals;
 use crate::store::record_states::{self, StateScope};
 use crate::store::runs;
 
@@ -25,7 +28,8 @@ use crate::store::runs;
 const BATCH: i64 = 150;
 
 /// Takes the records that left the query off the destination; returns how
-/// many.
+/// many. Removals a person approved after an earlier refusal go first,
+/// exactly those still absent from the query.
 pub(super) async fn remove_departed(cx: &RunContext<'_>) -> Result<u64, RunFailure> {
     let source = &cx.definition.source;
     if source.sync_mode() != SyncMode::Mirror {
@@ -38,31 +42,70 @@ pub(super) async fn remove_departed(cx: &RunContext<'_>) -> Result<u64, RunFailu
         run_id: run.id,
     };
     let store = &cx.env.store;
+    let approved = take_off(cx, scope, Leaving::Approved).await?;
+    held_removals::drop_approved(store, &run.sync_id).await?;
     let record_states::Departures { left, known } =
         record_states::count_departed(store, scope).await?;
     if left == 0 {
-        return Ok(0);
+        held_removals::drop_unapproved(store, &run.sync_id).await?;
+        return Ok(approved);
     }
     let allowed = source.max_removal_share();
     let share = left as f64 / known.max(1) as f64;
     if share > allowed {
+        // The exact set is kept for a person to approve, not only a share
+        // to raise.
+        held_removals::hold_departed(store, scope).await?;
         return Err(RunFailure(
             FailureCode::MirrorRemovalRefused,
             format!(
-                "{left} of the {known} records delivered ({:.1} %) left the query; source.max_removal_share allows {:.1} % in one run",
+                "{left} of the {known} records delivered ({:.1} %) left the query; source.max_removal_share allows {:.1} % in one run; \
+                 they are held: `syncward sync removals {id}` lists them, `syncward sync approve-removals {id}` lets the next run take them off",
                 share * 100.0,
-                allowed * 100.0
+                allowed * 100.0,
+                id = run.id,
             ),
         ));
     }
-    prove_lease(cx).await?;
+    let removed = take_off(cx, scope, Leaving::Departed).await?;
+    held_removals::drop_unapproved(store, &run.sync_id).await?;
+    Ok(approved + removed)
+}
+
+/// Which records that left the query a pass takes off.
+#[derive(Debug, Clone, Copy)]
+enum Leaving {
+    /// Every one this run's complete read did not see.
+    Departed,
+    /// Only those a person approved (`sync approve-removals`).
+    Approved,
+}
+
+/// Takes off the records that left the query (`which`), the lease proved
+/// first; returns how many.
+async fn take_off(
+    cx: &RunContext<'_>,
+    scope: StateScope<'_>,
+    which: Leaving,
+) -> Result<u64, RunFailure> {
+    let store = &cx.env.store;
     let mut removed = 0;
+    let mut proved = false;
     let mut after = Vec::new();
     loop {
-        let batch = record_states::departed(store, scope, &after, BATCH).await?;
+        let batch = match which {
+            Leaving::Departed => record_states::departed(store, scope, &after, BATCH).await?,
+            Leaving::Approved => {
+                held_removals::approved_departed(store, scope, &after, BATCH).await?
+            }
+        };
         let Some(last) = batch.last() else {
             break;
         };
+        if !proved {
+            prove_lease(cx).await?;
+            proved = true;
+        }
         after = last.identity.clone();
         let emails: Vec<String> = batch.iter().filter_map(|d| d.email.clone()).collect();
         if emails.len() < batch.len() {
@@ -83,12 +126,16 @@ pub(super) async fn remove_departed(cx: &RunContext<'_>) -> Result<u64, RunFailu
         record_states::forget_states(store, &identities).await?;
         removed += emails.len() as u64;
     }
-    info!(
-        removed,
-        "Records that left the query taken off the destination"
-    );
-    let event = serde_json::json!({ "message": format!("{removed} records that left the query were taken off the destination") });
-    if let Err(e) = runs::add_run_event(store, run.id, "records_removed", event).await {
+    if removed == 0 {
+        return Ok(0);
+    }
+    let what = match which {
+        Leaving::Departed => "records that left the query",
+        Leaving::Approved => "approved removals still absent from the query",
+    };
+    info!(removed, what, "Taken off the destination");
+    let event = serde_json::json!({ "message": format!("{removed} {what} were taken off the destination") });
+    if let Err(e) = runs::add_run_event(store, cx.run.id, "records_removed", event).await {
         warn!(error = %e, "Could not record the removals on the run");
     }
     Ok(removed)

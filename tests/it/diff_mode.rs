@@ -295,3 +295,113 @@ async fn mirror_mode_killed_mid_run_resends_at_most_the_page_in_flight() -> anyh
     );
     Ok(())
 }
+
+/// A mirror run refused for its share holds exactly who it would have taken
+/// off: a person lists them (paged), approves them, and the next run takes
+/// off exactly those still absent — not one who came back — with the
+/// approval in the audit log.
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_removals_are_held_listed_and_taken_off_exactly_once_approved() -> anyhow::Result<()>
+{
+    let s = Scenario::new(SyncOptions::default()).await?;
+    publish_mode(&s, AUDIENCE, "sync_mode = \"mirror\"").await?;
+    s.run_foreground().await?.ok()?;
+    sqlx::raw_sql("UPDATE contacts SET first_name = 'gone' WHERE id <= 5")
+        .execute(&s.db.pool)
+        .await?;
+    assert_ne!(s.run_foreground().await?.code, 0);
+    let run = s.last_run().await?;
+    assert_eq!(run["failure_code"], "mirror_removal_refused", "{run}");
+    let refused = run["id"].to_string();
+    let detail = run["failure_detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains(&format!("syncward sync approve-removals {refused}")),
+        "{detail}"
+    );
+    assert_eq!(on_list(&s), 30, "nobody taken off");
+
+    let listed = s
+        .cli
+        .run(&["sync", "removals", &refused, "--json"])
+        .await?
+        .ok()?;
+    let held: serde_json::Value = serde_json::from_str(&listed.stdout)?;
+    assert_eq!(held["held"], 5, "{held}");
+    assert!(held["approved_at"].is_null(), "{held}");
+    let mut addresses: Vec<String> = serde_json::from_value(held["addresses"].clone())?;
+    addresses.sort();
+    let gone: Vec<String> = (1..=5).map(|i| format!("user{i}@example.com")).collect();
+    assert_eq!(addresses, gone);
+    let last_page = s
+        .cli
+        .run(&[
+            "sync",
+            "removals",
+            &refused,
+            "--per-page",
+            "2",
+            "--page",
+            "3",
+        ])
+        .await?
+        .ok()?;
+    assert!(
+        last_page
+            .stdout
+            .contains("5 removals held, awaiting approval")
+            && last_page.stdout.matches("@example.com").count() == 1,
+        "{}",
+        last_page.stdout
+    );
+
+    // One comes back before the approval; the rest stay gone.
+    sqlx::raw_sql("UPDATE contacts SET first_name = 'First3' WHERE id = 3")
+        .execute(&s.db.pool)
+        .await?;
+    let approved = s
+        .cli
+        .run(&["sync", "approve-removals", &refused])
+        .await?
+        .ok()?;
+    assert!(
+        approved.stdout.contains("5 removals approved"),
+        "{}",
+        approved.stdout
+    );
+    let again = s.cli.run(&["sync", "approve-removals", &refused]).await?;
+    assert_ne!(again.code, 0);
+    assert!(
+        again.stderr.contains("holds no removals awaiting approval")
+            && again.stderr.trim().lines().count() == 1,
+        "{}",
+        again.stderr
+    );
+    let (actor, records): (String, i64) = sqlx::query_as(
+        "SELECT actor, (detail->>'records')::bigint FROM audit_log WHERE action = 'approve_removals'",
+    )
+    .fetch_one(&s.db.pool)
+    .await?;
+    assert!(actor == "cli" || actor.starts_with("cli:"), "{actor}");
+    assert_eq!(records, 5);
+
+    s.run_foreground().await?.ok()?;
+    let contacts = s.fake.contacts();
+    for i in 1..=5 {
+        let email = format!("user{i}@example.com");
+        assert_eq!(
+            contacts[&email].list_ids.contains(&12),
+            i == 3,
+            "{email}: taken off only if still gone"
+        );
+    }
+    assert_eq!(on_list(&s), 26);
+    // Done with: the run's removals are no longer held.
+    let after = s.cli.run(&["sync", "removals", &refused]).await?;
+    assert_ne!(after.code, 0);
+    assert!(
+        after.stderr.contains("holds no removals"),
+        "{}",
+        after.stderr
+    );
+    Ok(())
+}
