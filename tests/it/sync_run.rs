@@ -307,6 +307,14 @@ async fn a_destination_that_keeps_failing_ends_as_destination_unavailable() -> a
         None,
         "nothing was delivered, so the cursor did not move"
     );
+    // Page 2 was staked while page 1's call was in flight: the failed run
+    // gave that stake back (only page 1's, whose call may have written, is
+    // left open).
+    let open: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM delivery_batches WHERE completed_at IS NULL")
+            .fetch_one(&s.db.pool)
+            .await?;
+    assert!(open <= 1, "{open} open stakes: the next page's was kept");
     Ok(())
 }
 
