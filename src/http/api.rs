@@ -72,6 +72,57 @@ pub async fn show_run(door: Scoped, RunIdPath(id): RunIdPath) -> Response {
     }
 }
 
+#[derive(Debug, serde::Deserialize)]
+pub struct RemovalsQuery {
+    /// Which page of addresses (from 1).
+    #[serde(default = "first_page")]
+    page: i64,
+    /// Addresses a page (1–10000).
+    #[serde(default = "removals_per_page")]
+    per_page: i64,
+}
+
+fn first_page() -> i64 {
+    1
+}
+
+fn removals_per_page() -> i64 {
+    100
+}
+
+/// `GET /api/runs/{id}/removals[?page=N][&per_page=N]`: the records a
+/// mirror run refused to take off, by address (`sync removals`).
+pub async fn held_removals(
+    door: Scoped,
+    RunIdPath(id): RunIdPath,
+    Query(query): Query<RemovalsQuery>,
+) -> Response {
+    if query.page < 1 || !(1..=10_000).contains(&query.per_page) {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({"error": "page must be 1 or more and per_page 1 to 10000"})),
+        )
+            .into_response();
+    }
+    let offset = (query.page - 1).saturating_mul(query.per_page);
+    match door.held_removals(id, offset, query.per_page).await {
+        Ok(held) => axum::Json(held).into_response(),
+        Err(OpsError::NotFound) => not_found("run"),
+        Err(e) => refused(&format!("of run {id}"), e),
+    }
+}
+
+/// `POST /api/runs/{id}/approve-removals`: the sync's next run takes off
+/// exactly the removals the run held that are still absent from the query
+/// (`sync approve-removals`).
+pub async fn approve_removals(door: Scoped, RunIdPath(id): RunIdPath) -> Response {
+    match door.approve_removals(id).await {
+        Ok(approved) => axum::Json(json!({"run_id": id, "approved": approved})).into_response(),
+        Err(OpsError::NotFound) => not_found("run"),
+        Err(e) => refused(&format!("of run {id}"), e),
+    }
+}
+
 /// An action refused by `ops`, in the API's form.
 fn refused(id: &str, e: OpsError) -> Response {
     match e {

@@ -131,6 +131,11 @@ pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) 
         .route("/api/syncs/{id}/run", post(api::run_now))
         .route("/api/syncs/{id}/retry-rejected", post(api::retry_rejected))
         .route("/api/runs/{id}", get(api::show_run))
+        .route("/api/runs/{id}/removals", get(api::held_removals))
+        .route(
+            "/api/runs/{id}/approve-removals",
+            post(api::approve_removals),
+        )
         .route("/api/forget", post(api::forget))
         .route_layer(axum::middleware::from_fn_with_state(
             access.clone(),

@@ -11,7 +11,7 @@ const ADMIN: &str = "tokens-admin-token-0123456789abcdef";
 const OTHER: &str = "globex-contacts";
 
 /// Every route that names a sync (`{sync}`) or a run (`{run}`).
-const ROUTES: [(&str, &str); 15] = [
+const ROUTES: [(&str, &str); 17] = [
     ("GET", "/api/syncs/{sync}"),
     ("GET", "/api/syncs/{sync}/runs"),
     ("POST", "/api/syncs/{sync}/pause"),
@@ -19,6 +19,8 @@ const ROUTES: [(&str, &str); 15] = [
     ("POST", "/api/syncs/{sync}/run"),
     ("POST", "/api/syncs/{sync}/retry-rejected"),
     ("GET", "/api/runs/{run}"),
+    ("GET", "/api/runs/{run}/removals"),
+    ("POST", "/api/runs/{run}/approve-removals"),
     ("POST", "/api/forget"),
     ("GET", "/syncs/{sync}"),
     ("GET", "/syncs/{sync}?version=1"),
@@ -145,10 +147,16 @@ async fn a_workspace_token_cannot_see_or_change_another_workspace_through_any_ro
             (404, &body),
             "{method} {route}"
         );
-        // The admin token reaches the same route.
+        // The admin token reaches the same route (the run held no
+        // removals: it is told so).
         if method == "GET" {
-            let (status, _) = admin.send(method, &at(OTHER, other_run), ADMIN).await?;
-            assert_eq!(status, 200, "admin: {method} {route}");
+            let (status, body) = admin.send(method, &at(OTHER, other_run), ADMIN).await?;
+            if route.ends_with("/removals") {
+                assert_eq!(status, 400, "admin: {method} {route}: {body}");
+                assert!(body.contains("holds no removals"), "{body}");
+            } else {
+                assert_eq!(status, 200, "admin: {method} {route}");
+            }
         }
     }
     let (status, runs_after) = (
@@ -205,6 +213,21 @@ async fn a_workspace_token_cannot_see_or_change_another_workspace_through_any_ro
         .send("POST", &format!("/syncs/{SYNC_ID}/resume"), &acme)
         .await?;
     assert_eq!(code, 303, "the page's button redirects back");
+    // Its own run's held removals: asked of the store (none held), and not
+    // approved by the read-only token.
+    let (code, body) = admin
+        .send("GET", &format!("/api/runs/{own_run}/removals"), &reader)
+        .await?;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("holds no removals"), "{body}");
+    let (code, body) = admin
+        .send(
+            "POST",
+            &format!("/api/runs/{own_run}/approve-removals"),
+            &reader,
+        )
+        .await?;
+    assert_eq!(code, 403, "{body}");
 
     // Revoked: refused at once.
     s.cli
