@@ -110,7 +110,20 @@ pub fn delivery_meaning(changes: &[FieldChange], new: &SyncDefinition) -> Vec<St
             other_source.join(", ")
         ));
     }
-    let mapping = under("mapping");
+    // Which attributes may lose their field changes no record: only what
+    // the vanished-field guard stops for.
+    let (guard, mapping): (Vec<&str>, Vec<&str>) = under("mapping")
+        .into_iter()
+        .partition(|f| f.starts_with("mapping.allow_vanished"));
+    if !guard.is_empty() {
+        meanings.push(format!(
+            "mapping.allow_vanished changed: the vanished-field guard lets {} through; what is sent does not change",
+            match new.mapping.allow_vanished.is_empty() {
+                true => "no attribute".to_string(),
+                false => new.mapping.allow_vanished.join(", "),
+            }
+        ));
+    }
     if !mapping.is_empty() {
         meanings.push(format!(
             "{} changed: only records read from now on get it; `syncward sync resync {id}` sends everything again",
@@ -233,6 +246,26 @@ email = "email"
         assert!(
             meaning.contains("`syncward sync resync s` sends everything again"),
             "{meaning}"
+        );
+    }
+
+    #[test]
+    fn allowing_an_attribute_to_vanish_says_it_sends_nothing_new() {
+        let before = definition("");
+        let mut after = before.clone();
+        after
+            .mapping
+            .attributes
+            .insert("FIRSTNAME".into(), "first_name".into());
+        let with_attribute = serde_json::to_value(&after).unwrap();
+        after.mapping.allow_vanished = vec!["FIRSTNAME".into()];
+        let changes = field_changes(&with_attribute, &serde_json::to_value(&after).unwrap());
+        let meaning = delivery_meaning(&changes, &after);
+        assert_eq!(
+            meaning,
+            [
+                "mapping.allow_vanished changed: the vanished-field guard lets FIRSTNAME through; what is sent does not change"
+            ]
         );
     }
 
