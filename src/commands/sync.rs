@@ -684,6 +684,9 @@ async fn check_outbound(
             }
         }
     }
+    if let Some(notify) = &definition.notify {
+        urls.push(("notify.url", notify.url.clone()));
+    }
     for (field, url) in urls {
         policy
             .check_url(&url)

@@ -46,6 +46,22 @@ pub struct SyncDefinition {
     pub source: SourceConfig,
     pub destination: DestinationConfig,
     pub mapping: MappingConfig,
+    /// Where each finished run is announced (`run.succeeded`, `run.failed`,
+    /// `run.cancelled`), for a job that must follow the sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<NotifyConfig>,
+}
+
+/// `[notify]`: one signed event per finished run (Standard Webhooks, as the
+/// alerts and the webhook destination sign), delivered at least once by the
+/// daemon's sweeper, retried with `retry.backoff_base`, never holding a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// The receiver (reached through the outbound policy).
+    pub url: url::Url,
+    /// The workspace secret holding the signing key.
+    pub secret_env: EnvVarName,
 }
 
 /// How a source record becomes a contact.
@@ -185,6 +201,11 @@ impl SyncDefinition {
         }
         self.source.validate()?;
         self.destination.validate()?;
+        if let Some(notify) = &self.notify
+            && !matches!(notify.url.scheme(), "http" | "https")
+        {
+            return Err(("notify.url".into(), "must be an http or https URL".into()));
+        }
         check_no_credentials_in_urls(self)?;
         if self.mapping.email.trim().is_empty() {
             return Err((
@@ -283,7 +304,11 @@ impl SyncDefinition {
             .secret_env_vars()
             .into_iter()
             .map(|(f, v)| (format!("destination.{f}"), v));
-        source.chain(destination)
+        let notify = self
+            .notify
+            .iter()
+            .map(|n| ("notify.secret_env".to_string(), &n.secret_env));
+        source.chain(destination).chain(notify)
     }
 
     /// The first field the definition reads that `fields` (a source's

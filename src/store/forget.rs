@@ -23,7 +23,7 @@ pub const OWN_ROWS: [&str; 2] = ["rejected_records", "record_states"];
 /// jsonb)`. Every text or JSON column of the store is here or in
 /// `KEPT_COLUMNS` with the reason it holds no address (a test reads the
 /// schema and fails on a column in neither).
-pub const TEXT_COLUMNS: [(&str, &str, bool); 18] = [
+pub const TEXT_COLUMNS: [(&str, &str, bool); 20] = [
     ("rejected_records", "message", false),
     // A source's key may be an address (an API keyed by e-mail).
     ("rejected_records", "source_key", false),
@@ -46,6 +46,9 @@ pub const TEXT_COLUMNS: [(&str, &str, bool); 18] = [
     // today, but a destination's answer is not ours to vouch for.
     ("deliveries", "result", true),
     ("delivery_batches", "result", true),
+    // A run's event carries its failure's detail, whatever that names.
+    ("run_notifications", "event", true),
+    ("run_notifications", "last_error", false),
 ];
 
 /// Text and JSON columns an erasure leaves as they are, and why none can
@@ -101,6 +104,7 @@ pub const KEPT_COLUMNS: &[(&str, &str, &str)] = &[
     ("processes", "version", MACHINE),
     ("mapped_field_presence", "sync_id", IDENTIFIER),
     ("held_removals", "sync_id", IDENTIFIER),
+    ("run_notifications", "sync_id", IDENTIFIER),
     ("held_removals", "approved_by", ACTOR),
     ("mapped_field_presence", "attribute", MAPPING_NAME),
     ("mapped_field_presence", "field", MAPPING_NAME),

@@ -16,6 +16,7 @@ pub mod history;
 pub mod imports;
 pub mod ledger;
 pub mod ledger_days;
+pub mod notifications;
 pub mod processes;
 pub mod record_states;
 pub mod rejected;

@@ -9,6 +9,7 @@
 //! It also purges the ledger and follows Brevo imports to their end.
 
 mod imports;
+mod notify;
 
 use chrono::Utc;
 use tracing::{info, warn};
@@ -150,6 +151,10 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
     match imports::check_imports(daemon).await {
         Ok(ended) => report.imports_ended = ended,
         Err(e) => warn!(error = %e, "Checking Brevo imports failed; next sweep"),
+    }
+    // Nor must a run's [notify] receiver.
+    if let Err(e) = notify::deliver_due(daemon).await {
+        warn!(error = %e, "Delivering runs' [notify] events failed; next sweep");
     }
     Ok(report)
 }

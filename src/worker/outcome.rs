@@ -11,6 +11,7 @@ use crate::failure::FailureCode;
 use crate::outbound::RetryPolicy;
 use crate::states::{RunStatus, RunTrigger};
 use crate::store::grouped::RunStatements;
+use crate::store::notifications;
 use crate::store::rejected;
 use crate::store::runs::{self, RunCounts, RunRow};
 
@@ -120,12 +121,62 @@ pub async fn record_outcome(
             tracing::error!(error = %e, "The circuit breaker check of sync {} failed", run.sync_id);
         }
     }
+    if let Recorded::Finished {
+        status, failure, ..
+    } = &recorded
+        && let Some(event) = run_event(run, report, *status, *failure)
+        && let Err(e) = notifications::enqueue(store, run.id, &run.sync_id, &event).await
+    {
+        tracing::error!(error = %e, "The run's [notify] event of sync {} was not kept", run.sync_id);
+    }
     if report.counts.rejected > 0
         && let Err(e) = alert_quarantine(alerter, run, thresholds.record_attempts).await
     {
         tracing::error!(error = %e, "The quarantine alert check of sync {} failed", run.sync_id);
     }
     Ok(recorded)
+}
+
+/// The `[notify]` event of a finished run (Standard Webhooks' `type`,
+/// `timestamp`, `data`): `run.succeeded`, `run.failed` or `run.cancelled`;
+/// none for a run skipped for another reason (it did nothing).
+fn run_event(
+    run: &RunRow,
+    report: &RunReport,
+    status: RunStatus,
+    failure: Option<FailureCode>,
+) -> Option<serde_json::Value> {
+    let kind = match (status, failure) {
+        (RunStatus::Succeeded, _) => "run.succeeded",
+        (RunStatus::Failed, _) => "run.failed",
+        (RunStatus::Skipped, Some(FailureCode::RunCancelled)) => "run.cancelled",
+        _ => return None,
+    };
+    let now = chrono::Utc::now();
+    let duration = run
+        .started_at
+        .map(|started| (now - started).num_milliseconds().max(0) as f64 / 1000.0);
+    let counts = &report.counts;
+    Some(serde_json::json!({
+        "type": kind,
+        "timestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "data": {
+            "sync": run.sync_id,
+            "workspace": run.workspace_id,
+            "run_id": run.id,
+            "status": status.as_str(),
+            "counts": {
+                "read": counts.read,
+                "written": counts.written,
+                "replayed": counts.replayed,
+                "rejected": counts.rejected,
+                "resent": counts.resent,
+            },
+            "duration_s": duration,
+            "failure_code": failure.map(FailureCode::as_str),
+            "owner": failure.map(|f| f.owner().as_str()),
+        },
+    }))
 }
 
 /// Kind of the alert raised when a run quarantines records.

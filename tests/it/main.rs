@@ -40,6 +40,7 @@ mod pages;
 mod postgres_source;
 mod preview;
 mod quickstart;
+mod run_events;
 mod run_queue;
 mod schedule;
 mod schema;
