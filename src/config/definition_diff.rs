@@ -130,6 +130,16 @@ pub fn delivery_meaning(changes: &[FieldChange], new: &SyncDefinition) -> Vec<St
             mapping.join(", ")
         ));
     }
+    let notify = under("notify");
+    if !notify.is_empty() {
+        meanings.push(match &new.notify {
+            Some(_) => format!(
+                "{} changed: each run that ends from now on is announced there, and so are events not yet delivered; what is sent to the destination does not change",
+                notify.join(", ")
+            ),
+            None => "notify removed: runs are no longer announced, and events not yet delivered are dropped; what is sent to the destination does not change".to_string(),
+        });
+    }
     let destination = under("destination");
     if !destination.is_empty() {
         meanings.push(format!(
@@ -174,6 +184,7 @@ pub fn delivery_meaning(changes: &[FieldChange], new: &SyncDefinition) -> Vec<St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::NotifyConfig;
 
     fn definition(extra: &str) -> SyncDefinition {
         SyncDefinition::parse(
@@ -266,6 +277,29 @@ email = "email"
             [
                 "mapping.allow_vanished changed: the vanished-field guard lets FIRSTNAME through; what is sent does not change"
             ]
+        );
+    }
+
+    #[test]
+    fn a_new_notify_receiver_says_where_runs_are_announced() {
+        let before = definition("");
+        let mut after = before.clone();
+        after.notify = Some(NotifyConfig {
+            url: url::Url::parse("https://ci.example.com/hooks/syncward").unwrap(),
+            secret_env: serde_json::from_value("CI_HOOK_SECRET".into()).unwrap(),
+        });
+        let changes = field_changes(
+            &serde_json::to_value(&before).unwrap(),
+            &serde_json::to_value(&after).unwrap(),
+        );
+        let meaning = delivery_meaning(&changes, &after).join("\n");
+        assert!(
+            meaning.contains("changed: each run that ends from now on is announced there"),
+            "{meaning}"
+        );
+        assert!(
+            delivery_meaning(&changes, &before)[0].starts_with("notify removed"),
+            "{changes:?}"
         );
     }
 

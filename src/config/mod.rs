@@ -20,5 +20,7 @@ pub use ids::{SyncId, WorkspaceId};
 pub use redis_address::{RedisAddress, SENTINEL_PORT, SENTINEL_SCHEME, SentinelAddress};
 pub use schedule::{CatchUp, Schedule, Timezone};
 pub use settings::*;
-pub use sync_file::{ConsentRule, MappingConfig, SyncDefinition, load_definitions, sync_files_in};
+pub use sync_file::{
+    ConsentRule, MappingConfig, NotifyConfig, SyncDefinition, load_definitions, sync_files_in,
+};
 pub use url_secrets::{REDACTED, redact_url, redact_url_text};
