@@ -40,12 +40,7 @@ attributes = {{ FIRSTNAME = "first_name" }}
         schedule = crate::helpers::scenario::QUIET_SCHEDULE,
         base = s.fake.base_url,
     );
-    let path = s.dir.path().join("diff.toml");
-    std::fs::write(&path, text)?;
-    s.cli
-        .run(&["sync", "apply", path.to_str().unwrap_or_default()])
-        .await?
-        .ok()?;
+    s.apply_text("diff.toml", &text).await?.ok()?;
     Ok(())
 }
 

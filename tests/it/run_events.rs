@@ -25,17 +25,13 @@ async fn a_finished_run_is_announced_once_signed_past_a_receiver_that_answers_50
         s.sync_file(10, &s.brevo_destination(&SyncOptions::default())),
         hook.url
     );
-    let path = s.dir.path().join("notify.toml");
-    std::fs::write(&path, text)?;
     let cli = s
         .cli
         .clone()
         .with_secret("NOTIFY_SECRET", NOTIFY_SECRET)
         .with_env("SYNCWARD__SWEEPER__EVERY", "1s")
         .with_env("SYNCWARD__RETRY__BACKOFF_BASE", "1s");
-    cli.run(&["sync", "apply", path.to_str().unwrap_or_default()])
-        .await?
-        .ok()?;
+    s.apply_text("notify.toml", &text).await?.ok()?;
 
     // The run ends at once: its event waits for a daemon to deliver it.
     let out = cli
@@ -122,14 +118,9 @@ async fn a_notify_url_at_the_metadata_service_is_refused_at_apply() -> anyhow::R
         "{}\n[notify]\nurl = \"http://169.254.169.254/latest/meta-data\"\nsecret_env = \"NOTIFY_SECRET\"\n",
         s.sync_file(10, &s.brevo_destination(&SyncOptions::default())),
     );
-    let path = s.dir.path().join("hostile.toml");
-    std::fs::write(&path, text)?;
-    let out = s
-        .cli
-        .clone()
-        .with_secret("NOTIFY_SECRET", NOTIFY_SECRET)
-        .run(&["sync", "apply", path.to_str().unwrap_or_default()])
-        .await?;
+    // The secret is there: only the address is wrong.
+    let _ = s.cli.clone().with_secret("NOTIFY_SECRET", NOTIFY_SECRET);
+    let out = s.apply_text("hostile.toml", &text).await?;
     assert_eq!(out.code, 2, "{out:?}");
     assert!(
         out.stderr.contains("notify.url") && out.stderr.trim().lines().count() == 1,

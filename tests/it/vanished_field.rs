@@ -41,11 +41,7 @@ email = "email"
         schedule = crate::helpers::scenario::QUIET_SCHEDULE,
         base = s.fake.base_url,
     );
-    let path = s.dir.path().join("vanished.toml");
-    std::fs::write(&path, text)?;
-    s.cli
-        .run(&["sync", "apply", path.to_str().unwrap_or_default()])
-        .await
+    s.apply_text("vanished.toml", &text).await
 }
 
 const FIRSTNAME: &str = r#"attributes = { FIRSTNAME = "first_name" }"#;

@@ -121,13 +121,20 @@ timeout = "{timeout}""#,
         page_size: u32,
         destination: &str,
     ) -> anyhow::Result<()> {
-        let path = self.dir.path().join("sync.toml");
-        std::fs::write(&path, self.sync_file(page_size, destination))?;
-        self.cli
-            .run(&["sync", "apply", path.to_str().unwrap_or_default()])
+        self.apply_text("sync.toml", &self.sync_file(page_size, destination))
             .await?
             .ok()?;
         Ok(())
+    }
+
+    /// Writes `text` as the sync file `name` in the scenario's directory and
+    /// applies it; the command's outcome, whatever it was.
+    pub async fn apply_text(&self, name: &str, text: &str) -> anyhow::Result<super::cli::Outcome> {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text)?;
+        self.cli
+            .run(&["sync", "apply", path.to_str().unwrap_or_default()])
+            .await
     }
 
     /// The scenario's sync file with this page size and `[destination]` body.
