@@ -1,13 +1,13 @@
 //! THE statement that writes several tables for one commit: a clean page's checkpoint.
-//! One commit (one round trip) per page: the fenced cursor, the run's counts and the bulk
-//! call's answer; built from the single-effect statements' fragments. The run sends the
-//! next page while it is in flight (the next page's stake was made during this page's call).
+//! One commit (one round trip) per page: the fenced cursor, the run's counts, the bulk
+//! call's answer and the page after next's stake; built from the single-effect statements'
+//! fragments. The run sends the next page while it is in flight.
 
 use sqlx::PgPool;
 use sqlx::types::Json;
 
 use super::compose::composed;
-use super::ledger::BatchCompletion;
+use super::ledger::{BatchCompletion, BatchStake, BatchStakeRequest};
 use super::runs::RunCounts;
 
 /// One clean page, as the run holds it at its checkpoint.
@@ -25,15 +25,24 @@ pub struct CleanPage<'a> {
     pub cursor: Option<&'a serde_json::Value>,
     /// The page's bulk-call answer, written whether or not the cursor moves.
     pub completion: Option<&'a BatchCompletion>,
+    /// A later page's bulk call, staked only if the cursor moves: one that
+    /// neither supersedes nor watches open stakes (those are made alone,
+    /// `ledger::stake_batch`, asking as late as they can). Made here, it
+    /// costs no commit of its own.
+    pub stake: Option<&'a BatchStakeRequest>,
 }
 
 /// After a clean page: moves the sync's cursor, only if `fence` is still the
 /// newest issued, and with it the run's counts and position; completes the
 /// page's bulk call (written whether or not the cursor moves: the call was
-/// made). Returns whether the cursor moved (`false`: a newer fence was
-/// issued, and the run must stop) and whether the run was asked to stop
+/// made); and, when the cursor moved, stakes the later page's bulk call.
+/// Returns whether the cursor moved (`false`: a newer fence was issued, and
+/// the run must stop), the stake, and whether the run was asked to stop
 /// (`runs cancel`).
-pub async fn record_clean_page(pool: &PgPool, page: &CleanPage<'_>) -> sqlx::Result<(bool, bool)> {
+pub async fn record_clean_page(
+    pool: &PgPool,
+    page: &CleanPage<'_>,
+) -> sqlx::Result<(bool, Option<BatchStake>, bool)> {
     let CleanPage {
         run_id,
         sync_id,
@@ -42,9 +51,11 @@ pub async fn record_clean_page(pool: &PgPool, page: &CleanPage<'_>) -> sqlx::Res
         pages,
         cursor,
         completion,
+        stake,
     } = *page;
+    debug_assert!(stake.is_none_or(|s| s.watched.is_empty() && s.superseded.is_empty()));
     // Binds: $1 run, $2 sync, $3 fence, $4-$7 and $9 the counts, $8 the
-    // cursor, $10-$13 the completion, $14 the pages.
+    // cursor, $10-$13 the completion, $14 the pages, $15-$17 the stake.
     //
     // - `done`, `followed`: the page's bulk answer, as `ledger::complete_batch`
     //   writes it, whether or not the cursor moves (the call was made).
@@ -52,6 +63,9 @@ pub async fn record_clean_page(pool: &PgPool, page: &CleanPage<'_>) -> sqlx::Res
     //   the fence check; it is what every later effect hangs on.
     // - `progress`: the run's counts and position, only with the cursor; it
     //   answers whether a person asked the run to stop (`runs cancel`).
+    // - `staked`: the later page's stake, as `ledger::stake_batch` makes it,
+    //   fenced by `moved` instead of a `FOR SHARE` check (the cursor row is
+    //   already locked by its update), and only when one is asked for.
     let row = composed!(query [
         "WITH ",
         complete_batch_ctes!(batch: "$10", result: "$11", sync: "$2", run: "$1",
@@ -65,8 +79,13 @@ pub async fn record_clean_page(pool: &PgPool, page: &CleanPage<'_>) -> sqlx::Res
                   records_rejected = $7, records_resent = $9, cursor_end = $8,
                   pages = $14, heartbeat_at = now()
            WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)
-           RETURNING cancel_requested_at IS NOT NULL AS cancel)
-         SELECT EXISTS (SELECT 1 FROM moved) AS \"moved!\",
+           RETURNING cancel_requested_at IS NOT NULL AS cancel),
+         next_stake AS (SELECT 1 FROM moved WHERE $15::bytea IS NOT NULL),
+         staked AS (",
+        insert_batch!(guard: "next_stake", sync: "$2", run: "$1", fence: "$3", page: "$15",
+                      packed_keys: "$16", attempts: "$17", started: "false"),
+        ")
+         SELECT EXISTS (SELECT 1 FROM moved) AS \"moved!\", (SELECT id FROM staked) AS batch,
           coalesce((SELECT cancel FROM progress), false) AS \"cancel!\"",
     ],
         run_id,
@@ -83,8 +102,18 @@ pub async fn record_clean_page(pool: &PgPool, page: &CleanPage<'_>) -> sqlx::Res
         completion.and_then(|c| c.import.map(|i| i.0)),
         completion.and_then(|c| c.import.map(|i| i.1)),
         i32::try_from(pages).unwrap_or(i32::MAX),
+        stake.map(|s| &s.page[..]),
+        stake.map(|s| &s.packed_keys),
+        stake.map(|s| s.attempts),
     )
     .fetch_one(pool)
     .await?;
-    Ok((row.moved, row.cancel))
+    let staked = (row.moved && stake.is_some()).then(|| match row.batch {
+        Some(batch) => BatchStake::Staked {
+            batch,
+            completed_meanwhile: Vec::new(),
+        },
+        None => BatchStake::Fenced,
+    });
+    Ok((row.moved, staked, row.cancel))
 }

@@ -3,7 +3,8 @@
 //! stakes in the ledger started beside it (found by the cursor it is read
 //! from, before its keys are known) and awaited only once its keys are, at
 //! the next step. Page N+1's bulk call is staked once it is keyed, while
-//! page N's call is still in flight: a stake reserves its keys' attempts but
+//! page N's call is still in flight, in the statement that writes page
+//! N-1's checkpoint when one is waiting: a stake reserves its keys' attempts but
 //! spends none until its call is marked started, just before it leaves, so a
 //! run that dies or stops meanwhile costs the page nothing (and gives the
 //! stake back when it can). On the bulk path this overlap is what keeps
@@ -16,7 +17,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::delivery_key::{PageKeys, keyed_fingerprint};
 use super::prepared_page::{PreparedPage, prepare_page};
-use super::run::RunContext;
+use super::run::{Landed, RunContext, Saving};
 use super::run_failure::RunFailure;
 use crate::source::{AnySource, Page, Source, SourceError};
 use crate::store::ledger::{self, BatchStake, PageStakes};
@@ -93,14 +94,18 @@ impl<'s> ReadAhead<'s> {
     }
 
     /// Prepares the page read ahead (it starts at `from`, where the page
-    /// being sent ends) and stakes its bulk call, while the one after it is
+    /// being sent ends) and stakes its bulk call, with the last clean page's
+    /// checkpoint (`saving`) in one statement, while the one after it is
     /// read. A store failure while preparing is returned for the run to
-    /// raise once the page being sent is checkpointed.
+    /// raise once the page being sent is checkpointed; the checkpoint is
+    /// written whatever happens (alone if need be) and what it came to
+    /// returned.
     pub async fn advance(
         &mut self,
         cx: &RunContext<'_>,
         from: Option<&Value>,
-    ) -> Result<(), RunFailure> {
+        saving: Option<Saving>,
+    ) -> (Result<(), RunFailure>, Option<Landed>) {
         let read = self.following.take();
         let after = match &read {
             Some(ReadPage { page: Ok(page), .. }) => following_cursor(page),
@@ -109,23 +114,35 @@ impl<'s> ReadAhead<'s> {
         let fingerprint = &self.fingerprint;
         let prepare = async {
             match read {
-                None => Ok::<_, RunFailure>(None),
-                Some(ReadPage { page: Err(e), .. }) => Ok(Some(Err(e))),
+                None => (Ok::<_, RunFailure>(None), land_alone(cx, saving).await),
+                Some(ReadPage { page: Err(e), .. }) => {
+                    (Ok(Some(Err(e))), land_alone(cx, saving).await)
+                }
                 Some(ReadPage {
                     page: Ok(page),
                     stakes,
-                }) => {
-                    let mut page = prepare_page(cx, fingerprint, from, page, stakes).await?;
-                    stake_ahead(cx, &mut page).await?;
-                    Ok(Some(Ok(page)))
-                }
+                }) => match prepare_page(cx, fingerprint, from, page, stakes).await {
+                    Err(failure) => (Err(failure), land_alone(cx, saving).await),
+                    Ok(mut page) => match stake_ahead(cx, &mut page, saving).await {
+                        (Ok(()), landed) => (Ok(Some(Ok(page))), landed),
+                        (Err(failure), landed) => (Err(failure), landed),
+                    },
+                },
             }
         };
-        let (prepared, following) =
+        let ((prepared, landed), following) =
             tokio::join!(prepare, read_following(cx, fingerprint, self.source, after));
         self.following = following;
-        self.next = prepared?;
-        Ok(())
+        match prepared {
+            Ok(next) => {
+                self.next = next;
+                (Ok(()), landed)
+            }
+            Err(failure) => {
+                self.next = None;
+                (Err(failure), landed)
+            }
+        }
     }
 
     /// The page to send next, once prepared.
@@ -148,29 +165,52 @@ impl<'s> ReadAhead<'s> {
 }
 
 /// Stakes a prepared page's bulk call, fenced, before its turn comes (see
-/// the module's comment). A page sent otherwise is staked as it goes, and so
+/// the module's comment): in the statement of the checkpoint waiting, if
+/// one is, else alone. A page sent otherwise is staked as it goes, and so
 /// is one that watches another run's open stakes: whether those completed
 /// meanwhile is asked as late as it can be, just before the call.
-async fn stake_ahead(cx: &RunContext<'_>, page: &mut PreparedPage) -> Result<(), RunFailure> {
-    if !cx.bulk() {
-        return Ok(());
-    }
-    let request = page
-        .whole_stake(cx.env.record_attempts)
+async fn stake_ahead(
+    cx: &RunContext<'_>,
+    page: &mut PreparedPage,
+    saving: Option<Saving>,
+) -> (Result<(), RunFailure>, Option<Landed>) {
+    let request = cx
+        .bulk()
+        .then(|| page.whole_stake(cx.env.record_attempts))
+        .flatten()
         .filter(|stake| stake.watched.is_empty());
-    if let Some(request) = request {
-        let run = cx.run;
-        let stake = ledger::stake_batch(
-            &cx.env.store,
-            &run.sync_id,
-            run.id,
-            cx.lease.fence,
-            &request,
-        )
-        .await?;
-        page.staked = Some(stake);
+    if let Some(saving) = saving {
+        let (landed, staked) = Box::pin(saving.write(cx, request.as_ref())).await;
+        page.staked = staked;
+        return (Ok(()), Some(landed));
     }
-    Ok(())
+    let Some(request) = request else {
+        return (Ok(()), None);
+    };
+    let run = cx.run;
+    match ledger::stake_batch(
+        &cx.env.store,
+        &run.sync_id,
+        run.id,
+        cx.lease.fence,
+        &request,
+    )
+    .await
+    {
+        Ok(stake) => {
+            page.staked = Some(stake);
+            (Ok(()), None)
+        }
+        Err(e) => (Err(e.into()), None),
+    }
+}
+
+/// The checkpoint waiting, if any, written with no stake.
+async fn land_alone(cx: &RunContext<'_>, saving: Option<Saving>) -> Option<Landed> {
+    match saving {
+        Some(saving) => Some(Box::pin(saving.write(cx, None)).await.0),
+        None => None,
+    }
 }
 
 /// Where the page after `page` starts; `None` after the last page. A page

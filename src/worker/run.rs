@@ -9,8 +9,9 @@
 //!    of each key (`stakes`); deliver; settle each key with its answer;
 //! 4. only when every record of the page arrived or was rejected for good,
 //!    move the cursor in a statement refused if a newer fence exists, the
-//!    lease proved beside it; the next page is sent meanwhile, and its call
-//!    proves the lease again before it leaves.
+//!    lease proved beside it; the next page is sent meanwhile (the statement
+//!    stakes the page after it), and its call proves the lease again before
+//!    it leaves.
 //!
 //! Keys left `pending` by a dead run are suspects: they are sent again, alone,
 //! within their attempt budget, so a record that kills the worker cannot spend
@@ -42,7 +43,7 @@ use crate::lease::Lease;
 use crate::source::{AnySource, Source};
 use crate::store::checkpoint::{self, CleanPage};
 use crate::store::cursors;
-use crate::store::ledger::BatchCompletion;
+use crate::store::ledger::{BatchCompletion, BatchStake, BatchStakeRequest};
 use crate::store::record_states::{self, RecordState, StateScope};
 use crate::store::rejected::{self, Rejection};
 use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
@@ -324,7 +325,7 @@ async fn page_loop(
     loop {
         if cx.env.stop.is_cancelled() {
             info!("Stopping at a clean batch boundary");
-            land(state, saving.take()).await?;
+            land(cx, state, saving.take()).await?;
             pages.give_back_stake(cx).await?;
             checkpoint_waiting(cx, state, &pacing).await?;
             return Ok(RunOutcome::Stopped);
@@ -334,7 +335,7 @@ async fn page_loop(
                 wait_s = wait.as_secs_f64(),
                 "The destination account's request budget is busy; back in the queue until it nears"
             );
-            land(state, saving.take()).await?;
+            land(cx, state, saving.take()).await?;
             pages.give_back_stake(cx).await?;
             checkpoint_waiting(cx, state, &pacing).await?;
             return Ok(RunOutcome::Deferred(wait));
@@ -342,7 +343,7 @@ async fn page_loop(
         let page = match pages.take() {
             Ok(Some(page)) => page,
             Ok(None) => {
-                land(state, saving.take()).await?;
+                land(cx, state, saving.take()).await?;
                 checkpoint_waiting(cx, state, &pacing).await?;
                 // A complete read: mirror mode takes off who left the query,
                 // and its fields' counts are the next run's yardstick.
@@ -353,13 +354,13 @@ async fn page_loop(
                 return Ok(RunOutcome::Succeeded);
             }
             Err(e) => {
-                land(state, saving.take()).await?;
+                land(cx, state, saving.take()).await?;
                 return Err(e.into());
             }
         };
         // Nothing of a read whose mapped field vanished is sent.
         if let Err(failure) = fields.check(state.page + 1, &page.fields) {
-            land(state, saving.take()).await?;
+            land(cx, state, saving.take()).await?;
             return Err(abandon(cx, &mut pages, failure).await);
         }
         state.page += 1;
@@ -371,13 +372,12 @@ async fn page_loop(
         // the start.
         let next = page.next_cursor.clone().or_else(|| pacing.at().clone());
         // 2-3. Send this page (its call proves the lease before it leaves)
-        // while the next is prepared and staked and the last clean page's
-        // checkpoint is written.
+        // while the next is prepared and staked, with the last clean page's
+        // checkpoint in one statement.
         let mut completions = Vec::new();
-        let (delivered, prepared_next, landed) = tokio::join!(
+        let (delivered, (prepared_next, landed)) = tokio::join!(
             send_page(cx, page, &mut state.counts, &mut completions),
-            pages.advance(cx, next.as_ref()),
-            landing(saving.take()),
+            pages.advance(cx, next.as_ref(), saving.take()),
         );
         // The last checkpoint answers first: a refused one stops the run,
         // with this page's answer recorded (its call was made).
@@ -417,11 +417,11 @@ async fn page_loop(
             next
         };
         if !pacing.page_clean(saved, replayed_whole) {
-            saving = Some(save(cx, state, pacing.at(), completions));
+            saving = Some(Saving::new(state, pacing.at(), completions));
             pacing.written();
         }
         if cancel {
-            land(state, saving.take()).await?;
+            land(cx, state, saving.take()).await?;
             checkpoint_waiting(cx, state, &pacing).await?;
             pages.give_back_stake(cx).await?;
             return Err(RunFailure(
@@ -450,7 +450,7 @@ async fn page_loop(
         });
         // A failure preparing the next page surfaces once this one is saved.
         if let Err(failure) = prepared_next {
-            land(state, saving.take()).await?;
+            land(cx, state, saving.take()).await?;
             return Err(failure);
         }
     }
@@ -514,11 +514,17 @@ fn give_worker_back_for(cx: &RunContext<'_>, wait: Duration) {
     }
 }
 
-/// A clean page's checkpoint on its way, while the next page is sent.
-type Saving<'c> = std::pin::Pin<Box<dyn Future<Output = Landed> + Send + 'c>>;
+/// A clean page's checkpoint, written while the next page is sent (by
+/// `ReadAhead::advance`, with the stake of the page after it).
+pub(super) struct Saving {
+    counts: RunCounts,
+    pages: u64,
+    at: Option<Value>,
+    completions: Vec<BatchCompletion>,
+}
 
 /// What a checkpoint came to.
-struct Landed {
+pub(super) struct Landed {
     /// Where it moved the cursor, if it did.
     moved: Option<Option<Value>>,
     /// Whether a person asked the run to stop, or why the run must stop.
@@ -534,66 +540,85 @@ impl Landed {
     }
 }
 
-/// Starts a clean page's checkpoint: the lease proved beside a statement
-/// that moves the cursor to `at` (with the run's progress) and is refused if
-/// a newer fence wrote. The page's bulk-call answers go with it (all but one
-/// alone, before it): the calls were made either way. The run sends the
-/// next page meanwhile, whose call proves the lease again before it leaves:
-/// no call leaves after a failed proof (docs/contract.md).
-fn save<'c>(
-    cx: &'c RunContext<'c>,
-    state: &LoopState,
-    at: &Option<Value>,
-    mut completions: Vec<BatchCompletion>,
-) -> Saving<'c> {
-    let (counts, pages, at) = (state.counts, state.page, at.clone());
-    Box::pin(async move {
+impl Saving {
+    /// A clean page's checkpoint, to move the cursor to `at` with the run's
+    /// progress. The page's bulk-call answers go with it.
+    fn new(state: &LoopState, at: &Option<Value>, completions: Vec<BatchCompletion>) -> Self {
+        Saving {
+            counts: state.counts,
+            pages: state.page,
+            at: at.clone(),
+            completions,
+        }
+    }
+
+    /// Writes it: the lease proved beside a statement that moves the cursor
+    /// and is refused if a newer fence wrote, and that stakes `stake` (a
+    /// later page's bulk call) if it moved. The answers of a page sent in
+    /// several calls go alone before it, all but the last: the calls were
+    /// made either way. The run sends the next page meanwhile, whose call
+    /// proves the lease again before it leaves: no call leaves after a failed
+    /// proof (docs/contract.md). Callers box it: it is large, and a run's
+    /// future is held on a worker's stack.
+    pub(super) async fn write(
+        mut self,
+        cx: &RunContext<'_>,
+        stake: Option<&BatchStakeRequest>,
+    ) -> (Landed, Option<BatchStake>) {
+        let at = self.at;
         let write = async {
-            let with_checkpoint = completions.pop();
-            complete_alone(cx, completions).await?;
+            let with_checkpoint = self.completions.pop();
+            complete_alone(cx, self.completions).await?;
             let page = CleanPage {
                 run_id: cx.run.id,
                 sync_id: &cx.run.sync_id,
                 fence: cx.lease.fence,
-                counts: &counts,
-                pages,
+                counts: &self.counts,
+                pages: self.pages,
                 cursor: at.as_ref(),
                 completion: with_checkpoint.as_ref(),
+                stake,
             };
             Ok::<_, RunFailure>(checkpoint::record_clean_page(&cx.env.store, &page).await?)
         };
         let (proof, written) = tokio::join!(prove_lease(cx), write);
         match written {
-            Err(failure) => Landed {
-                moved: None,
-                answer: Err(failure),
-            },
-            Ok((false, _)) => Landed {
-                moved: None,
-                answer: Err(RunFailure::lease_lost("a newer fence wrote the cursor")),
-            },
-            Ok((true, cancel)) => Landed {
-                moved: Some(at),
-                answer: proof.map(|()| cancel),
-            },
+            Err(failure) => (
+                Landed {
+                    moved: None,
+                    answer: Err(failure),
+                },
+                None,
+            ),
+            Ok((false, _, _)) => (
+                Landed {
+                    moved: None,
+                    answer: Err(RunFailure::lease_lost("a newer fence wrote the cursor")),
+                },
+                None,
+            ),
+            Ok((true, staked, cancel)) => (
+                Landed {
+                    moved: Some(at),
+                    answer: proof.map(|()| cancel),
+                },
+                staked,
+            ),
         }
-    })
-}
-
-/// The checkpoint in flight, if any, once it lands.
-async fn landing(saving: Option<Saving<'_>>) -> Option<Landed> {
-    match saving {
-        Some(saving) => Some(saving.await),
-        None => None,
     }
 }
 
-/// Waits for the checkpoint in flight, if any; a person's request to stop
-/// that it brings back is the run's to end with.
-async fn land(state: &mut LoopState, saving: Option<Saving<'_>>) -> Result<(), RunFailure> {
-    let Some(landed) = landing(saving).await else {
+/// Writes the checkpoint in flight, if any, alone; a person's request to
+/// stop that it brings back is the run's to end with.
+async fn land(
+    cx: &RunContext<'_>,
+    state: &mut LoopState,
+    saving: Option<Saving>,
+) -> Result<(), RunFailure> {
+    let Some(saving) = saving else {
         return Ok(());
     };
+    let (landed, _) = Box::pin(saving.write(cx, None)).await;
     if landed.apply(state)? {
         return Err(RunFailure(
             FailureCode::RunCancelled,
@@ -628,8 +653,8 @@ async fn checkpoint_waiting(
     pacing: &CheckpointPacing,
 ) -> Result<(), RunFailure> {
     if pacing.waiting() {
-        let saving = save(cx, state, pacing.at(), Vec::new());
-        land(state, Some(saving)).await?;
+        let saving = Saving::new(state, pacing.at(), Vec::new());
+        land(cx, state, Some(saving)).await?;
     }
     Ok(())
 }

@@ -140,7 +140,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
     };
     // Page 1 is clean: the cursor moves; page 2's call is marked started as
     // it goes, beside the checkpoint.
-    let (moved, _) = checkpoint::record_clean_page(
+    let (moved, _, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 1,
@@ -150,6 +150,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 1,
             cursor: Some(&at(10)),
             completion: None,
+            stake: None,
         },
     )
     .await?;
@@ -173,7 +174,8 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         !old_daemon.prove(&first).await?,
         "the old holder can tell it lost the lease"
     );
-    let (moved, _) = checkpoint::record_clean_page(
+    // Its checkpoint stakes a later page's call in the same commit.
+    let (moved, staked, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 2,
@@ -183,10 +185,15 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 2,
             cursor: Some(&at(20)),
             completion: None,
+            stake: Some(&next_stake(4)),
         },
     )
     .await?;
     assert!(moved);
+    assert!(
+        matches!(staked, Some(BatchStake::Staked { .. })),
+        "the checkpoint did not stake: {staked:?}"
+    );
 
     // The old holder finishes page 2 regardless: its checkpoint is refused
     // (the run stops: "a newer fence wrote the cursor"). The call it made is
@@ -196,7 +203,7 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         result: json!({"processId": 7}),
         import: None,
     };
-    let (moved, _) = checkpoint::record_clean_page(
+    let (moved, staked, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 1,
@@ -206,10 +213,15 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 3,
             cursor: Some(&at(30)),
             completion: Some(&completion),
+            stake: Some(&next_stake(5)),
         },
     )
     .await?;
     assert!(!moved, "the stale fence wrote the cursor");
+    assert!(
+        staked.is_none(),
+        "the stale fence staked with its checkpoint"
+    );
     let staked = ledger::stake_batch(&rig.db.pool, "s1", 1, first.fence, &next_stake(3)).await?;
     assert!(
         matches!(staked, BatchStake::Fenced),
