@@ -17,7 +17,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::delivery_key::{PageKeys, keyed_fingerprint};
 use super::prepared_page::{PreparedPage, prepare_page};
-use super::run::{Landed, RunContext, Saving};
+use super::run::{Landed, RunContext, Saving, landing};
 use super::run_failure::RunFailure;
 use crate::source::{AnySource, Page, Source, SourceError};
 use crate::store::ledger::{self, BatchStake, PageStakes};
@@ -114,15 +114,15 @@ impl<'s> ReadAhead<'s> {
         let fingerprint = &self.fingerprint;
         let prepare = async {
             match read {
-                None => (Ok::<_, RunFailure>(None), land_alone(cx, saving).await),
+                None => (Ok::<_, RunFailure>(None), landing(cx, saving).await),
                 Some(ReadPage { page: Err(e), .. }) => {
-                    (Ok(Some(Err(e))), land_alone(cx, saving).await)
+                    (Ok(Some(Err(e))), landing(cx, saving).await)
                 }
                 Some(ReadPage {
                     page: Ok(page),
                     stakes,
                 }) => match prepare_page(cx, fingerprint, from, page, stakes).await {
-                    Err(failure) => (Err(failure), land_alone(cx, saving).await),
+                    Err(failure) => (Err(failure), landing(cx, saving).await),
                     Ok(mut page) => match stake_ahead(cx, &mut page, saving).await {
                         (Ok(()), landed) => (Ok(Some(Ok(page))), landed),
                         (Err(failure), landed) => (Err(failure), landed),
@@ -180,7 +180,7 @@ async fn stake_ahead(
         .flatten()
         .filter(|stake| stake.watched.is_empty());
     if let Some(saving) = saving {
-        let (landed, staked) = Box::pin(saving.write(cx, request.as_ref())).await;
+        let (landed, staked) = saving.write(cx, request.as_ref()).await;
         page.staked = staked;
         return (Ok(()), Some(landed));
     }
@@ -202,14 +202,6 @@ async fn stake_ahead(
             (Ok(()), None)
         }
         Err(e) => (Err(e.into()), None),
-    }
-}
-
-/// The checkpoint waiting, if any, written with no stake.
-async fn land_alone(cx: &RunContext<'_>, saving: Option<Saving>) -> Option<Landed> {
-    match saving {
-        Some(saving) => Some(Box::pin(saving.write(cx, None)).await.0),
-        None => None,
     }
 }
 

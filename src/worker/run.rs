@@ -558,9 +558,17 @@ impl Saving {
     /// several calls go alone before it, all but the last: the calls were
     /// made either way. The run sends the next page meanwhile, whose call
     /// proves the lease again before it leaves: no call leaves after a failed
-    /// proof (docs/contract.md). Callers box it: it is large, and a run's
-    /// future is held on a worker's stack.
-    pub(super) async fn write(
+    /// proof (docs/contract.md). Boxed: it is large, and a run's future is
+    /// held on a worker's stack.
+    pub(super) fn write<'a>(
+        self,
+        cx: &'a RunContext<'a>,
+        stake: Option<&'a BatchStakeRequest>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = (Landed, Option<BatchStake>)> + Send + 'a>> {
+        Box::pin(self.written(cx, stake))
+    }
+
+    async fn written(
         mut self,
         cx: &RunContext<'_>,
         stake: Option<&BatchStakeRequest>,
@@ -608,6 +616,14 @@ impl Saving {
     }
 }
 
+/// The checkpoint in flight, if any, written with no stake.
+pub(super) async fn landing(cx: &RunContext<'_>, saving: Option<Saving>) -> Option<Landed> {
+    match saving {
+        Some(saving) => Some(saving.write(cx, None).await.0),
+        None => None,
+    }
+}
+
 /// Writes the checkpoint in flight, if any, alone; a person's request to
 /// stop that it brings back is the run's to end with.
 async fn land(
@@ -615,10 +631,9 @@ async fn land(
     state: &mut LoopState,
     saving: Option<Saving>,
 ) -> Result<(), RunFailure> {
-    let Some(saving) = saving else {
+    let Some(landed) = landing(cx, saving).await else {
         return Ok(());
     };
-    let (landed, _) = Box::pin(saving.write(cx, None)).await;
     if landed.apply(state)? {
         return Err(RunFailure(
             FailureCode::RunCancelled,
