@@ -221,6 +221,7 @@ impl Run<'_> {
             attempts: 1,
             superseded: vec![],
             watched: vec![],
+            trace: None,
         };
         let started = Instant::now();
         let stake = ledger::stake_batch(self.pool, SYNC, self.run_id, self.fence, &request).await?;
@@ -261,6 +262,7 @@ impl Run<'_> {
             again: &[],
             run_id: self.run_id,
             fence: self.fence,
+            trace: None,
         };
         let started = Instant::now();
         let staked = ledger::stake_keys(self.pool, &stake).await?;

@@ -68,6 +68,12 @@ pub enum Command {
     /// audit entry naming their SHA-256 digests. For an erasure request
     /// (GDPR, Shopify's customers/redact); erase them at the source first.
     Forget(ForgetArgs),
+    /// What the syncs did with one address: each call that carried it
+    /// (newest first: run, when, what was sent, what the destination
+    /// answered, where its delivery key stands), its rejections, and a diff
+    /// or mirror sync's kept state and removals of it. Looked up by a keyed
+    /// digest; as far back as the ledger keeps keys (`ledger.retention`).
+    Trace(TraceArgs),
     /// Live daemons and their busy workers, the queue, running runs, paused
     /// syncs and open dead-man incidents. Exit 3 when no daemon is alive.
     Status(JsonFlag),
@@ -103,6 +109,22 @@ pub struct ForgetArgs {
     /// rows either way.)
     #[arg(long)]
     pub workspace: Option<String>,
+    /// Print JSON for machines instead of text for people.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The e-mail address.
+    #[arg(value_name = "ADDRESS")]
+    pub address: String,
+    /// Look in this sync only.
+    #[arg(long, add = sync_ids())]
+    pub sync: Option<String>,
+    /// Show at most this many calls (newest first).
+    #[arg(long, default_value_t = crate::ops::DEFAULT_CALLS)]
+    pub calls: usize,
     /// Print JSON for machines instead of text for people.
     #[arg(long)]
     pub json: bool,

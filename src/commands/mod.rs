@@ -15,6 +15,7 @@ mod runs;
 mod status;
 mod sync;
 mod tokens;
+mod trace;
 
 pub use status::NoLiveDaemon;
 
@@ -81,6 +82,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Token(command) => tokens::execute(&settings, command).await,
         Command::Status(json) => status::execute(&settings, json.json).await,
         Command::Forget(args) => forget::execute(&settings, args).await,
+        Command::Trace(args) => trace::execute(&settings, args).await,
         Command::Ledger(LedgerCommand::Purge(json)) => {
             let pool = store::connect(&settings.database).await?;
             let purged =

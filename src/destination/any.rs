@@ -46,6 +46,17 @@ impl AnyDestination {
     }
 }
 
+impl AnyDestination {
+    /// The destination's lists a contact of this consent goes on; `None`
+    /// where the destination has no lists (a webhook).
+    pub fn lists_for(&self, consent: super::Consent) -> Option<Vec<u64>> {
+        match self {
+            AnyDestination::Brevo(d) => Some(d.lists_for(consent)),
+            AnyDestination::Webhook(_) => None,
+        }
+    }
+}
+
 impl Destination for AnyDestination {
     async fn start(&mut self, attributes: &[String]) -> Result<Vec<String>, DestinationError> {
         match self {

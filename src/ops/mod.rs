@@ -11,6 +11,7 @@
 
 mod forget;
 mod scope;
+mod trace;
 
 /// What the door's actions answer with.
 pub use crate::store::syncs::{
@@ -18,6 +19,7 @@ pub use crate::store::syncs::{
 };
 pub use forget::{AccountErasure, AccountOutcome, Forgotten, check_addresses};
 pub use scope::Scope;
+pub use trace::{DEFAULT_CALLS, Trace, TracedCall, TracedKept, TracedRejection};
 
 pub use crate::store::held_removals::HeldRemovals;
 pub use crate::store::runs::{Cancel, RunFilter, RunRow};

@@ -55,7 +55,8 @@ pub async fn record_clean_page(
     } = *page;
     debug_assert!(stake.is_none_or(|s| s.watched.is_empty() && s.superseded.is_empty()));
     // Binds: $1 run, $2 sync, $3 fence, $4-$7 and $9 the counts, $8 the
-    // cursor, $10-$13 the completion, $14 the pages, $15-$17 the stake.
+    // cursor, $10-$13 the completion, $14 the pages, $15-$20 the stake (and
+    // its trace, `store::trace`).
     //
     // - `done`, `followed`: the page's bulk answer, as `ledger::complete_batch`
     //   writes it, whether or not the cursor moves (the call was made).
@@ -65,7 +66,8 @@ pub async fn record_clean_page(
     //   answers whether a person asked the run to stop (`runs cancel`).
     // - `staked`: the later page's stake, as `ledger::stake_batch` makes it,
     //   fenced by `moved` instead of a `FOR SHARE` check (the cursor row is
-    //   already locked by its update), and only when one is asked for.
+    //   already locked by its update), and only when one is asked for;
+    //   `traced`: its trace row.
     let row = composed!(query [
         "WITH ",
         complete_batch_ctes!(batch: "$10", result: "$11", sync: "$2", run: "$1",
@@ -84,7 +86,10 @@ pub async fn record_clean_page(
          staked AS (",
         insert_batch!(guard: "next_stake", sync: "$2", run: "$1", fence: "$3", page: "$15",
                       packed_keys: "$16", attempts: "$17", started: "false"),
-        ")
+        "),",
+        trace_page!(staked: "staked", sync: "$2", run: "$1", bloom: "$18", digests: "$19",
+                    keys: "$16", sent: "$20"),
+        "
          SELECT EXISTS (SELECT 1 FROM moved) AS \"moved!\", (SELECT id FROM staked) AS batch,
           coalesce((SELECT cancel FROM progress), false) AS \"cancel!\"",
     ],
@@ -105,6 +110,9 @@ pub async fn record_clean_page(
         stake.map(|s| &s.page[..]),
         stake.map(|s| &s.packed_keys),
         stake.map(|s| s.attempts),
+        stake.and_then(|s| s.trace.as_ref().map(|t| &t.bloom)),
+        stake.and_then(|s| s.trace.as_ref().map(|t| &t.digests)),
+        stake.and_then(|s| s.trace.as_ref().map(|t| &t.sent)),
     )
     .fetch_one(pool)
     .await?;

@@ -54,3 +54,4 @@ pub(crate) use super::ledger::{
     complete_batch_ctes, completed_meanwhile, insert_batch, stake_batch_ctes,
 };
 pub(crate) use super::ledger_days::completion_day;
+pub(crate) use super::trace::trace_page;

@@ -3,7 +3,9 @@
 //! record, a diff or mirror sync's kept state) are deleted; wherever else an
 //! address can appear in text (failure messages, run timelines, alerts, the
 //! audit log, cursors, the ledger's kept answers) it is replaced by
-//! `[forgotten]`. The audit entry names SHA-256 digests, never an address.
+//! `[forgotten]`; the trace's entries of an address are blanked
+//! (`store::trace::forget`). The audit entry names SHA-256 digests, never an
+//! address.
 
 use std::collections::BTreeMap;
 
@@ -105,6 +107,7 @@ pub const KEPT_COLUMNS: &[(&str, &str, &str)] = &[
     ("mapped_field_presence", "sync_id", IDENTIFIER),
     ("held_removals", "sync_id", IDENTIFIER),
     ("run_notifications", "sync_id", IDENTIFIER),
+    ("trace_pages", "sync_id", IDENTIFIER),
     ("held_removals", "approved_by", ACTOR),
     ("mapped_field_presence", "attribute", MAPPING_NAME),
     ("mapped_field_presence", "field", MAPPING_NAME),
@@ -194,6 +197,26 @@ pub async fn forget_addresses(
                 .entry(format!("{table}.{column}"))
                 .or_default() += n;
         }
+    }
+    // The trace: each address's own entries blanked, and the address taken
+    // out of what was sent for anyone else (an attribute may hold it).
+    let key = super::trace::TraceKey::load(&mut tx).await?;
+    let keyed: Vec<_> = lowered.iter().map(|a| key.digest(a)).collect();
+    let own = super::trace::forget(&mut tx, &keyed).await?;
+    let others = sqlx::query!(
+        "UPDATE trace_pages
+         SET sent = convert_to(regexp_replace(convert_from(sent, 'UTF8'), $1, $2, 'gi'), 'UTF8')
+         WHERE convert_from(sent, 'UTF8') ~* $1",
+        &pattern,
+        FORGOTTEN,
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if own + others > 0 {
+        erased
+            .rewritten
+            .insert("trace_pages.sent".to_string(), own + others);
     }
     let digests: Vec<String> = lowered.iter().map(|a| address_digest(a)).collect();
     let detail = serde_json::json!({

@@ -25,6 +25,7 @@ use sqlx::types::Json;
 use super::compose::composed;
 use super::history::delete_in_batches;
 use super::ledger_days;
+use super::trace::TraceEntries;
 use crate::states::DeliveryStatus;
 
 /// A key's per-key row in the ledger.
@@ -347,6 +348,8 @@ pub struct KeyStake<'a> {
     pub again: &'a [Vec<u8>],
     pub run_id: i64,
     pub fence: i64,
+    /// The call's trace entries (`store::trace`; none: untraced).
+    pub trace: Option<&'a TraceEntries>,
 }
 
 /// Stakes keys of one page as `pending` for a run, one row per key, reserving
@@ -367,6 +370,7 @@ pub async fn stake_keys(pool: &PgPool, stake: &KeyStake<'_>) -> sqlx::Result<Sta
         again,
         run_id,
         fence,
+        trace,
     } = *stake;
     // The last branch yields one row with no key (and the batch) when the
     // fence is still ours.
@@ -377,7 +381,10 @@ pub async fn stake_keys(pool: &PgPool, stake: &KeyStake<'_>) -> sqlx::Result<Sta
              b AS (
                INSERT INTO delivery_batches (sync_id, run_id, fence, page, keys, per_key)
                SELECT $1, $3, $4, $6, $2::bytea[] || $5::bytea[], true FROM f
-               RETURNING id),
+               RETURNING id),",
+        trace_page!(staked: "b", sync: "$1", run: "$3", bloom: "$8", digests: "$9", keys: "$10",
+                    sent: "$11"),
+        ",
              fresh AS (
                INSERT INTO deliveries
                  (sync_id, key, status, attempts, call_started, run_id, fence, batch_id)
@@ -397,7 +404,8 @@ pub async fn stake_keys(pool: &PgPool, stake: &KeyStake<'_>) -> sqlx::Result<Sta
              FROM fresh
              UNION ALL SELECT key, attempts, NULL FROM again
              UNION ALL SELECT NULL, NULL, (SELECT id FROM b) FROM f",
-    ], sync_id, fresh, run_id, fence, again, &page[..], spent)
+    ], sync_id, fresh, run_id, fence, again, &page[..], spent, trace.map(|t| &t.bloom),
+       trace.map(|t| &t.digests), trace.map(|t| &t.keys), trace.map(|t| &t.sent))
     .fetch_all(pool)
     .await;
     let rows = match rows {
@@ -450,19 +458,23 @@ pub struct BatchStakeRequest {
     pub attempts: i32,
     pub superseded: Vec<i64>,
     pub watched: Vec<i64>,
+    /// The call's trace entries (`store::trace`), keys in `packed_keys`'s
+    /// order (none: untraced).
+    pub trace: Option<TraceEntries>,
 }
 
 /// A bulk call's stake (guarantee 4: the attempt is reserved before the call),
 /// as two CTEs, `gone` and `staked`, made only when `guard` (a CTE) has a
 /// row: the superseded open stakes are deleted and the stake's batch row is
 /// inserted (`staked` returns its id), its call marked started when
-/// `started` is true. The statement answers with that id and
+/// `started` is true, and its trace written (`traced`). The statement answers with that id and
 /// `completed_meanwhile!`.
 #[rustfmt::skip]
 macro_rules! stake_batch_ctes {
     (@sql $k:tt guard: $guard:tt, sync: $sync:tt, run: $run:tt, fence: $fence:tt,
      page: $page:tt, packed_keys: $packed:tt, attempts: $attempts:tt,
-     superseded: $superseded:tt, started: $started:tt) => { $crate::store::compose::composed!(@resume $k ["
+     superseded: $superseded:tt, started: $started:tt, bloom: $bloom:tt, digests: $digests:tt,
+     sent: $sent:tt) => { $crate::store::compose::composed!(@resume $k ["
      gone AS (
        DELETE FROM delivery_batches o USING ", $guard, "
        WHERE o.id = ANY(", $superseded, "::bigint[]) AND o.completed_on = 'infinity'
@@ -470,7 +482,9 @@ macro_rules! stake_batch_ctes {
      staked AS (",
        insert_batch!(guard: $guard, sync: $sync, run: $run, fence: $fence, page: $page,
                      packed_keys: $packed, attempts: $attempts, started: $started),
-     ")",
+     "),",
+       trace_page!(staked: "staked", sync: $sync, run: $run, bloom: $bloom, digests: $digests,
+                   keys: $packed, sent: $sent),
     ]) };
 }
 pub(crate) use stake_batch_ctes;
@@ -519,9 +533,13 @@ pub async fn stake_batch(
         let batch = composed!(query_scalar [
             "WITH f AS (",
             fence_guard!(sync: "$1", fence: "$5"),
-            ") ",
+            "), staked AS (",
             insert_batch!(guard: "f", sync: "$1", run: "$4", fence: "$5", page: "$2",
                           packed_keys: "$3", attempts: "$6", started: "false"),
+            "), ",
+            trace_page!(staked: "staked", sync: "$1", run: "$4", bloom: "$7", digests: "$8",
+                        keys: "$3", sent: "$9"),
+            " SELECT id AS \"id!\" FROM staked",
         ],
             sync_id,
             &stake.page[..],
@@ -529,6 +547,9 @@ pub async fn stake_batch(
             run_id,
             fence,
             stake.attempts,
+            stake.trace.as_ref().map(|t| &t.bloom),
+            stake.trace.as_ref().map(|t| &t.digests),
+            stake.trace.as_ref().map(|t| &t.sent),
         )
         .fetch_optional(pool)
         .await?;
@@ -545,7 +566,8 @@ pub async fn stake_batch(
         fence_guard!(sync: "$1", fence: "$6"),
         "), ",
         stake_batch_ctes!(guard: "f", sync: "$1", run: "$5", fence: "$6", page: "$2",
-                          packed_keys: "$3", attempts: "$4", superseded: "$7", started: "false"),
+                          packed_keys: "$3", attempts: "$4", superseded: "$7", started: "false",
+                          bloom: "$9", digests: "$10", sent: "$11"),
         " SELECT (SELECT id FROM staked) AS batch, ",
         completed_meanwhile!(watched: "$8"),
         " AS completed_meanwhile",
@@ -558,6 +580,9 @@ pub async fn stake_batch(
         fence,
         &stake.superseded,
         &stake.watched,
+        stake.trace.as_ref().map(|t| &t.bloom),
+        stake.trace.as_ref().map(|t| &t.digests),
+        stake.trace.as_ref().map(|t| &t.sent),
     )
     .fetch_one(pool)
     .await?;
@@ -922,6 +947,8 @@ pub async fn purge_completed(
             break;
         }
     }
+    // What `trace` keeps goes with the ledger's retention.
+    super::trace::purge(pool, retention, batch).await?;
     // An open batch row marks its page (see the module comment): it goes only
     // once none of its keys' own rows point at it. A batch-only stake (a bulk
     // call that never answered) is its keys' pending stake, kept as a pending

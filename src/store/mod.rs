@@ -24,6 +24,7 @@ pub mod runs;
 pub mod schedule;
 pub mod syncs;
 pub mod tokens;
+pub mod trace;
 
 use std::str::FromStr;
 use std::time::Duration;

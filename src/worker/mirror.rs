@@ -23,6 +23,7 @@ use crate::source::SyncMode;
 use crate::store::held_removals;
 use crate::store::record_states::{self, StateScope};
 use crate::store::runs;
+use crate::store::trace::{self, TraceEntries};
 
 /// Records taken off per destination call (Brevo's limit for one call).
 const BATCH: i64 = 150;
@@ -73,6 +74,29 @@ pub(super) async fn remove_departed(cx: &RunContext<'_>) -> Result<u64, RunFailu
 }
 
 /// Which records that left the query a pass takes off.
+/// Keeps the removal for `syncward trace` (each address's digest, keyed by
+/// its record's identity); a trace not written costs the run nothing.
+async fn trace_removals(cx: &RunContext<'_>, batch: &[record_states::Departed], which: Leaving) {
+    let why = match which {
+        Leaving::Departed => "left the query",
+        Leaving::Approved => "removal approved by a person",
+    };
+    let removed: Vec<_> = batch
+        .iter()
+        .filter_map(|d| {
+            let identity: &[u8; 32] = d.identity.as_slice().try_into().ok()?;
+            Some((cx.trace.digest(d.email.as_deref()?), identity))
+        })
+        .collect();
+    let sent = vec![serde_json::json!({ "taken_off": why }); removed.len()];
+    let sent = serde_json::to_vec(&sent).unwrap_or_else(|_| b"[]".to_vec());
+    let entries = TraceEntries::new(removed.into_iter(), sent);
+    let run = cx.run;
+    if let Err(e) = trace::record_removals(&cx.env.store, &run.sync_id, run.id, &entries).await {
+        warn!(error = %e, "Could not keep the removals for trace");
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Leaving {
     /// Every one this run's complete read did not see.
@@ -121,6 +145,7 @@ async fn take_off(
             emails.iter().for_each(|e| digest.update(e.as_bytes()));
             let key = hex::encode(digest.finalize());
             cx.destination.remove(&emails, &key).await?;
+            trace_removals(cx, &batch, which).await;
         }
         let identities: Vec<Vec<u8>> = batch.into_iter().map(|d| d.identity).collect();
         record_states::forget_states(store, &identities).await?;

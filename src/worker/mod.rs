@@ -18,6 +18,7 @@ mod run;
 mod run_env;
 mod run_failure;
 mod stakes;
+mod trace_entries;
 
 pub use delivery_key::{DeliveryKey, PageKeys};
 pub use outcome::{QUARANTINE_ALERT, Recorded, Thresholds, record_outcome, run_retry};

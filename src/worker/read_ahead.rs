@@ -176,7 +176,7 @@ async fn stake_ahead(
 ) -> (Result<(), RunFailure>, Option<Landed>) {
     let request = cx
         .bulk()
-        .then(|| page.whole_stake(cx.env.record_attempts))
+        .then(|| page.whole_stake(cx))
         .flatten()
         .filter(|stake| stake.watched.is_empty());
     if let Some(saving) = saving {

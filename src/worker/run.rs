@@ -47,6 +47,7 @@ use crate::store::ledger::{BatchCompletion, BatchStake, BatchStakeRequest};
 use crate::store::record_states::{self, RecordState, StateScope};
 use crate::store::rejected::{self, Rejection};
 use crate::store::runs::{self, LeaseStart, RunCounts, RunRow};
+use crate::store::trace::TraceKey;
 
 /// What every step of one run reads, fixed once the lease is taken.
 pub(super) struct RunContext<'a> {
@@ -57,6 +58,8 @@ pub(super) struct RunContext<'a> {
     pub destination: &'a AnyDestination,
     /// Set by the renewal when the lease is gone.
     pub lost: &'a AtomicBool,
+    /// Digests the addresses of the run's trace (`trace_entries`).
+    pub trace: &'a TraceKey,
 }
 
 impl RunContext<'_> {
@@ -107,6 +110,15 @@ pub async fn execute_run(
                 Err(e) => return failed(e.into()),
             };
         destination.share_budgets(&env.budgets, definition.workspace.as_str());
+        let trace = match env.trace_key().await {
+            Ok(trace) => trace,
+            Err(e) => {
+                return failed(RunFailure(
+                    FailureCode::StoreUnavailable,
+                    format!("reading the trace key: {e}"),
+                ));
+            }
+        };
         // Before the lease, so its check spends none of the lease's time;
         // recorded once the run has started.
         let mapped: Vec<String> = definition.mapping.attributes.keys().cloned().collect();
@@ -169,6 +181,7 @@ pub async fn execute_run(
             lease: &lease,
             destination: &destination,
             lost: &lost,
+            trace,
         };
         let mut report = run_with_lease(&cx, start, &mut source, progress).await;
         record_dropped_values(env, run, definition, &destination).await;

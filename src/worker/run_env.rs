@@ -17,6 +17,7 @@ use crate::outbound::SharedBudgets;
 use crate::source::SourceConnections;
 use crate::store::grouped::RunStatements;
 use crate::store::runs::RunCounts;
+use crate::store::trace::TraceKey;
 
 /// What a run needs from its surroundings.
 #[derive(Debug, Clone)]
@@ -50,6 +51,9 @@ pub struct RunEnv {
     /// How the run gives its worker back while it waits for a slot nearer
     /// than that (none outside a daemon's workers).
     pub hand_off: WorkerHandOff,
+    /// The install's key for the trace's address digests, read from the
+    /// store by the first run that needs it.
+    trace_key: std::sync::Arc<tokio::sync::OnceCell<TraceKey>>,
 }
 
 impl RunEnv {
@@ -78,7 +82,18 @@ impl RunEnv {
             secrets: settings.secrets.store(),
             hold_worker_for_slot: None,
             hand_off: WorkerHandOff::default(),
+            trace_key: Default::default(),
         }
+    }
+
+    /// The install's trace key (read once).
+    pub async fn trace_key(&self) -> sqlx::Result<&TraceKey> {
+        self.trace_key
+            .get_or_try_init(|| async {
+                let mut store = self.store.acquire().await?;
+                TraceKey::load(&mut store).await
+            })
+            .await
     }
 }
 

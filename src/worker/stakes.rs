@@ -15,6 +15,7 @@ use super::delivery_key::DeliveryKey;
 use super::prepared_page::{Pending, PreparedPage};
 use super::run::RunContext;
 use super::run_failure::RunFailure;
+use super::trace_entries::trace_entries;
 use crate::destination::{DestinationError, FollowUp};
 use crate::store::imports;
 use crate::store::ledger::{
@@ -25,13 +26,17 @@ impl PreparedPage {
     /// The stake of this page's bulk call (suspects first, as the run sends
     /// them); none when nothing is to be sent, or when the page is not sent
     /// in one call (a suspect on its last attempt goes alone).
-    pub(super) fn whole_stake(&self, budget: i32) -> Option<BatchStakeRequest> {
+    pub(super) fn whole_stake(&self, cx: &RunContext<'_>) -> Option<BatchStakeRequest> {
         if self.suspects.is_empty() && self.fresh.is_empty()
-            || self.suspects.iter().any(|s| s.last_chance(budget))
+            || self
+                .suspects
+                .iter()
+                .any(|s| s.last_chance(cx.env.record_attempts))
         {
             return None;
         }
         Some(whole_stake(
+            cx,
             &self.page_id,
             &self.open_batches,
             self.suspects.iter().chain(&self.fresh),
@@ -82,7 +87,7 @@ impl PageStakes<'_> {
         let staked = match self.staked.take() {
             Some(staked) => staked,
             None => {
-                let request = whole_stake(self.page_id, self.open_batches, batch.iter());
+                let request = whole_stake(cx, self.page_id, self.open_batches, batch.iter());
                 let run = cx.run;
                 ledger::stake_batch(
                     &cx.env.store,
@@ -123,6 +128,8 @@ impl PageStakes<'_> {
         let keys = |items: Vec<&Pending>| -> Vec<Vec<u8>> {
             items.into_iter().map(|p| p.key.0.to_vec()).collect()
         };
+        // Traced in the order the statement lists them: fresh, then again.
+        let trace = trace_entries(cx, fresh.iter().chain(&again).copied());
         let (fresh, again) = (keys(fresh), keys(again));
         let run = cx.run;
         let request = ledger::KeyStake {
@@ -133,6 +140,7 @@ impl PageStakes<'_> {
             again: &again,
             run_id: run.id,
             fence: cx.lease.fence,
+            trace: Some(&trace),
         };
         let stake = ledger::stake_keys(&cx.env.store, &request).await?;
         match stake {
@@ -181,12 +189,14 @@ impl Staked {
 /// Open stakes of the page that share keys with it are watched (an older run
 /// may still complete them); those it covers entirely go.
 fn whole_stake<'a>(
+    cx: &RunContext<'_>,
     page_id: &[u8; 32],
     open_batches: &[(i64, Vec<u8>)],
-    records: impl Iterator<Item = &'a Pending>,
+    records: impl Iterator<Item = &'a Pending> + Clone,
 ) -> BatchStakeRequest {
     let mut packed = Vec::new();
     let mut attempts = 1;
+    let trace = trace_entries(cx, records.clone());
     for p in records {
         packed.extend_from_slice(&p.key.0);
         attempts = attempts.max(p.spent + 1);
@@ -209,6 +219,7 @@ fn whole_stake<'a>(
         attempts,
         superseded,
         watched,
+        trace: Some(trace),
     }
 }
 

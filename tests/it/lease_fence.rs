@@ -109,6 +109,7 @@ fn next_stake(n: u8) -> BatchStakeRequest {
         attempts: 1,
         superseded: Vec::new(),
         watched: Vec::new(),
+        trace: None,
     }
 }
 
@@ -275,6 +276,7 @@ async fn claim_page_1(
             again: &[],
             run_id,
             fence,
+            trace: None,
         },
     )
     .await?;

@@ -55,6 +55,7 @@ async fn stake_batch(
         attempts,
         superseded: superseded.to_vec(),
         watched: watched.to_vec(),
+        trace: None,
     };
     ledger::stake_batch(pool, sync_id, run_id, fence, &request).await
 }
@@ -322,6 +323,7 @@ async fn answers_per_key_and_per_record_claims_keep_the_page_mark() -> anyhow::R
             again: &[],
             run_id: 2,
             fence,
+            trace: None,
         },
     )
     .await?
@@ -500,6 +502,7 @@ async fn budget_run(
             again: &again,
             run_id,
             fence,
+            trace: None,
         };
         let stake = ledger::stake_keys(pool, &request).await?;
         anyhow::ensure!(matches!(stake, Stake::Staked { .. }), "fenced");
@@ -647,6 +650,7 @@ async fn claim_fresh(
         again: &[],
         run_id: 1,
         fence,
+        trace: None,
     };
     Ok(ledger::stake_keys(&db.pool, &stake).await?)
 }

@@ -56,5 +56,6 @@ mod systemd_unit;
 mod tenancy;
 mod tenancy_joins;
 mod tokens;
+mod trace;
 mod vanished_field;
 mod webhook_destination;

@@ -676,6 +676,19 @@ fn split_by_body_size(sizes: &[usize], limit: usize) -> Vec<std::ops::Range<usiz
 }
 
 impl BrevoDestination {
+    /// The lists a contact of this consent is put on, as the writes below
+    /// decide: the sync's lists when consent allows them; else the holding
+    /// list of a bulk import, or none.
+    pub fn lists_for(&self, consent: Consent) -> Vec<u64> {
+        if consent.allows_lists() {
+            return self.config.list_ids.clone();
+        }
+        match (self.config.mode, self.config.holding_list_id) {
+            (BrevoMode::Bulk, Some(holding)) => vec![holding],
+            _ => Vec::new(),
+        }
+    }
+
     /// Bulk mode with consent. An import's `listIds` (mandatory unless
     /// `newList`) and `emailBlacklist` apply to every row it carries
     /// (`requestContactImport`, spec 2025-08), so a page is imported in up

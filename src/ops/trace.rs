@@ -1,0 +1,245 @@
+//! `syncward trace ADDRESS`: everything the syncs a scope sees did with one
+//! address — the calls that carried it (newest first: run, when, what was
+//! sent, what the destination answered, where its delivery key stands), its
+//! rejections, a diff or mirror sync's kept state of it and its removals.
+//! Looked up by the install's keyed digest (`store::trace`): the store keeps
+//! no address in clear for it.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{OpsError, Scoped};
+use crate::store::{syncs, trace};
+
+/// Calls shown when the caller names no number.
+pub const DEFAULT_CALLS: usize = 20;
+
+/// The answer to "what happened to this address".
+#[derive(Debug, Serialize)]
+pub struct Trace {
+    pub address: String,
+    /// The syncs looked in (the scope's, or the one asked for).
+    pub syncs: Vec<String>,
+    /// The calls that carried it, newest first.
+    pub calls: Vec<TracedCall>,
+    pub rejections: Vec<TracedRejection>,
+    /// Diff and mirror syncs' kept state of it.
+    pub kept: Vec<TracedKept>,
+}
+
+/// One call that carried the address, or a mirror run taking it off.
+#[derive(Debug, Serialize)]
+pub struct TracedCall {
+    pub sync: String,
+    pub run_id: i64,
+    /// When the call was staked, just before it went out.
+    pub at: DateTime<Utc>,
+    /// `sent`, or `taken_off` (a mirror run's removal).
+    pub kind: &'static str,
+    /// What was sent for it, but the address.
+    pub sent: Value,
+    /// Its delivery key (hex).
+    pub delivery_key: String,
+    /// `completed`, `pending` (outcome unknown: sent again by the next run)
+    /// or `gone` (no longer in the ledger).
+    pub key_state: &'static str,
+    pub attempts: Option<i32>,
+    pub completed_at: Option<DateTime<Utc>>,
+    /// What the destination answered, in words.
+    pub answer: String,
+    /// The destination's answer as kept.
+    pub result: Option<Value>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TracedRejection {
+    pub sync: String,
+    pub run_id: i64,
+    pub at: DateTime<Utc>,
+    pub code: String,
+    pub message: String,
+    pub delivery_key: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TracedKept {
+    pub sync: String,
+    pub delivered_at: DateTime<Utc>,
+    pub last_seen_by_run: Option<i64>,
+}
+
+impl Scoped {
+    /// What the syncs this scope sees (or `sync` alone) did with `address`:
+    /// up to `calls` calls, newest first.
+    pub async fn trace(
+        &self,
+        address: &str,
+        sync: Option<&str>,
+        calls: usize,
+    ) -> Result<Trace, OpsError> {
+        if let Some(problem) = crate::mapping::email_problem(address.trim()) {
+            return Err(OpsError::BadInput(format!(
+                "{address:?} is not an e-mail address: {problem}"
+            )));
+        }
+        let syncs: Vec<String> = match sync {
+            Some(id) => vec![self.sync(id).await?.id],
+            None => syncs::list_syncs(&self.store)
+                .await?
+                .into_iter()
+                .filter(|s| self.scope.sees(&s.workspace_id))
+                .map(|s| s.id)
+                .collect(),
+        };
+        let mut store = self.store.acquire().await?;
+        let key = trace::TraceKey::load(&mut store).await?;
+        drop(store);
+        let digest = key.digest(address);
+        let hits = trace::find(&self.store, &syncs, &digest, calls.max(1)).await?;
+        let mut traced = Vec::with_capacity(hits.len());
+        for hit in hits {
+            traced.push(self.traced_call(hit).await?);
+        }
+        let rejections = trace::rejections(&self.store, &syncs, address, 50)
+            .await?
+            .into_iter()
+            .map(|r| TracedRejection {
+                sync: r.sync_id,
+                run_id: r.run_id,
+                at: r.at,
+                code: r.code,
+                message: r.message,
+                delivery_key: r.key.map(hex::encode),
+            })
+            .collect();
+        let kept = trace::kept_states(&self.store, &syncs, address)
+            .await?
+            .into_iter()
+            .map(|k| TracedKept {
+                sync: k.sync_id,
+                delivered_at: k.delivered_at,
+                last_seen_by_run: k.seen_run,
+            })
+            .collect();
+        Ok(Trace {
+            address: address.trim().to_string(),
+            syncs,
+            calls: traced,
+            rejections,
+            kept,
+        })
+    }
+
+    async fn traced_call(&self, hit: trace::TraceHit) -> Result<TracedCall, OpsError> {
+        let delivery_key = hex::encode(&hit.key);
+        let Some(batch) = hit.batch_id else {
+            return Ok(TracedCall {
+                sync: hit.sync_id,
+                run_id: hit.run_id,
+                at: hit.staked_at,
+                kind: "taken_off",
+                sent: hit.sent,
+                delivery_key,
+                key_state: "gone",
+                attempts: None,
+                completed_at: None,
+                answer: "taken off the destination's lists by a mirror run".into(),
+                result: None,
+            });
+        };
+        let state = trace::call_state(&self.store, &hit.sync_id, batch, &hit.key).await?;
+        let (key_state, answer) = describe(&state);
+        Ok(TracedCall {
+            sync: hit.sync_id,
+            run_id: hit.run_id,
+            at: hit.staked_at,
+            kind: "sent",
+            sent: hit.sent,
+            delivery_key,
+            key_state,
+            attempts: state.attempts,
+            completed_at: state.completed_at,
+            answer,
+            result: state.result,
+        })
+    }
+}
+
+/// Where a traced key stands, and what the destination answered, in words.
+fn describe(state: &trace::CallState) -> (&'static str, String) {
+    if !state.batch_kept {
+        return (
+            "gone",
+            "the ledger no longer holds this call (past retention, or staked again by a \
+             later call: see the newer entries)"
+                .into(),
+        );
+    }
+    let completed = match state.per_key {
+        Some(true) => state.key_status.as_deref() == Some("completed"),
+        _ => state.completed_at.is_some(),
+    };
+    if !completed {
+        return (
+            "pending",
+            "no answer recorded: the call's outcome is unknown, and the next run sends it \
+             again under the same delivery key"
+                .into(),
+        );
+    }
+    let result = state.result.as_ref();
+    let answer = if let Some(process) = result.and_then(|r| r.get("processId")) {
+        import_answer(process, state)
+    } else if let Some(id) = result.and_then(|r| r.get("id")) {
+        format!("created: Brevo answered 201 with contact id {id}")
+    } else if let Some(status) = result.and_then(|r| r.get("status")) {
+        format!("accepted: the destination answered {status}")
+    } else {
+        "accepted".into()
+    };
+    ("completed", answer)
+}
+
+/// A Brevo import's outcome for one of its addresses: Brevo reports counts
+/// per import, never which addresses they were.
+fn import_answer(process: &Value, state: &trace::CallState) -> String {
+    let records = state.process_records.unwrap_or(0);
+    match state.process_status.as_deref() {
+        None => format!("accepted in Brevo import {process}, not reported on"),
+        Some("pending") => {
+            format!("accepted in Brevo import {process}; Brevo has not finished it yet")
+        }
+        Some("completed") => {
+            let counts = state.process_counts.as_ref();
+            let count = |name: &str| {
+                counts
+                    .and_then(|c| c.get(name))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            };
+            let invalid = count("invalid_emails");
+            let duplicates = count("duplicate_email_id") + count("duplicate_contact_id");
+            if invalid + duplicates == 0 {
+                format!(
+                    "imported: Brevo import {process} completed with no invalid address or \
+                     duplicate among its {records} records"
+                )
+            } else {
+                format!(
+                    "Brevo import {process} completed: Brevo reported {invalid} invalid \
+                     address(es) and {duplicates} duplicate(s) among its {records} records, \
+                     without naming them"
+                )
+            }
+        }
+        Some(status) => format!(
+            "Brevo import {process} ended {status}{}",
+            state
+                .process_error
+                .as_deref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        ),
+    }
+}

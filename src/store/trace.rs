@@ -1,0 +1,460 @@
+//! The trace of addresses (migration 0034): one row per staked call holding
+//! its records' addresses as keyed digests, their delivery keys and what was
+//! sent for each, in the call's order, written by the stake's own statement
+//! (`trace_page!`). `find` answers "which calls carried this address";
+//! `forget` blanks an address's entries. No address is kept in clear.
+
+use chrono::{DateTime, Utc};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use sqlx::{PgConnection, PgPool};
+
+/// Bytes of a keyed digest kept per record: 2^64 values, so an address meets
+/// another's digest about once in 10^12 syncs of ten million records.
+pub const DIGEST_LEN: usize = 8;
+/// Positions each digest sets in its call's Bloom filter.
+const BLOOM_HASHES: u64 = 5;
+/// Filter bits per record: about one call in a hundred is opened in vain.
+const BLOOM_BITS_PER_RECORD: usize = 10;
+
+/// The install's key for address digests (`trace_key`), ready to digest.
+#[derive(Clone)]
+pub struct TraceKey(Hmac<Sha256>);
+
+impl std::fmt::Debug for TraceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TraceKey([redacted])")
+    }
+}
+
+impl TraceKey {
+    /// Reads the install's key (made by the migration).
+    pub async fn load(store: &mut PgConnection) -> sqlx::Result<TraceKey> {
+        let key = sqlx::query_scalar!("SELECT key FROM trace_key")
+            .fetch_one(store)
+            .await?;
+        Ok(TraceKey::from_bytes(&key))
+    }
+
+    fn from_bytes(key: &[u8]) -> TraceKey {
+        // HMAC takes a key of any length.
+        TraceKey(<Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("any key length"))
+    }
+
+    /// The digest of `address`, trimmed and in lower case (as `forget` and
+    /// Brevo compare addresses).
+    pub fn digest(&self, address: &str) -> [u8; DIGEST_LEN] {
+        let mut mac = self.0.clone();
+        let trimmed = address.trim();
+        if trimmed.bytes().any(|b| b.is_ascii_uppercase()) || !trimmed.is_ascii() {
+            mac.update(trimmed.to_lowercase().as_bytes());
+        } else {
+            mac.update(trimmed.as_bytes());
+        }
+        let full = mac.finalize().into_bytes();
+        let mut digest = [0; DIGEST_LEN];
+        digest.copy_from_slice(&full[..DIGEST_LEN]);
+        digest
+    }
+}
+
+/// The five filter positions of `digest` in a filter of `bits` bits, as
+/// `(h1 + i * h2) mod bits` (the lookup computes the same in SQL).
+fn bloom_positions(digest: &[u8; DIGEST_LEN], bits: u64) -> impl Iterator<Item = u64> {
+    let (h1, h2) = bloom_hashes(digest);
+    (0..BLOOM_HASHES).map(move |i| (h1 + i * h2) % bits)
+}
+
+fn bloom_hashes(digest: &[u8; DIGEST_LEN]) -> (u64, u64) {
+    let h1 = u32::from_le_bytes([digest[0], digest[1], digest[2], digest[3]]);
+    let h2 = u32::from_le_bytes([digest[4], digest[5], digest[6], digest[7]]) | 1;
+    (u64::from(h1), u64::from(h2))
+}
+
+/// One call's entries, as its stake writes them.
+#[derive(Debug, Clone, Default)]
+pub struct TraceEntries {
+    pub bloom: Vec<u8>,
+    /// `DIGEST_LEN` bytes a record.
+    pub digests: Vec<u8>,
+    /// The delivery keys, 32 bytes a record.
+    pub keys: Vec<u8>,
+    /// A JSON array: what was sent for each record, but its address.
+    pub sent: Vec<u8>,
+}
+
+impl TraceEntries {
+    /// The entries of records given as (digest, delivery key), and what was
+    /// sent for them (`sent`, a JSON array in the same order).
+    pub fn new<'a>(
+        records: impl ExactSizeIterator<Item = ([u8; DIGEST_LEN], &'a [u8; 32])>,
+        sent: Vec<u8>,
+    ) -> TraceEntries {
+        let n = records.len();
+        let bytes = (n * BLOOM_BITS_PER_RECORD).div_ceil(8).max(8);
+        let bits = bytes as u64 * 8;
+        let mut entries = TraceEntries {
+            bloom: vec![0; bytes],
+            digests: Vec::with_capacity(n * DIGEST_LEN),
+            keys: Vec::with_capacity(n * 32),
+            sent,
+        };
+        for (digest, key) in records {
+            for position in bloom_positions(&digest, bits) {
+                entries.bloom[(position / 8) as usize] |= 1 << (position % 8);
+            }
+            entries.digests.extend_from_slice(&digest);
+            entries.keys.extend_from_slice(key);
+        }
+        entries
+    }
+}
+
+/// The trace row of a stake, written when the stake's row is: a CTE
+/// `traced` inserting one `trace_pages` row for each row of `staked` (a
+/// CTE returning the stake's batch `id`), when `bloom` is not null.
+#[rustfmt::skip]
+macro_rules! trace_page {
+    (@sql $k:tt staked: $staked:tt, sync: $sync:tt, run: $run:tt, bloom: $bloom:tt,
+     digests: $digests:tt, keys: $keys:tt, sent: $sent:tt) => { $crate::store::compose::composed!(@resume $k ["
+     traced AS (
+       INSERT INTO trace_pages (sync_id, run_id, batch_id, bloom, digests, keys, sent)
+       SELECT ", $sync, ", ", $run, ", id, ", $bloom, ", ", $digests, ", ", $keys, ", ", $sent, "
+       FROM ", $staked, " WHERE ", $bloom, "::bytea IS NOT NULL)",
+    ]) };
+}
+pub(crate) use trace_page;
+
+/// One call that carried the address looked up (or a mirror run's removal
+/// of it: no batch).
+#[derive(Debug, Clone)]
+pub struct TraceHit {
+    pub sync_id: String,
+    pub run_id: i64,
+    pub batch_id: Option<i64>,
+    /// When the call was staked (just before it went out).
+    pub staked_at: DateTime<Utc>,
+    /// The record's delivery key.
+    pub key: Vec<u8>,
+    /// What was sent for it, but its address.
+    pub sent: serde_json::Value,
+}
+
+/// The newest `limit` calls of `syncs` that carried the address of `digest`,
+/// newest first. Reads each call's filter (about 1 KB), and the digests of
+/// the calls the filter lets through.
+pub async fn find(
+    pool: &PgPool,
+    syncs: &[String],
+    digest: &[u8; DIGEST_LEN],
+    limit: usize,
+) -> sqlx::Result<Vec<TraceHit>> {
+    let (h1, h2) = bloom_hashes(digest);
+    let (h1, h2) = (h1 as i64, h2 as i64);
+    let candidates = sqlx::query!(
+        "SELECT id, digests FROM trace_pages
+         WHERE sync_id = ANY($1)
+           AND get_bit(bloom, ($2::bigint + 0 * $3::bigint) % (8 * octet_length(bloom))) = 1
+           AND get_bit(bloom, ($2::bigint + 1 * $3::bigint) % (8 * octet_length(bloom))) = 1
+           AND get_bit(bloom, ($2::bigint + 2 * $3::bigint) % (8 * octet_length(bloom))) = 1
+           AND get_bit(bloom, ($2::bigint + 3 * $3::bigint) % (8 * octet_length(bloom))) = 1
+           AND get_bit(bloom, ($2::bigint + 4 * $3::bigint) % (8 * octet_length(bloom))) = 1
+         ORDER BY id DESC",
+        syncs,
+        h1,
+        h2,
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut hits = Vec::new();
+    for candidate in candidates {
+        let Some(position) = position_of(&candidate.digests, digest) else {
+            continue;
+        };
+        let row = sqlx::query!(
+            r#"SELECT sync_id, run_id, batch_id, created_at,
+                      substring(keys FROM $2 * 32 + 1 FOR 32) AS "key!", sent
+               FROM trace_pages WHERE id = $1"#,
+            candidate.id,
+            position as i32,
+        )
+        .fetch_one(pool)
+        .await?;
+        let sent = serde_json::from_slice::<Vec<serde_json::Value>>(&row.sent)
+            .ok()
+            .and_then(|mut all| (position < all.len()).then(|| all.swap_remove(position)))
+            .unwrap_or(serde_json::Value::Null);
+        hits.push(TraceHit {
+            sync_id: row.sync_id,
+            run_id: row.run_id,
+            batch_id: row.batch_id,
+            staked_at: row.created_at,
+            key: row.key,
+            sent,
+        });
+        if hits.len() >= limit {
+            break;
+        }
+    }
+    Ok(hits)
+}
+
+/// What the ledger holds of one traced call and one of its keys: the call's
+/// stake (gone once superseded or past retention), the key's own row (a
+/// per-record call), and the Brevo import the call started, if any.
+#[derive(Debug, Clone)]
+pub struct CallState {
+    pub batch_kept: bool,
+    pub per_key: Option<bool>,
+    pub attempts: Option<i32>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub result: Option<serde_json::Value>,
+    pub key_status: Option<String>,
+    pub process_status: Option<String>,
+    pub process_records: Option<i32>,
+    pub process_counts: Option<serde_json::Value>,
+    pub process_error: Option<String>,
+}
+
+/// The ledger's state of `key`, staked in batch `batch_id` of `sync_id`.
+pub async fn call_state(
+    pool: &PgPool,
+    sync_id: &str,
+    batch_id: i64,
+    key: &[u8],
+) -> sqlx::Result<CallState> {
+    let row = sqlx::query!(
+        r#"SELECT b.id IS NOT NULL AS "batch_kept!", b.per_key AS "per_key?",
+                  coalesce(d.attempts, b.attempts) AS attempts,
+                  coalesce(d.completed_at, b.completed_at) AS completed_at,
+                  coalesce(d.result, b.result) AS result, d.status AS "key_status?",
+                  p.status AS "process_status?", p.records AS "process_records?",
+                  p.counts AS process_counts, p.error AS process_error
+           FROM (SELECT 1) one
+           LEFT JOIN delivery_batches b ON b.id = $2 AND b.sync_id = $1
+           LEFT JOIN deliveries d ON b.per_key AND d.key = $3 AND d.sync_id = $1
+           LEFT JOIN import_processes p
+             ON p.sync_id = $1
+            AND p.process_id = (coalesce(d.result, b.result) ->> 'processId')::bigint"#,
+        sync_id,
+        batch_id,
+        key,
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(CallState {
+        batch_kept: row.batch_kept,
+        per_key: row.per_key,
+        attempts: row.attempts,
+        completed_at: row.completed_at,
+        result: row.result,
+        key_status: row.key_status,
+        process_status: row.process_status,
+        process_records: row.process_records,
+        process_counts: row.process_counts,
+        process_error: row.process_error,
+    })
+}
+
+/// Records that a mirror run took these records off the destination:
+/// entries with no batch, keyed by the records' identities.
+pub async fn record_removals(
+    pool: &PgPool,
+    sync_id: &str,
+    run_id: i64,
+    entries: &TraceEntries,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO trace_pages (sync_id, run_id, batch_id, removed, bloom, digests, keys, sent)
+         VALUES ($1, $2, NULL, true, $3, $4, $5, $6)",
+        sync_id,
+        run_id,
+        &entries.bloom,
+        &entries.digests,
+        &entries.keys,
+        &entries.sent,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// A rejection of the address, as `rejected_records` keeps it (address in
+/// clear, as it always has been).
+#[derive(Debug, Clone)]
+pub struct TraceRejection {
+    pub sync_id: String,
+    pub run_id: i64,
+    pub code: String,
+    pub message: String,
+    pub at: DateTime<Utc>,
+    pub key: Option<Vec<u8>>,
+}
+
+/// The newest `limit` rejections of `address` by syncs in `syncs`.
+pub async fn rejections(
+    pool: &PgPool,
+    syncs: &[String],
+    address: &str,
+    limit: i64,
+) -> sqlx::Result<Vec<TraceRejection>> {
+    sqlx::query_as!(
+        TraceRejection,
+        "SELECT sync_id, run_id, code, message, created_at AS at, key FROM rejected_records
+         WHERE lower(email) = lower(trim($2)) AND sync_id = ANY($1)
+         ORDER BY id DESC LIMIT $3",
+        syncs,
+        address,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Where the address stands in a diff or mirror sync's kept states: when
+/// last delivered and which run last saw it in the query.
+#[derive(Debug, Clone)]
+pub struct TraceKept {
+    pub sync_id: String,
+    pub delivered_at: DateTime<Utc>,
+    pub seen_run: Option<i64>,
+}
+
+pub async fn kept_states(
+    pool: &PgPool,
+    syncs: &[String],
+    address: &str,
+) -> sqlx::Result<Vec<TraceKept>> {
+    sqlx::query_as!(
+        TraceKept,
+        "SELECT sync_id, delivered_at, seen_run FROM record_states
+         WHERE lower(email) = lower(trim($2)) AND sync_id = ANY($1)
+         ORDER BY delivered_at DESC",
+        syncs,
+        address,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Where `digest` is among `digests` (aligned), if it is.
+fn position_of(digests: &[u8], digest: &[u8; DIGEST_LEN]) -> Option<usize> {
+    digests.chunks_exact(DIGEST_LEN).position(|d| d == digest)
+}
+
+/// Blanks every entry of these digests, in the erasure's transaction: the
+/// digest becomes zeros (matching no address) and what was sent becomes
+/// `null`. Returns the rows rewritten.
+pub async fn forget(tx: &mut PgConnection, digests: &[[u8; DIGEST_LEN]]) -> sqlx::Result<u64> {
+    let mut rewritten = 0;
+    for digest in digests {
+        let (h1, h2) = bloom_hashes(digest);
+        let (h1, h2) = (h1 as i64, h2 as i64);
+        let rows = sqlx::query!(
+            "SELECT id, digests, sent FROM trace_pages
+             WHERE get_bit(bloom, ($1::bigint + 0 * $2::bigint) % (8 * octet_length(bloom))) = 1
+               AND get_bit(bloom, ($1::bigint + 1 * $2::bigint) % (8 * octet_length(bloom))) = 1
+               AND get_bit(bloom, ($1::bigint + 2 * $2::bigint) % (8 * octet_length(bloom))) = 1
+               AND get_bit(bloom, ($1::bigint + 3 * $2::bigint) % (8 * octet_length(bloom))) = 1
+               AND get_bit(bloom, ($1::bigint + 4 * $2::bigint) % (8 * octet_length(bloom))) = 1
+             FOR UPDATE",
+            h1,
+            h2,
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        for row in rows {
+            let mut digests = row.digests;
+            let mut sent: Vec<serde_json::Value> =
+                serde_json::from_slice(&row.sent).unwrap_or_default();
+            let mut found = false;
+            for (position, slot) in digests.chunks_exact_mut(DIGEST_LEN).enumerate() {
+                if slot == digest {
+                    slot.fill(0);
+                    if let Some(entry) = sent.get_mut(position) {
+                        *entry = serde_json::Value::Null;
+                    }
+                    found = true;
+                }
+            }
+            if !found {
+                continue;
+            }
+            let sent = serde_json::to_vec(&sent).unwrap_or_else(|_| b"[]".to_vec());
+            sqlx::query!(
+                "UPDATE trace_pages SET digests = $2, sent = $3 WHERE id = $1",
+                row.id,
+                digests,
+                sent,
+            )
+            .execute(&mut *tx)
+            .await?;
+            rewritten += 1;
+        }
+    }
+    Ok(rewritten)
+}
+
+/// Deletes trace rows older than `retention` (the ledger's), `batch` per
+/// statement; returns how many went.
+pub async fn purge(pool: &PgPool, retention: std::time::Duration, batch: i64) -> sqlx::Result<u64> {
+    let mut purged = 0;
+    loop {
+        let n = sqlx::query!(
+            "DELETE FROM trace_pages WHERE id IN (
+               SELECT id FROM trace_pages
+               WHERE created_at < now() - make_interval(secs => $1)
+               ORDER BY created_at LIMIT $2)",
+            retention.as_secs_f64(),
+            batch,
+        )
+        .execute(pool)
+        .await?
+        .rows_affected();
+        purged += n;
+        if n < batch as u64 {
+            return Ok(purged);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_is_digested_trimmed_and_in_lower_case_under_the_key() {
+        let key = TraceKey::from_bytes(&[7; 32]);
+        assert_eq!(
+            key.digest(" Ann@Example.org "),
+            key.digest("ann@example.org")
+        );
+        assert_ne!(key.digest("ann@example.org"), key.digest("bob@example.org"));
+        let other = TraceKey::from_bytes(&[8; 32]);
+        assert_ne!(
+            key.digest("ann@example.org"),
+            other.digest("ann@example.org")
+        );
+    }
+
+    #[test]
+    fn every_digest_of_a_call_passes_its_filter_and_others_mostly_do_not() {
+        let key = TraceKey::from_bytes(&[7; 32]);
+        let keys: Vec<[u8; 32]> = (0..1000u32).map(|i| [(i % 251) as u8; 32]).collect();
+        let digests: Vec<[u8; DIGEST_LEN]> = (0..1000)
+            .map(|i| key.digest(&format!("person{i}@example.org")))
+            .collect();
+        let entries = TraceEntries::new(digests.iter().copied().zip(keys.iter()), b"[]".to_vec());
+        let bits = entries.bloom.len() as u64 * 8;
+        let passes = |d: &[u8; DIGEST_LEN]| {
+            bloom_positions(d, bits).all(|p| entries.bloom[(p / 8) as usize] & (1 << (p % 8)) != 0)
+        };
+        assert!(digests.iter().all(passes));
+        assert_eq!(position_of(&entries.digests, &digests[417]), Some(417));
+        let strangers = (0..10_000)
+            .map(|i| key.digest(&format!("stranger{i}@example.org")))
+            .filter(passes)
+            .count();
+        assert!(strangers < 300, "{strangers} of 10,000 strangers passed");
+    }
+}
