@@ -290,3 +290,41 @@ pub async fn forget(
         Err(e) => refused("", e),
     }
 }
+
+/// `GET /api/trace?email=…[&sync=ID][&calls=N]`.
+#[derive(Debug, serde::Deserialize)]
+pub struct TraceQuery {
+    #[serde(default)]
+    email: String,
+    sync: Option<String>,
+    /// Calls shown, newest first (1–1000).
+    #[serde(default = "default_calls")]
+    calls: usize,
+}
+
+fn default_calls() -> usize {
+    crate::ops::DEFAULT_CALLS
+}
+
+/// `GET /api/trace?email=…`: what the scope's syncs did with one address
+/// (`syncward trace`).
+pub async fn trace(door: Scoped, Query(query): Query<TraceQuery>) -> Response {
+    if !(1..=1000).contains(&query.calls) {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({"error": "calls must be 1 to 1000"})),
+        )
+            .into_response();
+    }
+    match door
+        .trace(&query.email, query.sync.as_deref(), query.calls)
+        .await
+    {
+        Ok(trace) => axum::Json(trace).into_response(),
+        Err(OpsError::NotFound) => not_found("sync"),
+        Err(OpsError::BadInput(why)) => {
+            (StatusCode::BAD_REQUEST, axum::Json(json!({"error": why}))).into_response()
+        }
+        Err(e) => internal(e),
+    }
+}

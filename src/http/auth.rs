@@ -76,10 +76,11 @@ enum Resource<'a> {
 
 /// What a path names: a sync (`/api/syncs/{id}…`, `/syncs/{id}…`), a run
 /// (`/api/runs/{id}`, `/runs/{id}`), or one of the lists every scope may
-/// read filtered (`/`, `/api/syncs`). `None` for anything else: refused to a
+/// read filtered (`/`, `/api/syncs`, and the trace of an address, `/trace`,
+/// `/api/trace`). `None` for anything else: refused to a
 /// workspace scope, so a route added later is closed until it is named here.
 fn resource_of(path: &str) -> Option<Resource<'_>> {
-    if matches!(path, "/" | "/api/syncs") {
+    if matches!(path, "/" | "/api/syncs" | "/trace" | "/api/trace") {
         return Some(Resource::List);
     }
     let path = path.strip_prefix("/api").unwrap_or(path);

@@ -137,6 +137,7 @@ pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) 
             post(api::approve_removals),
         )
         .route("/api/forget", post(api::forget))
+        .route("/api/trace", get(api::trace))
         .route_layer(axum::middleware::from_fn_with_state(
             access.clone(),
             auth::api_access,
@@ -151,6 +152,7 @@ pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) 
         .route("/syncs/{id}", get(pages::sync_page))
         .route("/syncs/{id}/{verb}", post(pages::action))
         .route("/runs/{id}", get(pages::run_page))
+        .route("/trace", get(pages::trace_page))
         .route_layer(axum::middleware::from_fn_with_state(
             access,
             auth::page_access,

@@ -1,4 +1,4 @@
-//! Server-rendered HTML pages (`/`, `/syncs/{id}`, `/runs/{id}`) and the
+//! Server-rendered HTML pages (`/`, `/syncs/{id}`, `/runs/{id}`, `/trace`) and the
 //! sync page's buttons. Content comes from `views`, shared with the CLI; this
 //! file only lays it out. No JavaScript: the buttons are plain form POSTs, a
 //! running run's page reloads itself (a meta refresh), and the chart of recent
@@ -37,7 +37,7 @@ fn layout(page: &Page, actions: Option<Markup>) -> Markup {
                 style { (PreEscaped(STYLE)) }
             }
             body {
-                nav { a href="/" { "All syncs" } }
+                nav { a href="/" { "All syncs" } a href="/trace" { "Trace an address" } }
                 h1 { (page.title) }
                 @if let Some(actions) = actions { div.actions { (actions) } }
                 @for section in &page.sections {
@@ -266,5 +266,44 @@ pub async fn action(
             };
             (status, e.to_string()).into_response()
         }
+    }
+}
+
+/// `/trace?email=…[&sync=ID]`: the trace of one address (a form without one).
+#[derive(Debug, serde::Deserialize)]
+pub struct TraceQuery {
+    #[serde(default)]
+    email: String,
+    sync: Option<String>,
+}
+
+pub async fn trace_page(door: Scoped, Query(query): Query<TraceQuery>) -> Response {
+    let form = html! {
+        form method="get" action="/trace" {
+            label { "E-mail address " input type="email" name="email" value=(query.email) required; }
+            " "
+            button type="submit" { "Trace" }
+        }
+    };
+    if query.email.trim().is_empty() {
+        let page = Page {
+            title: "Trace an address".into(),
+            sections: Vec::new(),
+            refresh: None,
+        };
+        return Html(layout(&page, Some(form)).into_string()).into_response();
+    }
+    match door
+        .trace(
+            &query.email,
+            query.sync.as_deref(),
+            crate::ops::DEFAULT_CALLS,
+        )
+        .await
+    {
+        Ok(trace) => Html(layout(&trace.page(), Some(form)).into_string()).into_response(),
+        Err(OpsError::NotFound) => not_found("sync"),
+        Err(OpsError::BadInput(why)) => (StatusCode::BAD_REQUEST, why).into_response(),
+        Err(e) => internal(e),
     }
 }

@@ -17,9 +17,10 @@ mod trace;
 pub use crate::store::syncs::{
     Applied, IdOfAnotherWorkspace, Moved, PublishOutcome, SyncRow, SyncVersion,
 };
+pub use crate::views::Trace;
 pub use forget::{AccountErasure, AccountOutcome, Forgotten, check_addresses};
 pub use scope::Scope;
-pub use trace::{DEFAULT_CALLS, Trace, TracedCall, TracedKept, TracedRejection};
+pub use trace::DEFAULT_CALLS;
 
 pub use crate::store::held_removals::HeldRemovals;
 pub use crate::store::runs::{Cancel, RunFilter, RunRow};

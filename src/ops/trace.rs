@@ -5,70 +5,14 @@
 //! Looked up by the install's keyed digest (`store::trace`): the store keeps
 //! no address in clear for it.
 
-use chrono::{DateTime, Utc};
-use serde::Serialize;
 use serde_json::Value;
 
 use super::{OpsError, Scoped};
 use crate::store::{syncs, trace};
+use crate::views::{Trace, TracedCall, TracedKept, TracedRejection};
 
 /// Calls shown when the caller names no number.
 pub const DEFAULT_CALLS: usize = 20;
-
-/// The answer to "what happened to this address".
-#[derive(Debug, Serialize)]
-pub struct Trace {
-    pub address: String,
-    /// The syncs looked in (the scope's, or the one asked for).
-    pub syncs: Vec<String>,
-    /// The calls that carried it, newest first.
-    pub calls: Vec<TracedCall>,
-    pub rejections: Vec<TracedRejection>,
-    /// Diff and mirror syncs' kept state of it.
-    pub kept: Vec<TracedKept>,
-}
-
-/// One call that carried the address, or a mirror run taking it off.
-#[derive(Debug, Serialize)]
-pub struct TracedCall {
-    pub sync: String,
-    pub run_id: i64,
-    /// When the call was staked, just before it went out.
-    pub at: DateTime<Utc>,
-    /// `sent`, or `taken_off` (a mirror run's removal).
-    pub kind: &'static str,
-    /// What was sent for it, but the address.
-    pub sent: Value,
-    /// Its delivery key (hex).
-    pub delivery_key: String,
-    /// `completed`, `pending` (outcome unknown: sent again by the next run)
-    /// or `gone` (no longer in the ledger).
-    pub key_state: &'static str,
-    pub attempts: Option<i32>,
-    pub completed_at: Option<DateTime<Utc>>,
-    /// What the destination answered, in words.
-    pub answer: String,
-    /// The destination's answer as kept.
-    pub result: Option<Value>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct TracedRejection {
-    pub sync: String,
-    pub run_id: i64,
-    pub at: DateTime<Utc>,
-    pub code: String,
-    pub message: String,
-    pub delivery_key: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct TracedKept {
-    pub sync: String,
-    pub delivered_at: DateTime<Utc>,
-    pub last_seen_by_run: Option<i64>,
-}
-
 impl Scoped {
     /// What the syncs this scope sees (or `sync` alone) did with `address`:
     /// up to `calls` calls, newest first.

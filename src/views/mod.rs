@@ -7,11 +7,13 @@ mod failure;
 mod layout;
 mod runs;
 mod syncs;
+mod trace;
 
 pub use failure::{FailureView, whose_job};
 pub use layout::{Body, Cell, Page, RunBar, Section, chart_words, cursor_words, when};
 pub use runs::RunView;
 pub use syncs::{OverviewView, SyncView, paused_words};
+pub use trace::{Trace, TracedCall, TracedKept, TracedRejection};
 
 /// How many rejected records a run's page lists (and a sync's page reads).
 const REJECTED_SHOWN: i64 = 100;

@@ -11,7 +11,7 @@ const ADMIN: &str = "tokens-admin-token-0123456789abcdef";
 const OTHER: &str = "globex-contacts";
 
 /// Every route that names a sync (`{sync}`) or a run (`{run}`).
-const ROUTES: [(&str, &str); 17] = [
+const ROUTES: [(&str, &str); 19] = [
     ("GET", "/api/syncs/{sync}"),
     ("GET", "/api/syncs/{sync}/runs"),
     ("POST", "/api/syncs/{sync}/pause"),
@@ -29,6 +29,8 @@ const ROUTES: [(&str, &str); 17] = [
     ("POST", "/syncs/{sync}/run"),
     ("POST", "/syncs/{sync}/retry-rejected"),
     ("GET", "/runs/{run}"),
+    ("GET", "/api/trace?email=user1@example.com&sync={sync}"),
+    ("GET", "/trace?email=user1@example.com&sync={sync}"),
 ];
 
 struct Admin {
@@ -178,6 +180,23 @@ async fn a_workspace_token_cannot_see_or_change_another_workspace_through_any_ro
     let (code, list) = admin.send("GET", "/api/syncs", &acme).await?;
     assert_eq!(code, 200);
     assert!(list.contains(SYNC_ID) && !list.contains(OTHER), "{list}");
+    // A trace looks in the token's syncs only: the other workspace's calls
+    // that carried the same address are not shown, nor its sync named.
+    let (code, traced) = admin
+        .send("GET", "/api/trace?email=user1@example.com", &acme)
+        .await?;
+    assert_eq!(code, 200, "{traced}");
+    let traced: serde_json::Value = serde_json::from_str(&traced)?;
+    assert_eq!(traced["syncs"], serde_json::json!([SYNC_ID]), "{traced}");
+    let calls = traced["calls"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !calls.is_empty() && calls.iter().all(|c| c["sync"] == SYNC_ID),
+        "{traced}"
+    );
+    let (_, everything) = admin
+        .send("GET", "/api/trace?email=user1@example.com", ADMIN)
+        .await?;
+    assert!(everything.contains(OTHER), "{everything}");
     let (code, overview) = admin.send("GET", "/", &acme).await?;
     assert_eq!(code, 200);
     assert!(

@@ -75,14 +75,14 @@ async fn a_bulk_sent_address_is_traced_to_its_run_its_attributes_and_its_import(
     // met is said so; a word that is no address is refused (exit 2).
     let text = s.cli.run(&["trace", "user14@example.com"]).await?.ok()?;
     assert!(
-        text.stdout.contains(&format!("run {run_id}")),
+        text.stdout.contains(&format!("#{run_id}")),
         "{}",
         text.stdout
     );
     assert!(text.stdout.contains("FIRSTNAME"), "{}", text.stdout);
     let nobody = s.cli.run(&["trace", "nobody@example.com"]).await?.ok()?;
     assert!(
-        nobody.stdout.starts_with("No sync of 1 sync"),
+        nobody.stdout.contains("No call of 1 sync carried"),
         "{}",
         nobody.stdout
     );
@@ -140,7 +140,7 @@ async fn a_single_write_answer_and_a_rejection_are_traced_and_forget_leaves_noth
     let gone = trace(&s, "user7@example.com").await?;
     assert!(calls(&gone).is_empty(), "{gone}");
     let text = s.cli.run(&["trace", "user7@example.com"]).await?.ok()?;
-    assert!(text.stdout.starts_with("No sync"), "{}", text.stdout);
+    assert!(text.stdout.contains("No call of"), "{}", text.stdout);
     // What was sent for user7 is gone from the row it shared with others,
     // and the others are still found.
     let firsts: i64 = sqlx::query_scalar(
