@@ -38,7 +38,7 @@ async fn breaker_paused(s: &Scenario) -> anyhow::Result<i64> {
 
 /// Debian's Chromium, headless: the rendered DOM of `url`, and a screenshot of
 /// it at `target/screenshots/<name>.png`.
-async fn chromium(url: &str, name: &str) -> anyhow::Result<String> {
+pub(crate) async fn chromium(url: &str, name: &str) -> anyhow::Result<String> {
     let binary = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())

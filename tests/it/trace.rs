@@ -57,6 +57,21 @@ async fn a_bulk_sent_address_is_traced_to_its_run_its_attributes_and_its_import(
             Ok(pending == 0)
         })
         .await?;
+    // The page shows the same, in a browser.
+    let base = format!("http://{}", daemon.http_address().await?);
+    let page =
+        crate::pages::chromium(&format!("{base}/trace?email=user14@example.com"), "trace").await?;
+    for expected in [
+        "Trace of user14@example.com",
+        "First14",
+        &format!("href=\"/runs/{run_id}\""),
+        "imported: Brevo import",
+    ] {
+        assert!(
+            page.contains(expected),
+            "the page shows {expected:?}:\n{page}"
+        );
+    }
     drop(daemon);
     let found = trace(&s, "user14@example.com").await?;
     let answer = calls(&found)[0]["answer"]
