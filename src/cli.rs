@@ -262,6 +262,13 @@ pub enum SyncCommand {
         /// Run it here and now, on the same code path the daemon uses.
         #[arg(long)]
         foreground: bool,
+        /// With --foreground: read only the record(s) whose mapped e-mail is
+        /// ADDRESS (a Postgres query filtered on that column, Shopify's
+        /// search by e-mail; an http source cannot) and send them through
+        /// the same path (ledger, consent, attribute checks), printing what
+        /// was sent and what came back. The cursor does not move.
+        #[arg(long, value_name = "ADDRESS", requires = "foreground")]
+        only: Option<String>,
         /// Run it even though the sync is paused (once; it stays paused).
         #[arg(long)]
         force: bool,

@@ -8,7 +8,7 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::config::{Settings, SyncDefinition};
+use crate::config::{BadInput, Settings, SyncDefinition};
 use crate::failure::FailureCode;
 use crate::ops::{Runnable, Scoped};
 use std::time::{Duration, Instant};
@@ -55,6 +55,70 @@ pub async fn enqueue(
         outln!("{id}: run {run_id} was already queued.");
     }
     Ok(run_id)
+}
+
+/// `--only ADDRESS`, checked before anything runs: an address, and a source
+/// that can read one record by it (exit 2 otherwise).
+pub fn only_address(sync: &syncs::SyncRow, address: String) -> anyhow::Result<String> {
+    if let Some(problem) = crate::mapping::email_problem(address.trim()) {
+        return Err(BadInput::new("arguments", "--only", format!("{address:?}: {problem}")).into());
+    }
+    let definition = sync
+        .definition()
+        .context("the stored definition no longer validates")?;
+    definition
+        .source
+        .reads_by_address()
+        .map_err(|why| BadInput::new("arguments", "--only", why))?;
+    Ok(address.trim().to_string())
+}
+
+/// What `--only` sent for the address and what came back: this run's
+/// entries of its trace.
+async fn print_only(
+    settings: &Settings,
+    pool: &PgPool,
+    sync: &syncs::SyncRow,
+    run_id: i64,
+    address: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    let door = crate::ops::Door::new(pool.clone(), settings.run_attempts());
+    let mut trace = door
+        .enter(crate::ops::Scope::Cli)
+        .trace(address, Some(&sync.id), crate::ops::DEFAULT_CALLS)
+        .await?;
+    trace.calls.retain(|c| c.run_id == run_id);
+    trace.rejections.retain(|r| r.run_id == run_id);
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({
+                "only": address,
+                "run_id": run_id,
+                "calls": trace.calls,
+                "rejections": trace.rejections,
+            })
+        );
+        return Ok(());
+    }
+    if trace.calls.is_empty() && trace.rejections.is_empty() {
+        let field = sync
+            .definition()
+            .map(|d| d.mapping.email)
+            .unwrap_or_default();
+        outln!(
+            "No record of the source has {address} in its mapped e-mail field `{field}`: nothing was sent."
+        );
+    }
+    for call in &trace.calls {
+        outln!("Sent for {address}: {}", call.sent);
+        outln!("Answer: {}", call.answer);
+    }
+    for rejection in &trace.rejections {
+        outln!("Rejected: {} — {}", rejection.code, rejection.message);
+    }
+    Ok(())
 }
 
 /// A foreground run found a live holder of its sync: exit code 3.
@@ -119,6 +183,7 @@ pub async fn foreground(
     sync: syncs::SyncRow,
     forced: bool,
     wait: Option<Duration>,
+    only: Option<String>,
     json: bool,
 ) -> anyhow::Result<()> {
     let redis = connect_redis(&settings.redis).await?;
@@ -220,7 +285,7 @@ pub async fn foreground(
     let definition: Result<SyncDefinition, _> = sync.definition();
     let (outcome, counts, lease) = match definition {
         Ok(definition) => {
-            let env = RunEnv::new(
+            let mut env = RunEnv::new(
                 pool.clone(),
                 statements.clone(),
                 crate::outbound::SharedBudgets::in_redis(shared.clone(), &prefix),
@@ -229,6 +294,7 @@ pub async fn foreground(
                 settings,
                 CancellationToken::new(),
             );
+            env.only = only.clone();
             let mut progress = |p: &PageProgress| shown.page(p, started);
             let report = execute_run(&env, &run, &definition, &mut progress)
                 .instrument(crate::worker::run_span(&run))
@@ -311,6 +377,9 @@ pub async fn foreground(
         started.elapsed().as_secs_f64(),
         &context,
     );
+    if let Some(address) = &only {
+        print_only(settings, pool, &sync, run.id, address, json).await?;
+    }
     match outcome {
         RunOutcome::Skipped(FailureCode::LeaseBusy) => {
             let holder =

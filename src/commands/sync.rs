@@ -294,6 +294,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         SyncCommand::Run {
             id,
             foreground,
+            only,
             force,
             wait,
             json,
@@ -304,7 +305,11 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
                 .map_err(|e| refusal(&id, e))?;
             if foreground {
                 let Runnable { sync, forced } = runnable;
-                run_once::foreground(settings, &pool, sync, forced, wait, json.json).await
+                let only = match only {
+                    Some(address) => Some(run_once::only_address(&sync, address)?),
+                    None => None,
+                };
+                run_once::foreground(settings, &pool, sync, forced, wait, only, json.json).await
             } else {
                 let run_id = run_once::enqueue(&pool, &door, &runnable, json.json).await?;
                 match wait {

@@ -64,6 +64,26 @@ impl AnySource {
     }
 }
 
+impl AnySource {
+    /// The records whose `field` (the mapping's e-mail field) holds
+    /// `address`, ignoring case, as one last page with no cursor
+    /// (`sync run --only`); a source with no search refuses
+    /// (`SourceConfig::reads_by_address`).
+    pub async fn fetch_by_address(
+        &mut self,
+        field: &str,
+        address: &str,
+    ) -> Result<Page, SourceError> {
+        match self {
+            AnySource::Postgres(s) => s.fetch_by_address(field, address).await,
+            AnySource::Shopify(s) => s.fetch_by_address(address).await,
+            AnySource::Http(_) => Err(SourceError::InvalidConfig(
+                "an http source cannot read one record by its address".into(),
+            )),
+        }
+    }
+}
+
 impl Source for AnySource {
     fn fingerprint(&self) -> String {
         match self {

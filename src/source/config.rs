@@ -156,6 +156,19 @@ impl SourceConfig {
         self.sync_mode().reads_whole() || self.overlap().is_some()
     }
 
+    /// Whether the source can read one record by its address
+    /// (`sync run --only`); why not, in one line, when it cannot.
+    pub fn reads_by_address(&self) -> Result<(), String> {
+        match self {
+            SourceConfig::Postgres(_) | SourceConfig::Shopify(_) => Ok(()),
+            SourceConfig::Http(_) => Err(
+                "an http source cannot read one record by its address (its API has no search); \
+                 run the whole sync, or `sync preview` its next page"
+                    .into(),
+            ),
+        }
+    }
+
     /// Mirror mode's largest share of known records one run may take off.
     pub fn max_removal_share(&self) -> f64 {
         match self {

@@ -9,6 +9,7 @@ mod diff_page;
 mod field_guard;
 mod hand_off;
 mod mirror;
+mod only_record;
 mod outcome;
 mod pool;
 mod prepared_page;

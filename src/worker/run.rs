@@ -253,8 +253,16 @@ async fn run_with_lease(
         cursor: start,
         page: 0,
     };
+    let pages = async {
+        match &cx.env.only {
+            Some(address) => {
+                super::only_record::send_only(cx, source, &mut state.counts, address).await
+            }
+            None => page_loop(cx, source, &mut state, progress).await,
+        }
+    };
     let result = tokio::select! {
-        result = page_loop(cx, source, &mut state, progress) => result,
+        result = pages => result,
         never = renew_until_lost(cx) => match never {},
     };
     let outcome = match result {
@@ -690,7 +698,7 @@ async fn checkpoint_waiting(
 /// Sends a prepared page; returns the failure when no record of it can be
 /// delivered (every one rejected, or quarantined): the page is never given up
 /// on as a whole.
-async fn send_page(
+pub(super) async fn send_page(
     cx: &RunContext<'_>,
     page: PreparedPage,
     counts: &mut RunCounts,

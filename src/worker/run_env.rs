@@ -51,6 +51,9 @@ pub struct RunEnv {
     /// How the run gives its worker back while it waits for a slot nearer
     /// than that (none outside a daemon's workers).
     pub hand_off: WorkerHandOff,
+    /// `sync run --only ADDRESS`: the run reads and sends only the records
+    /// of this address, and moves no cursor (`only_record`).
+    pub only: Option<String>,
     /// The install's key for the trace's address digests, read from the
     /// store by the first run that needs it.
     trace_key: std::sync::Arc<tokio::sync::OnceCell<TraceKey>>,
@@ -82,6 +85,7 @@ impl RunEnv {
             secrets: settings.secrets.store(),
             hold_worker_for_slot: None,
             hand_off: WorkerHandOff::default(),
+            only: None,
             trace_key: Default::default(),
         }
     }

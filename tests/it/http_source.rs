@@ -213,3 +213,28 @@ email = "email"
     assert!(detail.contains("64 MiB"), "{detail}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_one_address_is_refused_for_an_http_source_in_one_line() -> anyhow::Result<()> {
+    let (_db, _redis, brevo, api, cli, _dir) = setup("api-token").await?;
+    let out = cli
+        .run(&[
+            "sync",
+            "run",
+            "api-contacts",
+            "--foreground",
+            "--only",
+            "someone@example.com",
+        ])
+        .await?;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--only")
+            && out.stderr.contains("cannot read one record by its address"),
+        "{}",
+        out.stderr
+    );
+    assert!(brevo.requests().is_empty() && api.requests().is_empty());
+    Ok(())
+}

@@ -413,3 +413,46 @@ async fn a_run_stopped_while_its_export_runs_ends_at_once_and_the_next_takes_the
     assert_eq!(writes_per_address(&s.brevo).len(), 1200);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_one_customer_is_found_by_shopifys_search_by_email_and_sent() -> anyhow::Result<()> {
+    let s = scenario(30, TOKEN).await?;
+    let out = s
+        .cli
+        .run(&[
+            "sync",
+            "run",
+            "shop-customers",
+            "--foreground",
+            "--only",
+            "customer7@example.com",
+        ])
+        .await?
+        .ok()?;
+    assert!(
+        out.stdout.contains("Sent for customer7@example.com"),
+        "{}",
+        out.stdout
+    );
+    // One search, by e-mail; one customer written.
+    let searches: Vec<String> = s
+        .shopify
+        .requests()
+        .iter()
+        .filter_map(|r| {
+            r.variables
+                .get("query")
+                .and_then(|q| q.as_str())
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(
+        searches,
+        vec!["email:\"customer7@example.com\"".to_string()]
+    );
+    assert_eq!(
+        writes_per_address(&s.brevo).into_keys().collect::<Vec<_>>(),
+        vec!["customer7@example.com".to_string()]
+    );
+    Ok(())
+}

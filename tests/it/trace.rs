@@ -167,3 +167,92 @@ async fn a_single_write_answer_and_a_rejection_are_traced_and_forget_leaves_noth
     assert_eq!(calls(&trace(&s, "user8@example.com").await?).len(), 1);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_one_address_is_read_and_sent_again_through_the_ledger_without_moving_the_cursor()
+-> anyhow::Result<()> {
+    let s = Scenario::new(SyncOptions::default()).await?;
+    s.run_foreground().await?.ok()?;
+    let cursor = s.cursor().await?;
+    let imports_before = s.fake.requests_to("/v3/contacts/import").len();
+    // "Why is this one contact wrong?": its source row changed, and only it
+    // is sent, now.
+    sqlx::query("UPDATE contacts SET first_name = 'Fixed' WHERE id = 4")
+        .execute(&s.db.pool)
+        .await?;
+    let out = s
+        .cli
+        .run(&[
+            "sync",
+            "run",
+            SYNC_ID,
+            "--foreground",
+            "--only",
+            "User4@Example.com",
+        ])
+        .await?
+        .ok()?;
+    assert!(
+        out.stdout
+            .contains("Sent for User4@Example.com: {\"attributes\":{\"FIRSTNAME\":\"Fixed\"}"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("Answer: accepted in Brevo import"),
+        "{}",
+        out.stdout
+    );
+    let imports = s.fake.requests_to("/v3/contacts/import");
+    assert_eq!(
+        imports.len(),
+        imports_before + 1,
+        "one import, of one contact"
+    );
+    let body = &imports[imports.len() - 1].body;
+    let sent = body["jsonBody"].as_array().cloned().unwrap_or_default();
+    assert_eq!(sent.len(), 1, "{body}");
+    assert_eq!(sent[0]["email"], "user4@example.com");
+    assert_eq!(sent[0]["attributes"]["FIRSTNAME"], "Fixed");
+    // The cursor stays where the last full run left it; the trace holds both
+    // calls, the newest first.
+    assert_eq!(s.cursor().await?, cursor);
+    let found = trace(&s, "user4@example.com").await?;
+    let both = calls(&found);
+    assert_eq!(both.len(), 2, "{found}");
+    assert_eq!(both[0]["sent"]["attributes"]["FIRSTNAME"], "Fixed");
+    assert_eq!(both[1]["sent"]["attributes"]["FIRSTNAME"], "First4");
+
+    // An address no record holds sends nothing and says so; a word that is
+    // no address is refused before anything runs.
+    let none = s
+        .cli
+        .run(&[
+            "sync",
+            "run",
+            SYNC_ID,
+            "--foreground",
+            "--only",
+            "nobody@example.com",
+        ])
+        .await?
+        .ok()?;
+    assert!(
+        none.stdout.contains(
+            "No record of the source has nobody@example.com in its mapped e-mail field `email`"
+        ),
+        "{}",
+        none.stdout
+    );
+    assert_eq!(
+        s.fake.requests_to("/v3/contacts/import").len(),
+        imports.len()
+    );
+    let bad = s
+        .cli
+        .run(&["sync", "run", SYNC_ID, "--foreground", "--only", "nobody"])
+        .await?;
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("--only"), "{}", bad.stderr);
+    Ok(())
+}

@@ -712,6 +712,37 @@ impl PostgresSource {
     }
 }
 
+impl PostgresSource {
+    /// The rows of the query whose `field` holds `address`, ignoring case
+    /// (at most a hundred): `sync run --only`.
+    pub async fn fetch_by_address(
+        &mut self,
+        field: &str,
+        address: &str,
+    ) -> Result<Page, SourceError> {
+        let plan = self.plan().await?;
+        let query = self.config.query.clone();
+        let conn = self.connection().await?;
+        reset_session(conn).await?;
+        let column = field.replace('"', "\"\"");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {} FROM ({query}) AS q WHERE lower((q.\"{column}\")::text) = lower($1) LIMIT 100",
+            plan.select_list()
+        )))
+        .bind(address.trim())
+        .fetch_all(&mut **conn)
+        .await
+        .map_err(classify_query_error)?;
+        Ok(Page {
+            records: PostgresRows::new(plan, rows).into(),
+            next_cursor: None,
+            last: true,
+            notices: Vec::new(),
+            held_back: None,
+        })
+    }
+}
+
 impl Source for PostgresSource {
     fn fingerprint(&self) -> String {
         // Diff mode is named only when on, so cursor-mode keys stay as they were.

@@ -498,6 +498,28 @@ impl Source for ShopifySource {
 }
 
 impl ShopifySource {
+    /// The customers Shopify's search finds by `address` under the sync's
+    /// own filter: `sync run --only`.
+    pub async fn fetch_by_address(&mut self, address: &str) -> Result<Page, SourceError> {
+        let by_address = format!("email:{}", Value::String(address.trim().to_string()));
+        let search = match search_query(self.config.query.as_deref(), None) {
+            Some(filter) => format!("({filter}) AND {by_address}"),
+            None => by_address,
+        };
+        let mut next_send = self.next_send.take();
+        let this = &*self;
+        let page = fetch_with_retries("Shopify", &mut next_send, || {
+            this.ask(None, Some(search.as_str()))
+        })
+        .await;
+        self.next_send = next_send;
+        page.map(|mut page| {
+            page.next_cursor = None;
+            page.last = true;
+            page
+        })
+    }
+
     /// A page of `customers(first, after, sortKey: UPDATED_AT)`.
     pub(super) async fn fetch_paged(
         &mut self,

@@ -347,13 +347,43 @@ fn updated_at(customer: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
     Some(chrono::DateTime::parse_from_rfc3339(text).ok()?.to_utc())
 }
 
-/// The `query:` search terms the fake understands: `updated_at:>='T'` and
-/// `updated_at:>'T'` (quotes optional), joined by `AND`. `None` names a term
-/// it does not.
-fn search_filter(query: &str) -> Result<Vec<(bool, chrono::DateTime<chrono::Utc>)>, String> {
+/// One search term the fake understands.
+enum Term {
+    /// `updated_at:>='T'` (inclusive) or `updated_at:>'T'`.
+    UpdatedAfter(bool, chrono::DateTime<chrono::Utc>),
+    /// `email:"ADDRESS"` (Shopify's search by e-mail, without regard to case).
+    Email(String),
+}
+
+impl Term {
+    fn admits(&self, customer: &Value) -> bool {
+        match self {
+            Term::UpdatedAfter(inclusive, bound) => updated_at(customer).is_some_and(|at| {
+                if *inclusive {
+                    at >= *bound
+                } else {
+                    at > *bound
+                }
+            }),
+            Term::Email(address) => customer
+                .pointer("/defaultEmailAddress/emailAddress")
+                .and_then(Value::as_str)
+                .is_some_and(|e| e.eq_ignore_ascii_case(address)),
+        }
+    }
+}
+
+/// The `query:` search terms the fake understands: `updated_at:>='T'`,
+/// `updated_at:>'T'` (quotes optional) and `email:"ADDRESS"`, joined by
+/// `AND`. `None` names a term it does not.
+fn search_filter(query: &str) -> Result<Vec<Term>, String> {
     let mut bounds = Vec::new();
     for term in query.split(" AND ") {
         let term = term.trim().trim_start_matches('(').trim_end_matches(')');
+        if let Some(address) = term.strip_prefix("email:") {
+            bounds.push(Term::Email(address.trim_matches(['\'', '"']).to_string()));
+            continue;
+        }
         let (inclusive, value) = if let Some(v) = term.strip_prefix("updated_at:>=") {
             (true, v)
         } else if let Some(v) = term.strip_prefix("updated_at:>") {
@@ -366,7 +396,7 @@ fn search_filter(query: &str) -> Result<Vec<(bool, chrono::DateTime<chrono::Utc>
         let value = value.trim_matches(['\'', '"']);
         let at = chrono::DateTime::parse_from_rfc3339(value)
             .map_err(|e| format!("{value:?} is not a time: {e}"))?;
-        bounds.push((inclusive, at.to_utc()));
+        bounds.push(Term::UpdatedAfter(inclusive, at.to_utc()));
     }
     Ok(bounds)
 }
@@ -632,18 +662,7 @@ fn matching(inner: &Inner, search: Option<&str>) -> Result<Vec<usize>, String> {
     };
     Ok((0..inner.customers.len())
         .filter(|i| !inner.hidden.contains(i))
-        .filter(|i| {
-            let at = updated_at(&inner.customers[*i]);
-            bounds.iter().all(|(inclusive, bound)| {
-                at.is_some_and(|at| {
-                    if *inclusive {
-                        at >= *bound
-                    } else {
-                        at > *bound
-                    }
-                })
-            })
-        })
+        .filter(|i| bounds.iter().all(|term| term.admits(&inner.customers[*i])))
         .collect())
 }
 
