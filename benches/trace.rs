@@ -145,9 +145,7 @@ async fn stake_and_complete(
         })
         .collect();
     let trace = TraceEntries::new(
-        (first..first + CALL)
-            .map(|i| key.digest(&address(i)))
-            .zip(delivery_keys.iter()),
+        (first..first + CALL).map(|i| key.digest(&address(i))),
         serde_json::to_vec(&sent)?,
     );
     let mut page = [0u8; 32];

@@ -76,7 +76,7 @@ impl Scoped {
     }
 
     async fn traced_call(&self, hit: trace::TraceHit) -> Result<TracedCall, OpsError> {
-        let delivery_key = hex::encode(&hit.key);
+        let delivery_key = hit.key.as_ref().map(hex::encode);
         let Some(batch) = hit.batch_id else {
             return Ok(TracedCall {
                 sync: hit.sync_id,
@@ -92,7 +92,22 @@ impl Scoped {
                 result: None,
             });
         };
-        let state = trace::call_state(&self.store, &hit.sync_id, batch, &hit.key).await?;
+        let Some(key) = &hit.key else {
+            return Ok(TracedCall {
+                sync: hit.sync_id,
+                run_id: hit.run_id,
+                at: hit.staked_at,
+                kind: "sent",
+                sent: hit.sent,
+                delivery_key,
+                key_state: "gone",
+                attempts: None,
+                completed_at: None,
+                answer: GONE.into(),
+                result: None,
+            });
+        };
+        let state = trace::call_state(&self.store, &hit.sync_id, batch, key).await?;
         let (key_state, answer) = describe(&state);
         Ok(TracedCall {
             sync: hit.sync_id,
@@ -110,15 +125,14 @@ impl Scoped {
     }
 }
 
+/// A call whose stake the ledger no longer holds.
+const GONE: &str = "the ledger no longer holds this call (past retention, or staked again by a \
+                    later call: see the newer entries)";
+
 /// Where a traced key stands, and what the destination answered, in words.
 fn describe(state: &trace::CallState) -> (&'static str, String) {
     if !state.batch_kept {
-        return (
-            "gone",
-            "the ledger no longer holds this call (past retention, or staked again by a \
-             later call: see the newer entries)"
-                .into(),
-        );
+        return ("gone", GONE.into());
     }
     let completed = match state.per_key {
         Some(true) => state.key_status.as_deref() == Some("completed"),

@@ -88,7 +88,7 @@ pub async fn record_clean_page(
                       packed_keys: "$16", attempts: "$17", started: "false"),
         "),",
         trace_page!(staked: "staked", sync: "$2", run: "$1", bloom: "$18", digests: "$19",
-                    keys: "$16", sent: "$20"),
+                    sent: "$20"),
         "
          SELECT EXISTS (SELECT 1 FROM moved) AS \"moved!\", (SELECT id FROM staked) AS batch,
           coalesce((SELECT cancel FROM progress), false) AS \"cancel!\"",

@@ -348,7 +348,8 @@ pub struct KeyStake<'a> {
     pub again: &'a [Vec<u8>],
     pub run_id: i64,
     pub fence: i64,
-    /// The call's trace entries (`store::trace`; none: untraced).
+    /// The call's trace entries (`store::trace`), `fresh` then `again`
+    /// (none: untraced).
     pub trace: Option<&'a TraceEntries>,
 }
 
@@ -382,8 +383,7 @@ pub async fn stake_keys(pool: &PgPool, stake: &KeyStake<'_>) -> sqlx::Result<Sta
                INSERT INTO delivery_batches (sync_id, run_id, fence, page, keys, per_key)
                SELECT $1, $3, $4, $6, $2::bytea[] || $5::bytea[], true FROM f
                RETURNING id),",
-        trace_page!(staked: "b", sync: "$1", run: "$3", bloom: "$8", digests: "$9", keys: "$10",
-                    sent: "$11"),
+        trace_page!(staked: "b", sync: "$1", run: "$3", bloom: "$8", digests: "$9", sent: "$10"),
         ",
              fresh AS (
                INSERT INTO deliveries
@@ -405,7 +405,7 @@ pub async fn stake_keys(pool: &PgPool, stake: &KeyStake<'_>) -> sqlx::Result<Sta
              UNION ALL SELECT key, attempts, NULL FROM again
              UNION ALL SELECT NULL, NULL, (SELECT id FROM b) FROM f",
     ], sync_id, fresh, run_id, fence, again, &page[..], spent, trace.map(|t| &t.bloom),
-       trace.map(|t| &t.digests), trace.map(|t| &t.keys), trace.map(|t| &t.sent))
+       trace.map(|t| &t.digests), trace.map(|t| &t.sent))
     .fetch_all(pool)
     .await;
     let rows = match rows {
@@ -458,8 +458,8 @@ pub struct BatchStakeRequest {
     pub attempts: i32,
     pub superseded: Vec<i64>,
     pub watched: Vec<i64>,
-    /// The call's trace entries (`store::trace`), keys in `packed_keys`'s
-    /// order (none: untraced).
+    /// The call's trace entries (`store::trace`), in `packed_keys`'s order
+    /// (none: untraced).
     pub trace: Option<TraceEntries>,
 }
 
@@ -484,7 +484,7 @@ macro_rules! stake_batch_ctes {
                      packed_keys: $packed, attempts: $attempts, started: $started),
      "),",
        trace_page!(staked: "staked", sync: $sync, run: $run, bloom: $bloom, digests: $digests,
-                   keys: $packed, sent: $sent),
+                   sent: $sent),
     ]) };
 }
 pub(crate) use stake_batch_ctes;
@@ -538,7 +538,7 @@ pub async fn stake_batch(
                           packed_keys: "$3", attempts: "$6", started: "false"),
             "), ",
             trace_page!(staked: "staked", sync: "$1", run: "$4", bloom: "$7", digests: "$8",
-                        keys: "$3", sent: "$9"),
+                        sent: "$9"),
             " SELECT id AS \"id!\" FROM staked",
         ],
             sync_id,

@@ -1,6 +1,6 @@
 //! The trace of addresses (migration 0034): one row per staked call holding
-//! its records' addresses as keyed digests, their delivery keys and what was
-//! sent for each, in the call's order, written by the stake's own statement
+//! its records' addresses as keyed digests and what was sent for each, in
+//! the order of its batch's keys, written by the stake's own statement
 //! (`trace_page!`). `find` answers "which calls carried this address";
 //! `forget` blanks an address's entries. No address is kept in clear.
 
@@ -77,17 +77,15 @@ pub struct TraceEntries {
     pub bloom: Vec<u8>,
     /// `DIGEST_LEN` bytes a record.
     pub digests: Vec<u8>,
-    /// The delivery keys, 32 bytes a record.
-    pub keys: Vec<u8>,
     /// A JSON array: what was sent for each record, but its address.
     pub sent: Vec<u8>,
 }
 
 impl TraceEntries {
-    /// The entries of records given as (digest, delivery key), and what was
-    /// sent for them (`sent`, a JSON array in the same order).
-    pub fn new<'a>(
-        records: impl ExactSizeIterator<Item = ([u8; DIGEST_LEN], &'a [u8; 32])>,
+    /// The entries of records given by their digests, and what was sent for
+    /// them (`sent`, a JSON array in the same order).
+    pub fn new(
+        records: impl ExactSizeIterator<Item = [u8; DIGEST_LEN]>,
         sent: Vec<u8>,
     ) -> TraceEntries {
         let n = records.len();
@@ -96,15 +94,13 @@ impl TraceEntries {
         let mut entries = TraceEntries {
             bloom: vec![0; bytes],
             digests: Vec::with_capacity(n * DIGEST_LEN),
-            keys: Vec::with_capacity(n * 32),
             sent,
         };
-        for (digest, key) in records {
+        for digest in records {
             for position in bloom_positions(&digest, bits) {
                 entries.bloom[(position / 8) as usize] |= 1 << (position % 8);
             }
             entries.digests.extend_from_slice(&digest);
-            entries.keys.extend_from_slice(key);
         }
         entries
     }
@@ -116,10 +112,10 @@ impl TraceEntries {
 #[rustfmt::skip]
 macro_rules! trace_page {
     (@sql $k:tt staked: $staked:tt, sync: $sync:tt, run: $run:tt, bloom: $bloom:tt,
-     digests: $digests:tt, keys: $keys:tt, sent: $sent:tt) => { $crate::store::compose::composed!(@resume $k ["
+     digests: $digests:tt, sent: $sent:tt) => { $crate::store::compose::composed!(@resume $k ["
      traced AS (
-       INSERT INTO trace_pages (sync_id, run_id, batch_id, bloom, digests, keys, sent)
-       SELECT ", $sync, ", ", $run, ", id, ", $bloom, ", ", $digests, ", ", $keys, ", ", $sent, "
+       INSERT INTO trace_pages (sync_id, run_id, batch_id, bloom, digests, sent)
+       SELECT ", $sync, ", ", $run, ", id, ", $bloom, ", ", $digests, ", ", $sent, "
        FROM ", $staked, " WHERE ", $bloom, "::bytea IS NOT NULL)",
     ]) };
 }
@@ -134,8 +130,8 @@ pub struct TraceHit {
     pub batch_id: Option<i64>,
     /// When the call was staked (just before it went out).
     pub staked_at: DateTime<Utc>,
-    /// The record's delivery key.
-    pub key: Vec<u8>,
+    /// The record's delivery key (none once its batch is gone).
+    pub key: Option<Vec<u8>>,
     /// What was sent for it, but its address.
     pub sent: serde_json::Value,
 }
@@ -171,10 +167,14 @@ pub async fn find(
         let Some(position) = position_of(&candidate.digests, digest) else {
             continue;
         };
+        // The key at the same place in the call's batch.
         let row = sqlx::query!(
-            r#"SELECT sync_id, run_id, batch_id, created_at,
-                      substring(keys FROM $2 * 32 + 1 FOR 32) AS "key!", sent
-               FROM trace_pages WHERE id = $1"#,
+            r#"SELECT t.sync_id, t.run_id, t.batch_id, t.created_at, t.sent,
+                      CASE WHEN b.per_key THEN b.keys[$2 + 1]
+                           ELSE substring(b.packed_keys FROM $2 * 32 + 1 FOR 32) END AS key
+               FROM trace_pages t
+               LEFT JOIN delivery_batches b ON b.id = t.batch_id AND b.sync_id = t.sync_id
+               WHERE t.id = $1"#,
             candidate.id,
             position as i32,
         )
@@ -257,7 +257,7 @@ pub async fn call_state(
 }
 
 /// Records that a mirror run took these records off the destination:
-/// entries with no batch, keyed by the records' identities.
+/// entries with no batch.
 pub async fn record_removals(
     pool: &PgPool,
     sync_id: &str,
@@ -265,13 +265,12 @@ pub async fn record_removals(
     entries: &TraceEntries,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        "INSERT INTO trace_pages (sync_id, run_id, batch_id, removed, bloom, digests, keys, sent)
-         VALUES ($1, $2, NULL, true, $3, $4, $5, $6)",
+        "INSERT INTO trace_pages (sync_id, run_id, batch_id, removed, bloom, digests, sent)
+         VALUES ($1, $2, NULL, true, $3, $4, $5)",
         sync_id,
         run_id,
         &entries.bloom,
         &entries.digests,
-        &entries.keys,
         &entries.sent,
     )
     .execute(pool)
@@ -440,11 +439,10 @@ mod tests {
     #[test]
     fn every_digest_of_a_call_passes_its_filter_and_others_mostly_do_not() {
         let key = TraceKey::from_bytes(&[7; 32]);
-        let keys: Vec<[u8; 32]> = (0..1000u32).map(|i| [(i % 251) as u8; 32]).collect();
         let digests: Vec<[u8; DIGEST_LEN]> = (0..1000)
             .map(|i| key.digest(&format!("person{i}@example.org")))
             .collect();
-        let entries = TraceEntries::new(digests.iter().copied().zip(keys.iter()), b"[]".to_vec());
+        let entries = TraceEntries::new(digests.iter().copied(), b"[]".to_vec());
         let bits = entries.bloom.len() as u64 * 8;
         let passes = |d: &[u8; DIGEST_LEN]| {
             bloom_positions(d, bits).all(|p| entries.bloom[(p / 8) as usize] & (1 << (p % 8)) != 0)

@@ -32,8 +32,8 @@ pub struct TracedCall {
     pub kind: &'static str,
     /// What was sent for it, but the address.
     pub sent: Value,
-    /// Its delivery key (hex).
-    pub delivery_key: String,
+    /// Its delivery key (hex; none once the ledger no longer holds its call).
+    pub delivery_key: Option<String>,
     /// `completed`, `pending` (outcome unknown: sent again by the next run)
     /// or `gone` (no longer in the ledger).
     pub key_state: &'static str,
@@ -77,14 +77,18 @@ impl Trace {
                     .calls
                     .iter()
                     .map(|c| {
+                        let short = c
+                            .delivery_key
+                            .as_deref()
+                            .map(|k| format!("{}… ", &k[..16.min(k.len())]))
+                            .unwrap_or_default();
                         let key = match c.attempts {
                             Some(n) => format!(
-                                "{}… {} ({})",
-                                &c.delivery_key[..16],
+                                "{short}{} ({})",
                                 c.key_state,
                                 crate::words::counted(n, "attempt", "attempts")
                             ),
-                            None => format!("{}… {}", &c.delivery_key[..16], c.key_state),
+                            None => format!("{short}{}", c.key_state),
                         };
                         vec![
                             when(Some(c.at)).into(),

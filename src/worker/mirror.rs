@@ -74,8 +74,8 @@ pub(super) async fn remove_departed(cx: &RunContext<'_>) -> Result<u64, RunFailu
 }
 
 /// Which records that left the query a pass takes off.
-/// Keeps the removal for `syncward trace` (each address's digest, keyed by
-/// its record's identity); a trace not written costs the run nothing.
+/// Keeps the removal for `syncward trace` (each address's digest); a trace
+/// not written costs the run nothing.
 async fn trace_removals(cx: &RunContext<'_>, batch: &[record_states::Departed], which: Leaving) {
     let why = match which {
         Leaving::Departed => "left the query",
@@ -83,10 +83,7 @@ async fn trace_removals(cx: &RunContext<'_>, batch: &[record_states::Departed], 
     };
     let removed: Vec<_> = batch
         .iter()
-        .filter_map(|d| {
-            let identity: &[u8; 32] = d.identity.as_slice().try_into().ok()?;
-            Some((cx.trace.digest(d.email.as_deref()?), identity))
-        })
+        .filter_map(|d| Some(cx.trace.digest(d.email.as_deref()?)))
         .collect();
     let sent = vec![serde_json::json!({ "taken_off": why }); removed.len()];
     let sent = serde_json::to_vec(&sent).unwrap_or_else(|_| b"[]".to_vec());

@@ -1,6 +1,7 @@
 //! What a call's stake writes for `syncward trace` (`store::trace`): each
-//! record's address as a keyed digest, its delivery key, and what was sent
-//! for it but the address (attributes, consent, the lists it goes on).
+//! record's address as a keyed digest, and what was sent for it but the
+//! address (attributes, consent, the lists it goes on), in the order the
+//! stake keeps their keys.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -40,7 +41,7 @@ pub(super) fn trace_entries<'a>(
         .collect();
     let sent = serde_json::to_vec(&sent).unwrap_or_else(|_| b"[]".to_vec());
     let digested: Vec<_> = records
-        .map(|p| (cx.trace.digest(&p.outbound.contact.email), &p.key.0))
+        .map(|p| cx.trace.digest(&p.outbound.contact.email))
         .collect();
     TraceEntries::new(digested.into_iter(), sent)
 }
