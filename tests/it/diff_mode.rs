@@ -170,6 +170,28 @@ async fn mirror_mode_takes_who_left_the_query_off_the_list_and_refuses_to_empty_
     assert_eq!(removals.len(), 1);
     assert_eq!(removals[0].status, 201);
     assert_eq!(s.fake.writes().len(), 30, "no contact written again");
+    // `trace` tells when user4 was taken off, newest first, before when it
+    // was sent; a kept one shows which run last saw it in the query.
+    let run_id = s.last_run().await?["id"].as_i64().unwrap_or_default();
+    let traced = s
+        .cli
+        .run(&["trace", "user4@example.com", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    let calls = traced["calls"].as_array().cloned().unwrap_or_default();
+    assert_eq!(calls.len(), 2, "{traced}");
+    assert_eq!(calls[0]["kind"], "taken_off", "{traced}");
+    assert_eq!(calls[0]["run_id"], run_id, "{traced}");
+    assert_eq!(calls[0]["sent"]["taken_off"], "left the query", "{traced}");
+    assert_eq!(calls[1]["kind"], "sent", "{traced}");
+    let kept = s
+        .cli
+        .run(&["trace", "user5@example.com", "--json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(kept["kept"][0]["last_seen_by_run"], run_id, "{kept}");
 
     // Nothing left since: nothing removed again.
     s.run_foreground().await?.ok()?;

@@ -104,6 +104,18 @@ async fn a_bulk_sent_address_is_traced_to_its_run_its_attributes_and_its_import(
     let bad = s.cli.run(&["trace", "not-an-address"]).await?;
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert!(bad.stderr.contains("ADDRESS"), "{}", bad.stderr);
+
+    // The trace is kept as long as the ledger keeps keys: past
+    // `ledger.retention`, `ledger purge` takes it too.
+    sqlx::query("UPDATE trace_pages SET created_at = now() - interval '8 days'")
+        .execute(&s.db.pool)
+        .await?;
+    s.cli.run(&["ledger", "purge"]).await?.ok()?;
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM trace_pages")
+        .fetch_one(&s.db.pool)
+        .await?;
+    assert_eq!(left, 0);
+    assert!(calls(&trace(&s, "user14@example.com").await?).is_empty());
     Ok(())
 }
 
