@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use syncward::ops::{Door, Scope};
 use syncward::store::ledger::{self, BatchCompletion, BatchStake, BatchStakeRequest};
 use syncward::store::runs;
-use syncward::store::trace::{TraceEntries, TraceKey};
+use syncward::store::trace::{SentColumns, TraceEntries, TraceKey};
 
 const SYNC: &str = "bench";
 const CALL: usize = 1000;
@@ -136,17 +136,18 @@ async fn stake_and_complete(
             sha2::Sha256::digest(i.to_le_bytes()).into()
         })
         .collect();
-    let sent: Vec<serde_json::Value> = (first..first + CALL)
-        .map(|i| {
-            serde_json::json!({
-                "attributes": {"FIRSTNAME": format!("First{i}"), "LASTNAME": format!("Last{i}")},
-                "lists": [12],
-            })
-        })
-        .collect();
+    let lists = serde_json::json!({"not_asked": [12], "subscribed": [12], "unsubscribed": [], "unknown": []});
+    let mut sent = SentColumns::new(CALL, Some(lists));
+    for i in first..first + CALL {
+        let attributes =
+            serde_json::json!({"FIRSTNAME": format!("First{i}"), "LASTNAME": format!("Last{i}")});
+        if let serde_json::Value::Object(attributes) = attributes {
+            sent.push(&attributes, None);
+        }
+    }
     let trace = TraceEntries::new(
         (first..first + CALL).map(|i| key.digest(&address(i))),
-        serde_json::to_vec(&sent)?,
+        sent.finish(),
     );
     let mut page = [0u8; 32];
     page[..8].copy_from_slice(&(call as u64).to_le_bytes());

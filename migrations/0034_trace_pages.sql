@@ -34,7 +34,9 @@ CREATE TABLE trace_pages (
     -- Bit i set for each digest's five positions (h1 + i * h2) mod bits.
     bloom      bytea NOT NULL CHECK (octet_length(bloom) >= 8),
     digests    bytea NOT NULL CHECK (octet_length(digests) % 8 = 0),
-    -- A JSON array: for each record, what was sent but its address.
+    -- What was sent for each record but its address, as JSON in columns
+    -- (`store::trace::SentColumns`): the attribute names once, each
+    -- record's values and consent state, the lists by consent state.
     sent       bytea NOT NULL
 );
 -- Random bytes do not compress: stored out of line as they are.

@@ -77,13 +77,13 @@ pub struct TraceEntries {
     pub bloom: Vec<u8>,
     /// `DIGEST_LEN` bytes a record.
     pub digests: Vec<u8>,
-    /// A JSON array: what was sent for each record, but its address.
+    /// What was sent for each record, but its address (`SentColumns`).
     pub sent: Vec<u8>,
 }
 
 impl TraceEntries {
     /// The entries of records given by their digests, and what was sent for
-    /// them (`sent`, a JSON array in the same order).
+    /// them (`SentColumns`, in the same order).
     pub fn new(
         records: impl ExactSizeIterator<Item = [u8; DIGEST_LEN]>,
         sent: Vec<u8>,
@@ -104,6 +104,183 @@ impl TraceEntries {
         }
         entries
     }
+}
+
+/// What was sent for each record of a call, but its address, in columns
+/// (`sent`): one list of attribute names, then per record its values in that
+/// order, its consent state (none without a rule) and, once per call, the
+/// lists each consent state goes on. A page of records shares its names and
+/// lists, so they are written once: a tenth of the bytes of one object per
+/// record, to build, compress and store.
+#[derive(Debug)]
+pub struct SentColumns {
+    names: Vec<String>,
+    /// `[v,…],[v,…]`: the records' values.
+    rows: Vec<u8>,
+    /// `"state",null,…`: the records' consent.
+    consent: Vec<u8>,
+    any_consent: bool,
+    /// The lists by consent state (none: the destination has no lists).
+    lists: Option<serde_json::Value>,
+    /// Why the records were taken off (a mirror run's removals).
+    taken_off: Option<&'static str>,
+    count: usize,
+}
+
+impl SentColumns {
+    /// For about `records` records, with the destination's lists by
+    /// consent state.
+    pub fn new(records: usize, lists: Option<serde_json::Value>) -> Self {
+        SentColumns {
+            names: Vec::new(),
+            rows: Vec::with_capacity(records * 24),
+            consent: Vec::new(),
+            any_consent: false,
+            lists,
+            taken_off: None,
+            count: 0,
+        }
+    }
+
+    /// Records taken off the destination, for `why`.
+    pub fn taken_off(why: &'static str) -> Self {
+        SentColumns {
+            taken_off: Some(why),
+            ..SentColumns::new(0, None)
+        }
+    }
+
+    /// One record: its attributes and its consent state.
+    pub fn push(
+        &mut self,
+        attributes: &serde_json::Map<String, serde_json::Value>,
+        consent: Option<&str>,
+    ) {
+        if self.count == 0 {
+            self.names = attributes.keys().cloned().collect();
+        } else if !attributes.keys().eq(self.names.iter()) {
+            for name in attributes.keys() {
+                if !self.names.contains(name) {
+                    self.names.push(name.clone());
+                }
+            }
+        }
+        if self.count > 0 {
+            self.rows.push(b',');
+            self.consent.push(b',');
+        }
+        self.rows.push(b'[');
+        for (i, name) in self.names.iter().enumerate() {
+            if i > 0 {
+                self.rows.push(b',');
+            }
+            match attributes.get(name) {
+                Some(value) => {
+                    // Writing a `Value` into a Vec cannot fail.
+                    let _ = serde_json::to_writer(&mut self.rows, value);
+                }
+                None => self.rows.extend_from_slice(b"null"),
+            }
+        }
+        self.rows.push(b']');
+        match consent {
+            Some(state) => {
+                let _ = serde_json::to_writer(&mut self.consent, state);
+                self.any_consent = true;
+            }
+            None => self.consent.extend_from_slice(b"null"),
+        }
+        self.count += 1;
+    }
+
+    /// A record taken off (no values).
+    pub fn push_removed(&mut self) {
+        if self.count > 0 {
+            self.rows.push(b',');
+            self.consent.push(b',');
+        }
+        self.rows.extend_from_slice(b"null");
+        self.consent.extend_from_slice(b"null");
+        self.count += 1;
+    }
+
+    /// The column's bytes.
+    pub fn finish(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.rows.len() + self.consent.len() + 128);
+        out.extend_from_slice(b"{\"names\":");
+        let _ = serde_json::to_writer(&mut out, &self.names);
+        out.extend_from_slice(b",\"rows\":[");
+        out.extend_from_slice(&self.rows);
+        out.push(b']');
+        if self.any_consent {
+            out.extend_from_slice(b",\"consent\":[");
+            out.extend_from_slice(&self.consent);
+            out.push(b']');
+        }
+        if let Some(lists) = &self.lists {
+            out.extend_from_slice(b",\"lists\":");
+            let _ = serde_json::to_writer(&mut out, lists);
+        }
+        if let Some(why) = self.taken_off {
+            out.extend_from_slice(b",\"taken_off\":");
+            let _ = serde_json::to_writer(&mut out, why);
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+/// What was sent for the record at `position` of a call's `sent` column:
+/// `{"attributes": {…}, "consent": …, "lists": […]}`, or `{"taken_off":
+/// why}`; `null` once forgotten.
+pub fn sent_at(sent: &[u8], position: usize) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let Ok(all) = serde_json::from_slice::<Value>(sent) else {
+        return Value::Null;
+    };
+    if let Some(why) = all.get("taken_off") {
+        return json!({ "taken_off": why });
+    }
+    let Some(Value::Array(values)) = all.get("rows").and_then(|r| r.get(position)) else {
+        return Value::Null;
+    };
+    let names = all.get("names").and_then(Value::as_array);
+    let attributes: serde_json::Map<String, Value> = names
+        .into_iter()
+        .flatten()
+        .zip(values)
+        .filter_map(|(name, value)| Some((name.as_str()?.to_string(), value.clone())))
+        .collect();
+    let mut record = json!({ "attributes": attributes });
+    let consent = all
+        .pointer(&format!("/consent/{position}"))
+        .filter(|c| !c.is_null());
+    if let Some(consent) = consent {
+        record["consent"] = consent.clone();
+    }
+    let state = consent.and_then(Value::as_str).unwrap_or("not_asked");
+    if let Some(lists) = all.get("lists").and_then(|l| l.get(state)) {
+        record["lists"] = lists.clone();
+    }
+    record
+}
+
+/// The `sent` column with the records at `positions` blanked (an erasure).
+fn sent_without(sent: &[u8], positions: &[usize]) -> Vec<u8> {
+    use serde_json::Value;
+    let Ok(mut all) = serde_json::from_slice::<Value>(sent) else {
+        return b"{}".to_vec();
+    };
+    for column in ["rows", "consent"] {
+        if let Some(Value::Array(values)) = all.get_mut(column) {
+            for &p in positions {
+                if let Some(value) = values.get_mut(p) {
+                    *value = Value::Null;
+                }
+            }
+        }
+    }
+    serde_json::to_vec(&all).unwrap_or_else(|_| b"{}".to_vec())
 }
 
 /// The trace row of a stake, written when the stake's row is: a CTE
@@ -180,10 +357,7 @@ pub async fn find(
         )
         .fetch_one(pool)
         .await?;
-        let sent = serde_json::from_slice::<Vec<serde_json::Value>>(&row.sent)
-            .ok()
-            .and_then(|mut all| (position < all.len()).then(|| all.swap_remove(position)))
-            .unwrap_or(serde_json::Value::Null);
+        let sent = sent_at(&row.sent, position);
         hits.push(TraceHit {
             sync_id: row.sync_id,
             run_id: row.run_id,
@@ -364,22 +538,17 @@ pub async fn forget(tx: &mut PgConnection, digests: &[[u8; DIGEST_LEN]]) -> sqlx
         .await?;
         for row in rows {
             let mut digests = row.digests;
-            let mut sent: Vec<serde_json::Value> =
-                serde_json::from_slice(&row.sent).unwrap_or_default();
-            let mut found = false;
+            let mut found = Vec::new();
             for (position, slot) in digests.chunks_exact_mut(DIGEST_LEN).enumerate() {
                 if slot == digest {
                     slot.fill(0);
-                    if let Some(entry) = sent.get_mut(position) {
-                        *entry = serde_json::Value::Null;
-                    }
-                    found = true;
+                    found.push(position);
                 }
             }
-            if !found {
+            if found.is_empty() {
                 continue;
             }
-            let sent = serde_json::to_vec(&sent).unwrap_or_else(|_| b"[]".to_vec());
+            let sent = sent_without(&row.sent, &found);
             sqlx::query!(
                 "UPDATE trace_pages SET digests = $2, sent = $3 WHERE id = $1",
                 row.id,
@@ -433,6 +602,54 @@ mod tests {
         assert_ne!(
             key.digest("ann@example.org"),
             other.digest("ann@example.org")
+        );
+    }
+
+    #[test]
+    fn what_was_sent_is_kept_in_columns_and_read_back_per_record() {
+        use serde_json::json;
+        let lists =
+            json!({"not_asked": [12], "subscribed": [12], "unsubscribed": [], "unknown": [99]});
+        let mut sent = SentColumns::new(3, Some(lists));
+        let record = |v: serde_json::Value| match v {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        sent.push(
+            &record(json!({"FIRSTNAME": "Ann", "AGE": 41})),
+            Some("subscribed"),
+        );
+        // A record missing an attribute, and one with an attribute the
+        // first had not.
+        sent.push(&record(json!({"FIRSTNAME": "Bob"})), Some("unknown"));
+        sent.push(
+            &record(json!({"FIRSTNAME": "Cy", "AGE": 7, "CITY": "Oslo"})),
+            None,
+        );
+        let bytes = sent.finish();
+        assert_eq!(
+            sent_at(&bytes, 0),
+            json!({"attributes": {"FIRSTNAME": "Ann", "AGE": 41}, "consent": "subscribed", "lists": [12]})
+        );
+        assert_eq!(
+            sent_at(&bytes, 1),
+            json!({"attributes": {"FIRSTNAME": "Bob", "AGE": null}, "consent": "unknown", "lists": [99]})
+        );
+        assert_eq!(
+            sent_at(&bytes, 2),
+            json!({"attributes": {"FIRSTNAME": "Cy", "AGE": 7, "CITY": "Oslo"}, "lists": [12]})
+        );
+        assert_eq!(sent_at(&bytes, 3), serde_json::Value::Null);
+        let blanked = sent_without(&bytes, &[1]);
+        assert_eq!(sent_at(&blanked, 1), serde_json::Value::Null);
+        assert_eq!(sent_at(&blanked, 0), sent_at(&bytes, 0));
+        assert!(!String::from_utf8_lossy(&blanked).contains("Bob"));
+
+        let mut removed = SentColumns::taken_off("left the query");
+        removed.push_removed();
+        assert_eq!(
+            sent_at(&removed.finish(), 0),
+            json!({"taken_off": "left the query"})
         );
     }
 

@@ -23,7 +23,7 @@ use crate::source::SyncMode;
 use crate::store::held_removals;
 use crate::store::record_states::{self, StateScope};
 use crate::store::runs;
-use crate::store::trace::{self, TraceEntries};
+use crate::store::trace::{self, SentColumns, TraceEntries};
 
 /// Records taken off per destination call (Brevo's limit for one call).
 const BATCH: i64 = 150;
@@ -85,9 +85,9 @@ async fn trace_removals(cx: &RunContext<'_>, batch: &[record_states::Departed], 
         .iter()
         .filter_map(|d| Some(cx.trace.digest(d.email.as_deref()?)))
         .collect();
-    let sent = vec![serde_json::json!({ "taken_off": why }); removed.len()];
-    let sent = serde_json::to_vec(&sent).unwrap_or_else(|_| b"[]".to_vec());
-    let entries = TraceEntries::new(removed.into_iter(), sent);
+    let mut sent = SentColumns::taken_off(why);
+    removed.iter().for_each(|_| sent.push_removed());
+    let entries = TraceEntries::new(removed.into_iter(), sent.finish());
     let run = cx.run;
     if let Err(e) = trace::record_removals(&cx.env.store, &run.sync_id, run.id, &entries).await {
         warn!(error = %e, "Could not keep the removals for trace");

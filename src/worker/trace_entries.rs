@@ -3,24 +3,12 @@
 //! address (attributes, consent, the lists it goes on), in the order the
 //! stake keeps their keys.
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::prepared_page::Pending;
 use super::run::RunContext;
 use crate::destination::Consent;
-use crate::store::trace::TraceEntries;
-
-/// What was sent for one record, as `trace` shows it.
-#[derive(Serialize)]
-struct Sent<'a> {
-    attributes: &'a Map<String, Value>,
-    #[serde(skip_serializing_if = "Consent::is_not_asked")]
-    consent: Consent,
-    /// The destination's lists it was put on (none for a webhook).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lists: Option<Vec<u64>>,
-}
+use crate::store::trace::{SentColumns, TraceEntries};
 
 /// The trace entries of one call's records, in the order the stake keeps
 /// their keys.
@@ -28,20 +16,40 @@ pub(super) fn trace_entries<'a>(
     cx: &RunContext<'_>,
     records: impl Iterator<Item = &'a Pending> + Clone,
 ) -> TraceEntries {
-    let sent: Vec<Sent<'_>> = records
+    let digests: Vec<_> = records
         .clone()
-        .map(|p| {
-            let contact = &p.outbound.contact;
-            Sent {
-                attributes: &contact.attributes,
-                consent: contact.consent,
-                lists: cx.destination.lists_for(contact.consent),
-            }
-        })
-        .collect();
-    let sent = serde_json::to_vec(&sent).unwrap_or_else(|_| b"[]".to_vec());
-    let digested: Vec<_> = records
         .map(|p| cx.trace.digest(&p.outbound.contact.email))
         .collect();
-    TraceEntries::new(digested.into_iter(), sent)
+    let mut sent = SentColumns::new(digests.len(), lists_by_consent(cx));
+    for p in records {
+        let contact = &p.outbound.contact;
+        sent.push(&contact.attributes, consent_state(contact.consent));
+    }
+    TraceEntries::new(digests.into_iter(), sent.finish())
+}
+
+/// A consent state as the trace names it (none without a rule).
+fn consent_state(consent: Consent) -> Option<&'static str> {
+    match consent {
+        Consent::NotAsked => None,
+        Consent::Subscribed => Some("subscribed"),
+        Consent::Unsubscribed => Some("unsubscribed"),
+        Consent::Unknown => Some("unknown"),
+    }
+}
+
+/// The destination's lists for each consent state, once per call.
+fn lists_by_consent(cx: &RunContext<'_>) -> Option<Value> {
+    let mut by = Map::new();
+    for consent in [
+        Consent::NotAsked,
+        Consent::Subscribed,
+        Consent::Unsubscribed,
+        Consent::Unknown,
+    ] {
+        let lists = cx.destination.lists_for(consent)?;
+        let state = consent_state(consent).unwrap_or("not_asked");
+        by.insert(state.to_string(), Value::from(lists));
+    }
+    Some(Value::Object(by))
 }
