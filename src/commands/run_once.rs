@@ -79,7 +79,7 @@ async fn print_only(
     settings: &Settings,
     pool: &PgPool,
     sync: &syncs::SyncRow,
-    run_id: i64,
+    (run_id, counts): (i64, &RunCounts),
     address: &str,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -102,13 +102,18 @@ async fn print_only(
         );
         return Ok(());
     }
-    if trace.calls.is_empty() && trace.rejections.is_empty() {
+    if counts.read == 0 {
         let field = sync
             .definition()
             .map(|d| d.mapping.email)
             .unwrap_or_default();
         outln!(
             "No record of the source has {address} in its mapped e-mail field `{field}`: nothing was sent."
+        );
+    } else if trace.calls.is_empty() && trace.rejections.is_empty() {
+        // A diff or mirror sync keys a record by its identity and content.
+        outln!(
+            "The record of {address} is unchanged since it was delivered: replayed from the ledger, nothing was sent (`sync resync` sends every record again)."
         );
     }
     for call in &trace.calls {
@@ -378,7 +383,7 @@ pub async fn foreground(
         &context,
     );
     if let Some(address) = &only {
-        print_only(settings, pool, &sync, run.id, address, json).await?;
+        print_only(settings, pool, &sync, (run.id, &counts), address, json).await?;
     }
     match outcome {
         RunOutcome::Skipped(FailureCode::LeaseBusy) => {

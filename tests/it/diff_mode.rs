@@ -192,6 +192,26 @@ async fn mirror_mode_takes_who_left_the_query_off_the_list_and_refuses_to_empty_
         .ok()?
         .json()?;
     assert_eq!(kept["kept"][0]["last_seen_by_run"], run_id, "{kept}");
+    // A diff or mirror sync keys a record by its content: `--only` of one
+    // unchanged since delivered replays it and says so.
+    let again = s
+        .cli
+        .run(&[
+            "sync",
+            "run",
+            SYNC_ID,
+            "--foreground",
+            "--only",
+            "user5@example.com",
+        ])
+        .await?
+        .ok()?;
+    assert!(
+        again.stdout.contains("unchanged since it was delivered"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(s.fake.writes().len(), 30, "nothing written");
 
     // Nothing left since: nothing removed again.
     s.run_foreground().await?.ok()?;
