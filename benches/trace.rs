@@ -6,7 +6,9 @@
 //! the newest call, one in the oldest, and one no call carried: the median
 //! of five, and the trace's size on disk. Target on a 2-core machine: ≤ 1 s.
 //!
-//! `cargo bench --bench trace` (needs `scripts/services`).
+//! `cargo bench --bench trace` (needs `scripts/services`); `TRACE_OFF=1`
+//! fills the same ledger without the trace rows (what the fill's time owes
+//! to them).
 
 mod support;
 
@@ -57,6 +59,27 @@ async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
     };
     let key = TraceKey::load(&mut *pool.acquire().await?).await?;
 
+    // What a run's process spends on a call's trace (digests, filter and
+    // what was sent), apart from the store: the records are mapped already.
+    let (addresses, attributes) = call_records(0);
+    let built = Instant::now();
+    for _ in 0..200 {
+        std::hint::black_box(call_trace(&key, &addresses, &attributes));
+    }
+    println!(
+        "a call's trace built in {:.0} us ({CALL} records: digests, filter, what was sent)",
+        built.elapsed().as_secs_f64() * 1e6 / 200.0
+    );
+    let digested = Instant::now();
+    for _ in 0..200 {
+        for a in &addresses {
+            std::hint::black_box(key.digest(a));
+        }
+    }
+    println!(
+        "  of which digests: {:.0} us",
+        digested.elapsed().as_secs_f64() * 1e6 / 200.0
+    );
     let calls = records.div_ceil(CALL);
     let filled = Instant::now();
     let mut writers = tokio::task::JoinSet::new();
@@ -79,13 +102,16 @@ async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
         .fetch_one(&pool)
         .await?;
     println!(
-        "trace of {records} delivered records in {calls} bulk calls of {CALL}: filled in {:.0} s, \
+        "trace of {records} delivered records in {calls} bulk calls of {CALL}: filled in {:.2} s, \
          {:.0} MB on disk ({:.1} bytes a record)",
         filled.elapsed().as_secs_f64(),
         size as f64 / 1e6,
         size as f64 / records as f64
     );
 
+    if std::env::var_os("TRACE_OFF").is_some() {
+        return Ok(());
+    }
     let door = Door::new(pool.clone(), 5).enter(Scope::Cli);
     let newest = address((calls - 1) * CALL + 7);
     let oldest = address(3);
@@ -116,6 +142,32 @@ async fn run_benchmarks(pool: sqlx::PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
+type Attributes = serde_json::Map<String, serde_json::Value>;
+
+/// Call `call`'s records, mapped: addresses and attributes.
+fn call_records(call: usize) -> (Vec<String>, Vec<Attributes>) {
+    let first = call * CALL;
+    let attributes = (first..first + CALL)
+        .map(|i| {
+            let mut record = Attributes::new();
+            record.insert("FIRSTNAME".into(), format!("First{i}").into());
+            record.insert("LASTNAME".into(), format!("Last{i}").into());
+            record
+        })
+        .collect();
+    ((first..first + CALL).map(address).collect(), attributes)
+}
+
+/// A call's trace entries, as a run builds them.
+fn call_trace(key: &TraceKey, addresses: &[String], attributes: &[Attributes]) -> TraceEntries {
+    let lists = serde_json::json!({"not_asked": [12], "subscribed": [12], "unsubscribed": [], "unknown": []});
+    let mut sent = SentColumns::new(attributes.len(), Some(lists));
+    for record in attributes {
+        sent.push(record, None);
+    }
+    TraceEntries::new(addresses.iter().map(|a| key.digest(a)), sent.finish())
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -136,19 +188,8 @@ async fn stake_and_complete(
             sha2::Sha256::digest(i.to_le_bytes()).into()
         })
         .collect();
-    let lists = serde_json::json!({"not_asked": [12], "subscribed": [12], "unsubscribed": [], "unknown": []});
-    let mut sent = SentColumns::new(CALL, Some(lists));
-    for i in first..first + CALL {
-        let attributes =
-            serde_json::json!({"FIRSTNAME": format!("First{i}"), "LASTNAME": format!("Last{i}")});
-        if let serde_json::Value::Object(attributes) = attributes {
-            sent.push(&attributes, None);
-        }
-    }
-    let trace = TraceEntries::new(
-        (first..first + CALL).map(|i| key.digest(&address(i))),
-        sent.finish(),
-    );
+    let (addresses, attributes) = call_records(call);
+    let trace = call_trace(key, &addresses, &attributes);
     let mut page = [0u8; 32];
     page[..8].copy_from_slice(&(call as u64).to_le_bytes());
     let request = BatchStakeRequest {
@@ -157,7 +198,7 @@ async fn stake_and_complete(
         attempts: 1,
         superseded: Vec::new(),
         watched: Vec::new(),
-        trace: Some(trace),
+        trace: std::env::var_os("TRACE_OFF").is_none().then_some(trace),
     };
     let BatchStake::Staked { batch, .. } =
         ledger::stake_batch(pool, SYNC, run_id, fence, &request).await?
