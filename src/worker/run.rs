@@ -253,14 +253,16 @@ async fn run_with_lease(
         cursor: start,
         page: 0,
     };
-    let pages = async {
+    // Boxed: the page loop's future is large, and a run's is held on a
+    // worker's stack (a debug build's overflowed in a Redis failover).
+    let pages = Box::pin(async {
         match &cx.env.only {
             Some(address) => {
                 super::only_record::send_only(cx, source, &mut state.counts, address).await
             }
             None => page_loop(cx, source, &mut state, progress).await,
         }
-    };
+    });
     let result = tokio::select! {
         result = pages => result,
         never = renew_until_lost(cx) => match never {},
