@@ -133,27 +133,33 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
     let _ = sd_notify::notify(&[NotifyState::Ready, NotifyState::Status(&line)]);
 
     // The liveness key and the watchdog are kept up until every task has
-    // ended: runs draining after SIGTERM are still alive.
+    // ended: runs draining after SIGTERM are still alive. Each judge of
+    // liveness keeps its own pace: a Redis that hangs while its Sentinels
+    // elect a new primary must not hold back the heartbeat in Postgres, or
+    // both would judge this live daemon dead and its runs would be taken
+    // over mid-call.
+    let every = (ttl / 3).max(std::time::Duration::from_millis(100));
+    let liveness_key = async {
+        loop {
+            tokio::time::sleep(every).await;
+            if let Err(e) = refresh_liveness(&redis, &prefix, boot_id, ttl).await {
+                warn!(error = %e, "Refreshing the liveness key failed");
+            }
+        }
+    };
     let keep_alive = async {
-        let every = (ttl / 3).max(std::time::Duration::from_millis(100));
         let watchdog = sd_notify::watchdog_enabled();
         loop {
             tokio::time::sleep(every.min(watchdog.map(|w| w / 2).unwrap_or(every))).await;
-            // Both judges of liveness: Redis' key and Postgres' heartbeat.
             let busy = status.busy.load(Ordering::Relaxed);
             metrics::gauge!("syncward_workers_busy").set(busy as f64);
-            let (key, beat) = tokio::join!(
-                refresh_liveness(&redis, &prefix, boot_id, ttl),
-                store::processes::beat_with_workers(
-                    &daemon.store,
-                    boot_id,
-                    busy,
-                    settings.workers.count
-                )
-            );
-            if let Err(e) = key {
-                warn!(error = %e, "Refreshing the liveness key failed");
-            }
+            let beat = store::processes::beat_with_workers(
+                &daemon.store,
+                boot_id,
+                busy,
+                settings.workers.count,
+            )
+            .await;
             if let Err(e) = beat {
                 warn!(error = %e, "Writing the heartbeat failed");
             }
@@ -203,6 +209,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         shutdown.wait().await;
     };
     tokio::select! {
+        never = liveness_key => never,
         never = keep_alive => never,
         never = reloading => never,
         () = drained => {}

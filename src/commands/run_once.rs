@@ -269,19 +269,25 @@ pub async fn foreground(
     let keep_alive = {
         let (redis, pool, prefix) = (redis.clone(), pool.clone(), prefix.clone());
         AbortOnDropHandle::new(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(ttl / 3).await;
-                let (key, beat) = tokio::join!(
-                    refresh_liveness(&redis, &prefix, boot_id, ttl),
-                    processes::beat(&pool, boot_id)
-                );
-                if let Err(e) = key {
-                    tracing::warn!(error = %e, "Refreshing the liveness key failed");
+            // Each judge at its own pace: a Redis that hangs must not hold
+            // back the heartbeat in Postgres (see `run_daemon`).
+            let key = async {
+                loop {
+                    tokio::time::sleep(ttl / 3).await;
+                    if let Err(e) = refresh_liveness(&redis, &prefix, boot_id, ttl).await {
+                        tracing::warn!(error = %e, "Refreshing the liveness key failed");
+                    }
                 }
-                if let Err(e) = beat {
-                    tracing::warn!(error = %e, "Writing the heartbeat failed");
+            };
+            let beat = async {
+                loop {
+                    tokio::time::sleep(ttl / 3).await;
+                    if let Err(e) = processes::beat(&pool, boot_id).await {
+                        tracing::warn!(error = %e, "Writing the heartbeat failed");
+                    }
                 }
-            }
+            };
+            tokio::join!(key, beat)
         }))
     };
     let statements = crate::store::grouped::RunStatements::new(pool.clone());
