@@ -76,51 +76,35 @@ impl Scoped {
     }
 
     async fn traced_call(&self, hit: trace::TraceHit) -> Result<TracedCall, OpsError> {
-        let delivery_key = hit.key.as_ref().map(hex::encode);
-        let Some(batch) = hit.batch_id else {
-            return Ok(TracedCall {
-                sync: hit.sync_id,
-                run_id: hit.run_id,
-                at: hit.staked_at,
-                kind: "taken_off",
-                sent: hit.sent,
-                delivery_key,
-                key_state: "gone",
-                attempts: None,
-                completed_at: None,
-                answer: "taken off the destination's lists by a mirror run".into(),
-                result: None,
-            });
+        // A mirror run's removal has no batch; a call whose batch is gone, no key.
+        let (kind, state) = match (hit.batch_id, &hit.key) {
+            (None, _) => ("taken_off", None),
+            (Some(_), None) => ("sent", None),
+            (Some(batch), Some(key)) => (
+                "sent",
+                Some(trace::call_state(&self.store, &hit.sync_id, batch, key).await?),
+            ),
         };
-        let Some(key) = &hit.key else {
-            return Ok(TracedCall {
-                sync: hit.sync_id,
-                run_id: hit.run_id,
-                at: hit.staked_at,
-                kind: "sent",
-                sent: hit.sent,
-                delivery_key,
-                key_state: "gone",
-                attempts: None,
-                completed_at: None,
-                answer: GONE.into(),
-                result: None,
-            });
+        let (key_state, answer) = match (&state, kind) {
+            (Some(state), _) => describe(state),
+            (None, "taken_off") => (
+                "gone",
+                "taken off the destination's lists by a mirror run".into(),
+            ),
+            (None, _) => ("gone", GONE.into()),
         };
-        let state = trace::call_state(&self.store, &hit.sync_id, batch, key).await?;
-        let (key_state, answer) = describe(&state);
         Ok(TracedCall {
             sync: hit.sync_id,
             run_id: hit.run_id,
             at: hit.staked_at,
-            kind: "sent",
+            kind,
             sent: hit.sent,
-            delivery_key,
+            delivery_key: hit.key.as_ref().map(hex::encode),
             key_state,
-            attempts: state.attempts,
-            completed_at: state.completed_at,
+            attempts: state.as_ref().and_then(|s| s.attempts),
+            completed_at: state.as_ref().and_then(|s| s.completed_at),
             answer,
-            result: state.result,
+            result: state.and_then(|s| s.result),
         })
     }
 }
