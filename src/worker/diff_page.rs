@@ -26,13 +26,13 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::delivery_key::{PageKeys, diff_key, identity_digest};
-use super::prepared_page::{DiffState, PageHead, PreparedPage, SortedRecords, undecodable};
-use super::run::RunContext;
+use super::page::{DiffState, PageHead, PreparedPage, SortedRecords, undecodable};
+use super::run_env::RunContext;
 use super::run_failure::RunFailure;
 use crate::mapping::map_record;
 use crate::source::{Records, SourceError, SyncMode};
 use crate::store::ledger::{self, KeyState};
-use crate::store::record_states;
+use crate::store::record_states::{self, RecordState, StateScope};
 use crate::store::rejected::Rejection;
 
 /// A page of a whole read made ready to send (its notices are recorded by
@@ -77,7 +77,7 @@ pub(super) async fn prepare_diff_page(
     let mut candidates = Vec::with_capacity(records);
     let mut bytes = Vec::new();
     for position in 0..records {
-        super::prepared_page::now_and_then(position).await;
+        super::page::now_and_then(position).await;
         bytes.clear();
         let read = page_records
             .write_canonical(position, &mut bytes)
@@ -186,4 +186,48 @@ fn page_digest(cx: &RunContext<'_>, records: &Records) -> Result<Option<[u8; 32]
         hash.update(&bytes);
     }
     Ok(Some(hash.finalize().into()))
+}
+
+/// What a clean page delivered, kept for the next run: diff mode keeps every
+/// record sent and not refused as delivered, so the next run sends it again
+/// only if it changes (a call that failed returned before this: its records
+/// are sent again next run, as completed keys if they did arrive), and the
+/// page's digest once nothing of it was refused (the next read of the same
+/// page skips it whole; one with a refused record is looked at record by
+/// record again). Mirror mode marks every record read as seen by this run.
+pub(super) async fn remember_delivered(
+    cx: &RunContext<'_>,
+    page_id: &[u8; 32],
+    states: Vec<DiffState>,
+    seen: Vec<([u8; 32], String)>,
+    page_digest: Option<[u8; 32]>,
+    rejections: &[Rejection],
+) -> Result<(), RunFailure> {
+    let run = cx.run;
+    if !states.is_empty() || !seen.is_empty() {
+        let refused: std::collections::HashSet<&[u8]> =
+            rejections.iter().filter_map(|r| r.key.as_deref()).collect();
+        let kept: Vec<RecordState> = states
+            .into_iter()
+            .filter(|s| !refused.contains(&s.key.0[..]))
+            .map(|s| RecordState {
+                identity: s.identity,
+                fingerprint: s.content,
+                email: s.email,
+            })
+            .collect();
+        let scope = StateScope {
+            sync_id: &run.sync_id,
+            epoch: run.ledger_epoch,
+            run_id: run.id,
+        };
+        record_states::remember_states(&cx.env.store, scope, &kept).await?;
+        record_states::mark_seen(&cx.env.store, scope, &seen).await?;
+    }
+    if let Some(digest) = page_digest
+        && rejections.is_empty()
+    {
+        record_states::keep_page_digest(&cx.env.store, page_id, &digest).await?;
+    }
+    Ok(())
 }

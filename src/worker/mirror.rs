@@ -15,7 +15,7 @@
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-use super::run::{RunContext, prove_lease};
+use super::run_env::{RunContext, prove_lease};
 use super::run_failure::RunFailure;
 use crate::destination::Destination;
 use crate::failure::FailureCode;

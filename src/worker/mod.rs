@@ -1,8 +1,11 @@
 //! Workers: one run's page loop (the single run code path, shared by the
 //! daemon and `sync run --foreground`) and the delivery keys it derives.
-//! `run` is the guarantee path; `prepared_page`, `stakes`, `read_ahead` and
-//! `checkpoint_pacing` are what make it fast, each behind a small type.
+//! `run` is the guarantee path; `prepared_page`, `stakes`, `read_ahead`,
+//! `send_page`, `checkpoint_in_flight` and `checkpoint_pacing` are what it is
+//! made of, each behind a small type, over the run's context (`run_env`) and
+//! its page types (`page`). They import each other one way (a layout test).
 
+mod checkpoint_in_flight;
 mod checkpoint_pacing;
 mod delivery_key;
 mod diff_page;
@@ -11,6 +14,7 @@ mod hand_off;
 mod mirror;
 mod only_record;
 mod outcome;
+mod page;
 mod pool;
 mod prepared_page;
 mod preview;
@@ -18,6 +22,8 @@ mod read_ahead;
 mod run;
 mod run_env;
 mod run_failure;
+mod send_page;
+mod slots;
 mod stakes;
 mod trace_entries;
 

@@ -6,9 +6,10 @@
 use serde_json::json;
 
 use super::prepared_page::prepare_page;
-use super::run::{RunContext, send_page};
+use super::run_env::RunContext;
 use super::run_env::RunOutcome;
 use super::run_failure::RunFailure;
+use super::send_page::send_page;
 use super::stakes::complete_alone;
 use crate::source::{AnySource, Source};
 use crate::store::runs::RunCounts;

@@ -12,15 +12,15 @@
 //! replay, a page waits for its keying, not for a round trip (see
 //! docs/benchmarks.md).
 
-use serde_json::Value;
-use tokio_util::task::AbortOnDropHandle;
-
+use super::checkpoint_in_flight::{Landed, Saving, landing};
 use super::delivery_key::{PageKeys, keyed_fingerprint};
-use super::prepared_page::{PreparedPage, prepare_page};
-use super::run::{Landed, RunContext, Saving, landing};
+use super::page::PreparedPage;
+use super::prepared_page::{StakesLookup, prepare_page};
+use super::run_env::RunContext;
 use super::run_failure::RunFailure;
 use crate::source::{AnySource, Page, Source, SourceError};
-use crate::store::ledger::{self, BatchStake, PageStakes};
+use crate::store::ledger::{self, BatchStake};
+use serde_json::Value;
 
 /// The pages after the one being sent.
 pub(super) struct ReadAhead<'s> {
@@ -40,27 +40,6 @@ pub(super) struct ReadAhead<'s> {
 struct ReadPage {
     page: Result<Page, SourceError>,
     stakes: Option<StakesLookup>,
-}
-
-/// A page's stakes being read from the ledger on a task of their own, so the
-/// round trip runs on while the run does other things; dropped, it is
-/// aborted.
-pub(super) struct StakesLookup(AbortOnDropHandle<sqlx::Result<PageStakes>>);
-
-impl StakesLookup {
-    fn start(cx: &RunContext<'_>, page_id: [u8; 32]) -> Self {
-        let pool = cx.env.store.clone();
-        let sync_id = cx.run.sync_id.clone();
-        Self(AbortOnDropHandle::new(tokio::spawn(async move {
-            ledger::page_stakes(&pool, &sync_id, &page_id).await
-        })))
-    }
-
-    /// The stakes read; `None` if the task died (it panicked: the caller
-    /// looks the page up itself).
-    pub async fn finish(self) -> Option<sqlx::Result<PageStakes>> {
-        self.0.await.ok()
-    }
 }
 
 impl<'s> ReadAhead<'s> {
@@ -87,7 +66,7 @@ impl<'s> ReadAhead<'s> {
     /// The page to send now; `None` once the source has no more.
     pub fn take(&mut self) -> Result<Option<PreparedPage>, SourceError> {
         match self.next.take() {
-            Some(Ok(page)) if page.records > 0 => Ok(Some(page)),
+            Some(Ok(page)) if page.head.records > 0 => Ok(Some(page)),
             Some(Ok(_)) | None => Ok(None),
             Some(Err(e)) => Err(e),
         }

@@ -1,6 +1,9 @@
 //! What a run is given and what it gives back: its environment (built in one
-//! place, `RunEnv::new`), how it ended, and its progress per page.
+//! place, `RunEnv::new`), what every step of one run reads once its lease is
+//! taken (`RunContext`) and the proof that the lease is still its own, how it
+//! ended, and its progress per page.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -8,15 +11,16 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use super::hand_off::WorkerHandOff;
-use crate::config::Settings;
+use super::run_failure::RunFailure;
 use crate::config::secrets::SecretStore;
-use crate::destination::{DESTINATION_RETRY, RetryPolicy};
+use crate::config::{Settings, SyncDefinition};
+use crate::destination::{AnyDestination, DESTINATION_RETRY, Destination, RetryPolicy};
 use crate::failure::FailureCode;
 use crate::lease::{Lease, LeaseManager};
 use crate::outbound::SharedBudgets;
 use crate::source::SourceConnections;
 use crate::store::grouped::RunStatements;
-use crate::store::runs::RunCounts;
+use crate::store::runs::{RunCounts, RunRow};
 use crate::store::trace::TraceKey;
 
 /// What a run needs from its surroundings.
@@ -149,4 +153,42 @@ pub struct PageProgress {
     pub page: u64,
     pub records: usize,
     pub counts: RunCounts,
+}
+
+/// What every step of one run reads, fixed once the lease is taken.
+pub(super) struct RunContext<'a> {
+    pub env: &'a RunEnv,
+    pub run: &'a RunRow,
+    pub definition: &'a SyncDefinition,
+    pub lease: &'a Lease,
+    pub destination: &'a AnyDestination,
+    /// Set by the renewal when the lease is gone.
+    pub lost: &'a AtomicBool,
+    /// Digests the addresses of the run's trace (`trace_entries`).
+    pub trace: &'a TraceKey,
+}
+
+impl RunContext<'_> {
+    /// A bulk destination takes a page in one call (one stake row per call).
+    pub fn bulk(&self) -> bool {
+        self.destination.batch_size().is_none()
+    }
+}
+
+/// The lease is still this run's: not reported lost by the renewal, and
+/// still holding this run's value in Redis.
+pub(super) async fn prove_lease(cx: &RunContext<'_>) -> Result<(), RunFailure> {
+    if cx.lost.load(Ordering::SeqCst) {
+        return Err(RunFailure::lease_lost("the lease could not be renewed"));
+    }
+    match cx.env.leases.prove(cx.lease).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(RunFailure::lease_lost(
+            "the lease was gone at the checkpoint",
+        )),
+        Err(e) => Err(RunFailure(
+            FailureCode::StoreUnavailable,
+            format!("proving the lease: {e}"),
+        )),
+    }
 }

@@ -12,8 +12,8 @@ use serde_json::Value;
 use tracing::warn;
 
 use super::delivery_key::DeliveryKey;
-use super::prepared_page::{Pending, PreparedPage};
-use super::run::RunContext;
+use super::page::{Pending, PreparedPage};
+use super::run_env::RunContext;
 use super::run_failure::RunFailure;
 use super::trace_entries::trace_entries;
 use crate::destination::{DestinationError, FollowUp};
@@ -27,8 +27,9 @@ impl PreparedPage {
     /// them); none when nothing is to be sent, or when the page is not sent
     /// in one call (a suspect on its last attempt goes alone).
     pub(super) fn whole_stake(&self, cx: &RunContext<'_>) -> Option<BatchStakeRequest> {
-        if self.suspects.is_empty() && self.fresh.is_empty()
-            || self
+        let sorted = &self.sorted;
+        if sorted.suspects.is_empty() && sorted.fresh.is_empty()
+            || sorted
                 .suspects
                 .iter()
                 .any(|s| s.last_chance(cx.env.record_attempts))
@@ -37,9 +38,9 @@ impl PreparedPage {
         }
         Some(whole_stake(
             cx,
-            &self.page_id,
-            &self.open_batches,
-            self.suspects.iter().chain(&self.fresh),
+            &self.head.page_id,
+            &self.head.open_batches,
+            sorted.suspects.iter().chain(&sorted.fresh),
         ))
     }
 }

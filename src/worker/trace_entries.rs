@@ -5,8 +5,8 @@
 
 use serde_json::{Map, Value};
 
-use super::prepared_page::Pending;
-use super::run::RunContext;
+use super::page::Pending;
+use super::run_env::RunContext;
 use crate::destination::Consent;
 use crate::store::trace::{SentColumns, TraceEntries};
 
