@@ -10,6 +10,8 @@ use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArgumentBuffer, PgHasArrayType, PgTypeInfo, PgValueRef};
 
+use crate::failure::FailureCode;
+
 /// An enum whose variants are stored as the given words; `$noun` names one
 /// in errors ("a run status").
 macro_rules! text_enum {
@@ -166,6 +168,83 @@ text_enum! {
     }
 }
 
+/// `syncs.paused_reason`: why a paused sync is paused. Stored as a word
+/// (`manual`, `circuit_breaker_tripped`) or the code of the failure that
+/// paused it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PauseReason {
+    /// A person paused it; `paused_note` holds what they wrote.
+    Manual,
+    /// The circuit breaker, after failed runs in a row.
+    Breaker,
+    /// One failure of a code that pauses at once
+    /// (`FailureCode::pauses_at_once`).
+    Failure(FailureCode),
+}
+
+impl PauseReason {
+    /// The word stored (and shown) for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PauseReason::Manual => "manual",
+            PauseReason::Breaker => "circuit_breaker_tripped",
+            PauseReason::Failure(code) => code.as_str(),
+        }
+    }
+}
+
+impl std::fmt::Display for PauseReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for PauseReason {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "manual" => Ok(PauseReason::Manual),
+            "circuit_breaker_tripped" => Ok(PauseReason::Breaker),
+            other => FailureCode::parse(other)
+                .map(PauseReason::Failure)
+                .ok_or_else(|| {
+                    format!(
+                        "{other:?} is not a pause reason (manual, circuit_breaker_tripped or a failure code)"
+                    )
+                }),
+        }
+    }
+}
+
+impl serde::Serialize for PauseReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl sqlx::Type<Postgres> for PauseReason {
+    fn type_info() -> PgTypeInfo {
+        <str as sqlx::Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &PgTypeInfo) -> bool {
+        <str as sqlx::Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, Postgres> for PauseReason {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(<&str as sqlx::Decode<Postgres>>::decode(value)?.parse::<PauseReason>()?)
+    }
+}
+
+impl sqlx::Encode<'_, Postgres> for PauseReason {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <&str as sqlx::Encode<Postgres>>::encode(self.as_str(), buf)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +265,13 @@ mod tests {
             serde_json::to_string(&ImportStatus::Unknown).unwrap(),
             "\"unknown\""
         );
+        for reason in [
+            PauseReason::Manual,
+            PauseReason::Breaker,
+            PauseReason::Failure(FailureCode::DestinationGone),
+        ] {
+            assert_eq!(reason.as_str().parse::<PauseReason>(), Ok(reason));
+        }
+        assert!("paused".parse::<PauseReason>().is_err());
     }
 }

@@ -8,9 +8,10 @@
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::states::PauseReason;
 use crate::states::SyncStatus;
 use crate::store::runs::RunCounts;
-use crate::store::syncs::{PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncHealth};
+use crate::store::syncs::SyncHealth;
 
 /// Buckets of every `_seconds` histogram: from a fast HTTP answer to a long run.
 const SECONDS_BUCKETS: &[f64] = &[
@@ -261,11 +262,11 @@ pub fn record_sync_health(syncs: &[SyncHealth]) {
             ("sync", s.id.clone()),
             ("workspace", s.workspace_id.clone()),
         ];
-        let state = match (s.status, s.paused_reason.as_deref()) {
+        let state = match (s.status, s.paused_reason) {
             (SyncStatus::Archived, _) => "archived",
-            (SyncStatus::Paused, Some(PAUSED_BY_BREAKER)) => "paused_by_breaker",
-            (SyncStatus::Paused, Some(PAUSED_MANUAL) | None) => "paused_by_person",
-            (SyncStatus::Paused, Some(_)) => "paused_by_failure",
+            (SyncStatus::Paused, Some(PauseReason::Breaker)) => "paused_by_breaker",
+            (SyncStatus::Paused, Some(PauseReason::Manual) | None) => "paused_by_person",
+            (SyncStatus::Paused, Some(PauseReason::Failure(_))) => "paused_by_failure",
             (SyncStatus::Active, _) => "active",
         };
         for candidate in SYNC_STATES {

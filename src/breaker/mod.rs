@@ -12,7 +12,7 @@ use tracing::info;
 
 use crate::alerts::{Alert, Alerter};
 use crate::failure::FailureCode;
-use crate::states::{RunStatus, SyncStatus};
+use crate::states::{PauseReason, RunStatus, SyncStatus};
 use crate::store::{runs, syncs};
 
 /// Called after a failure of `sync_id` was recorded. Returns whether this call
@@ -52,8 +52,8 @@ pub async fn after_failure(
     }
     let at_once = last.status == RunStatus::Failed && code.is_some_and(FailureCode::pauses_at_once);
     let (recent, threshold, reason) = match code {
-        Some(code) if at_once => (&recent[..1], 1, code.as_str()),
-        _ => (&recent[..], threshold, syncs::PAUSED_BY_BREAKER),
+        Some(code) if at_once => (&recent[..1], 1, PauseReason::Failure(code)),
+        _ => (&recent[..], threshold, PauseReason::Breaker),
     };
     if sync.status != SyncStatus::Active
         || recent.len() < threshold as usize
@@ -74,7 +74,8 @@ pub async fn after_failure(
     // The sync in the message: the run's span names it too where there is one.
     info!(
         failures = threshold,
-        reason, "Circuit breaker tripped; sync {sync_id} paused"
+        reason = reason.as_str(),
+        "Circuit breaker tripped; sync {sync_id} paused"
     );
     let what = code
         .map(FailureCode::what_happened)

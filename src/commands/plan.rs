@@ -114,7 +114,7 @@ pub async fn plan(
         } else if stored.status == SyncStatus::Paused {
             meaning.push(format!(
                 "same definition, but paused ({}): the apply makes it active again and re-arms its breaker",
-                stored.paused_reason.as_deref().unwrap_or("paused")
+                stored.paused_reason.map_or("paused", |r| r.as_str())
             ));
             PlannedAction::Resume
         } else {

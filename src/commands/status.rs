@@ -10,7 +10,7 @@ use super::output::outln;
 use super::print_json;
 use crate::config::Settings;
 use crate::ops::{Door, Scope};
-use crate::states::SyncStatus;
+use crate::states::{PauseReason, SyncStatus};
 use crate::store;
 use crate::store::deadman::{self, IncidentRow};
 use crate::store::processes::{self, ProcessRow};
@@ -52,7 +52,7 @@ pub struct RunningRun {
 pub struct PausedSync {
     pub id: String,
     pub workspace_id: String,
-    pub reason: Option<String>,
+    pub reason: Option<PauseReason>,
     /// What the person who paused it wrote.
     pub note: Option<String>,
 }
@@ -175,7 +175,10 @@ fn print_text(s: &Status) {
             p.id,
             p.workspace_id,
             // In the words `sync list` uses: a person's reason, or the code's.
-            crate::views::paused_words(p.reason.as_deref().unwrap_or("paused"), p.note.as_deref())
+            match p.reason {
+                Some(reason) => crate::views::paused_words(reason, p.note.as_deref()),
+                None => "paused".to_string(),
+            }
         );
     }
     outln!("Open dead-man incidents: {}", s.open_incidents.len());

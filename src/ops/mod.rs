@@ -28,12 +28,12 @@ use sqlx::PgPool;
 
 use crate::config::SyncDefinition;
 use crate::config::secrets::SecretStore;
-use crate::states::{RunStatus, RunTrigger, SyncStatus};
+use crate::states::{PauseReason, RunStatus, RunTrigger, SyncStatus};
 use crate::store::cursors;
 use crate::store::held_removals;
 use crate::store::rejected::{self, PutBack, PutBackFilter};
 use crate::store::runs;
-use crate::store::syncs::{self, PAUSED_MANUAL};
+use crate::store::syncs;
 use crate::views::{OverviewView, RunView, SyncView};
 
 /// Why an action was not done. Every surface words these its own way (a
@@ -292,7 +292,7 @@ impl Scoped {
         }
         self.actionable_sync(id).await?;
         let actor = self.scope.actor();
-        Ok(syncs::pause_sync(&self.store, id, PAUSED_MANUAL, note, actor).await?)
+        Ok(syncs::pause_sync(&self.store, id, PauseReason::Manual, note, actor).await?)
     }
 
     /// Resumes the sync (re-arming its breaker); false when it was not paused.
@@ -308,8 +308,7 @@ impl Scoped {
         if paused && !force {
             let reason = sync
                 .paused_reason
-                .clone()
-                .unwrap_or_else(|| "paused by a person".into());
+                .map_or_else(|| "paused by a person".into(), |r| r.to_string());
             return Err(OpsError::Paused { reason });
         }
         Ok(Runnable {

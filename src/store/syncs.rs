@@ -7,11 +7,7 @@ use sqlx::{PgConnection, PgPool};
 
 use super::audit::{Actor, record_audit};
 use crate::config::SyncDefinition;
-use crate::states::{RunStatus, SyncStatus};
-
-/// Why a paused sync is paused.
-pub const PAUSED_MANUAL: &str = "manual";
-pub const PAUSED_BY_BREAKER: &str = "circuit_breaker_tripped";
+use crate::states::{PauseReason, RunStatus, SyncStatus};
 
 /// A definition whose id is a sync of another workspace: a sync id belongs
 /// to one workspace, and only `sync move` changes which (its runs, rejected
@@ -36,7 +32,7 @@ pub struct SyncRow {
     pub definition: Json<serde_json::Value>,
     pub version: i32,
     pub status: SyncStatus,
-    pub paused_reason: Option<String>,
+    pub paused_reason: Option<PauseReason>,
     /// What the person who paused it wrote (`sync pause --reason`); read
     /// only while `paused_reason` is `manual` (the next pause rewrites it).
     pub paused_note: Option<String>,
@@ -87,7 +83,7 @@ pub struct SyncSummary {
     pub workspace_id: String,
     pub version: i32,
     pub status: SyncStatus,
-    pub paused_reason: Option<String>,
+    pub paused_reason: Option<PauseReason>,
     pub paused_note: Option<String>,
     pub schedule: Option<String>,
     pub last_run_id: Option<i64>,
@@ -540,7 +536,8 @@ pub async fn get_sync(pool: &PgPool, id: &str) -> sqlx::Result<Option<SyncRow>> 
     sqlx::query_as!(
         SyncRow,
         r#"SELECT s.id, s.workspace_id, s.definition AS "definition: Json<serde_json::Value>",
-                  s.version, s.status AS "status: SyncStatus", s.paused_reason, s.paused_note,
+                  s.version, s.status AS "status: SyncStatus",
+                  s.paused_reason AS "paused_reason: PauseReason", s.paused_note,
                   s.paused_at, s.last_error AS "last_error: Json<serde_json::Value>",
                   s.created_at, s.updated_at, s.changed_at, s.activated_at,
                   nullif(d.next_due_at, '-infinity') AS next_due_at, s.archived_at,
@@ -602,7 +599,7 @@ pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
     sqlx::query_as!(
         SyncSummary,
         r#"SELECT s.id, s.workspace_id, s.version, s.status AS "status: SyncStatus",
-                s.paused_reason, s.paused_note,
+                s.paused_reason AS "paused_reason: PauseReason", s.paused_note,
                 s.definition->>'schedule' AS schedule,
                 last.id AS "last_run_id?", last.status AS "last_run_status?: RunStatus",
                 last.finished_at AS "last_run_finished_at?",
@@ -628,7 +625,7 @@ pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
 pub async fn pause_sync(
     pool: &PgPool,
     id: &str,
-    reason: &str,
+    reason: PauseReason,
     note: Option<&str>,
     actor: Actor,
 ) -> sqlx::Result<bool> {
@@ -638,7 +635,7 @@ pub async fn pause_sync(
                 paused_at = now(), updated_at = now()
          WHERE id = $1 AND status = 'active'",
         id,
-        reason,
+        reason as _,
         note,
     )
     .execute(&mut *tx)
@@ -651,7 +648,7 @@ pub async fn pause_sync(
             actor,
             "pause",
             id,
-            Some(reason),
+            Some(reason.as_str()),
             serde_json::json!({ "note": note }),
         )
         .await?;
@@ -702,8 +699,8 @@ pub async fn resume_sync(pool: &PgPool, id: &str, actor: Actor) -> sqlx::Result<
 pub struct Trip<'a> {
     /// When the sync last changed: a sync edited or resumed since is not paused.
     pub changed_at: DateTime<Utc>,
-    /// `PAUSED_BY_BREAKER`, or the code of a failure that pauses at once.
-    pub reason: &'a str,
+    /// The breaker, or the failure that pauses at once.
+    pub reason: PauseReason,
     pub last_error: &'a serde_json::Value,
     /// The failed runs it counted.
     pub run_ids: &'a [i64],
@@ -720,7 +717,7 @@ pub async fn trip_breaker(pool: &PgPool, sync_id: &str, trip: &Trip<'_>) -> sqlx
                 last_error = $3, updated_at = now()
          WHERE id = $1 AND status = 'active' AND changed_at = $4",
         sync_id,
-        trip.reason,
+        trip.reason as _,
         Json(trip.last_error) as _,
         trip.changed_at,
     )
@@ -734,7 +731,7 @@ pub async fn trip_breaker(pool: &PgPool, sync_id: &str, trip: &Trip<'_>) -> sqlx
             Actor::Breaker,
             "pause",
             sync_id,
-            Some(trip.reason),
+            Some(trip.reason.as_str()),
             serde_json::json!({ "failed_runs": trip.run_ids }),
         )
         .await?;
@@ -773,7 +770,7 @@ pub struct SyncHealth {
     pub id: String,
     pub workspace_id: String,
     pub status: SyncStatus,
-    pub paused_reason: Option<String>,
+    pub paused_reason: Option<PauseReason>,
     /// When it was last made active (published, resumed).
     pub activated_at: Option<DateTime<Utc>>,
     pub last_success_at: Option<DateTime<Utc>>,
@@ -787,8 +784,8 @@ pub struct SyncHealth {
 pub async fn sync_health(pool: &PgPool) -> sqlx::Result<Vec<SyncHealth>> {
     sqlx::query_as!(
         SyncHealth,
-        r#"SELECT s.id, s.workspace_id, s.status AS "status: SyncStatus", s.paused_reason,
-                s.activated_at, ok.last_success_at,
+        r#"SELECT s.id, s.workspace_id, s.status AS "status: SyncStatus",
+                s.paused_reason AS "paused_reason: PauseReason", s.activated_at, ok.last_success_at,
                 (SELECT count(*) FROM runs r
                   WHERE r.sync_id = s.id AND r.status = 'failed'
                     AND r.finished_at > coalesce(ok.last_success_at, '-infinity'))

@@ -8,15 +8,13 @@ use sqlx::PgPool;
 use super::REJECTED_SHOWN;
 use super::failure::FailureView;
 use super::layout::{Body, Cell, Page, RunBar, Section, cursor_words, run_link, sync_link, when};
-use crate::states::SyncStatus;
+use crate::states::{PauseReason, SyncStatus};
 use crate::store::audit::{self, AuditRow};
 use crate::store::cursors::{self, CursorRow};
 use crate::store::deadman::{self, IncidentRow};
 use crate::store::rejected::{self, OpenRejections, RejectedRow};
 use crate::store::runs::{self, RunEventRow, RunRow};
-use crate::store::syncs::{
-    self, PAUSED_BY_BREAKER, PAUSED_MANUAL, SyncRow, SyncSummary, SyncVersion,
-};
+use crate::store::syncs::{self, SyncRow, SyncSummary, SyncVersion};
 
 /// How many recent runs the sync page lists.
 const RECENT_RUNS: usize = 10;
@@ -33,25 +31,16 @@ fn silence_words(silence: &str) -> &'static str {
     }
 }
 
-pub fn paused_words(reason: &str, note: Option<&str>) -> String {
+pub fn paused_words(reason: PauseReason, note: Option<&str>) -> String {
     match (reason, note) {
-        (PAUSED_MANUAL, Some(note)) => format!("paused by a person: {note}"),
-        _ => code_words(reason),
-    }
-}
-
-fn code_words(reason: &str) -> String {
-    match reason {
-        PAUSED_BY_BREAKER => format!("paused by the circuit breaker ({reason})"),
-        PAUSED_MANUAL => format!("paused by a person ({reason})"),
+        (PauseReason::Manual, Some(note)) => format!("paused by a person: {note}"),
+        (PauseReason::Manual, None) => format!("paused by a person ({reason})"),
+        (PauseReason::Breaker, _) => format!("paused by the circuit breaker ({reason})"),
         // A failure that pauses at once names itself.
-        other => match crate::failure::FailureCode::parse(other) {
-            Some(code) => format!(
-                "paused after one failure ({other}): {}",
-                code.what_happened()
-            ),
-            None => format!("paused ({other})"),
-        },
+        (PauseReason::Failure(code), _) => format!(
+            "paused after one failure ({reason}): {}",
+            code.what_happened()
+        ),
     }
 }
 
@@ -214,7 +203,7 @@ impl SyncView {
     pub fn page(&self) -> Page {
         let s = &self.sync;
         let mut sections = Vec::new();
-        let status = match &s.paused_reason {
+        let status = match s.paused_reason {
             Some(reason) => format!(
                 "{} since {}",
                 paused_words(reason, s.paused_note.as_deref()),
@@ -258,7 +247,7 @@ impl SyncView {
         });
         if let Some(error) = &s.last_error {
             let error = &error.0;
-            let title = if s.paused_reason.as_deref() == Some(PAUSED_BY_BREAKER) {
+            let title = if s.paused_reason == Some(PauseReason::Breaker) {
                 "Why it is paused: the last failure"
             } else {
                 "Last failure"
@@ -446,7 +435,7 @@ impl SyncView {
 
 /// A sync's status in words: paused (and by whom), silent, or as stored.
 fn status_words(s: &SyncSummary) -> String {
-    let mut status = match &s.paused_reason {
+    let mut status = match s.paused_reason {
         Some(reason) => paused_words(reason, s.paused_note.as_deref()),
         None => s.status.to_string(),
     };
