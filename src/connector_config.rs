@@ -57,6 +57,22 @@ impl fmt::Display for EnvVarName {
     }
 }
 
+/// A value of a sync file that deserialized but cannot work: the field as
+/// the file names it (`source.query`) and why. `validate()` of every
+/// connector's config answers with it; the caller adds the file's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {why}")]
+pub struct FieldError {
+    pub field: String,
+    pub why: String,
+}
+
+impl FieldError {
+    pub fn new(field: String, why: String) -> Self {
+        FieldError { field, why }
+    }
+}
+
 /// One workspace's secrets, read from its file.
 #[derive(Clone)]
 pub struct WorkspaceSecrets {

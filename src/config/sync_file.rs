@@ -13,7 +13,7 @@ use super::ids::{SyncId, WorkspaceId};
 use super::schedule::{CatchUp, Schedule, Timezone};
 use super::secrets::SecretStore;
 use super::url_secrets::hide_urls_in_message;
-use crate::connector_config::EnvVarName;
+use crate::connector_config::{EnvVarName, FieldError};
 use crate::destination::DestinationConfig;
 use crate::source::SourceConfig;
 
@@ -146,7 +146,7 @@ impl SyncDefinition {
             })?;
         definition
             .validate()
-            .map_err(|(key, problem)| BadInput::new(origin, key, problem))?;
+            .map_err(|e| BadInput::new(origin, e.field, e.why))?;
         Ok(definition)
     }
 
@@ -159,10 +159,10 @@ impl SyncDefinition {
     }
 
     /// Pure checks of values that deserialize but cannot work together.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         for (field, var) in self.secret_names() {
             if var.is_the_daemons() {
-                return Err((
+                return Err(FieldError::new(
                     field,
                     format!(
                         "{var} is a name of the daemon's own (its settings and environment); \
@@ -172,10 +172,13 @@ impl SyncDefinition {
             }
         }
         if self.breaker_failures == Some(0) {
-            return Err(("breaker_failures".into(), "must be at least 1".into()));
+            return Err(FieldError::new(
+                "breaker_failures".into(),
+                "must be at least 1".into(),
+            ));
         }
         if let Some(failures) = self.breaker_failures.filter(|f| *f > 1000) {
-            return Err((
+            return Err(FieldError::new(
                 "breaker_failures".into(),
                 format!("{failures} is more than the limit of 1000"),
             ));
@@ -184,14 +187,17 @@ impl SyncDefinition {
             .silence_window
             .is_some_and(|w| w < Duration::from_secs(60))
         {
-            return Err(("silence_window".into(), "must be at least 1m".into()));
+            return Err(FieldError::new(
+                "silence_window".into(),
+                "must be at least 1m".into(),
+            ));
         }
         // The same limit as `deadman.silence_window`.
         if let Some(window) = self
             .silence_window
             .filter(|w| *w > Duration::from_secs(31_557_600))
         {
-            return Err((
+            return Err(FieldError::new(
                 "silence_window".into(),
                 format!(
                     "{} is longer than the limit of 1year",
@@ -204,11 +210,14 @@ impl SyncDefinition {
         if let Some(notify) = &self.notify
             && !matches!(notify.url.scheme(), "http" | "https")
         {
-            return Err(("notify.url".into(), "must be an http or https URL".into()));
+            return Err(FieldError::new(
+                "notify.url".into(),
+                "must be an http or https URL".into(),
+            ));
         }
         check_no_credentials_in_urls(self)?;
         if self.mapping.email.trim().is_empty() {
-            return Err((
+            return Err(FieldError::new(
                 "mapping.email".into(),
                 "must name the source field that holds the e-mail address".into(),
             ));
@@ -221,7 +230,7 @@ impl SyncDefinition {
             && !brevo.list_ids.is_empty()
             && self.mapping.consent.is_none()
         {
-            return Err((
+            return Err(FieldError::new(
                 "mapping.consent".into(),
                 "a Shopify source feeding Brevo lists needs a consent rule: add \
                  consent = { field = \"defaultEmailAddress.marketingState\", subscribed = [\"SUBSCRIBED\"] }"
@@ -235,7 +244,7 @@ impl SyncDefinition {
             .find(|a| !self.mapping.attributes.contains_key(*a))
         {
             let mapped: Vec<&str> = self.mapping.attributes.keys().map(String::as_str).collect();
-            return Err((
+            return Err(FieldError::new(
                 "mapping.allow_vanished".into(),
                 format!(
                     "\"{unmapped}\" is not a mapped attribute (mapped: {})",
@@ -249,20 +258,20 @@ impl SyncDefinition {
         }
         if let Some(rule) = &self.mapping.consent {
             if rule.field.trim().is_empty() {
-                return Err((
+                return Err(FieldError::new(
                     "mapping.consent.field".into(),
                     "must name the source field that holds the consent state".into(),
                 ));
             }
             if rule.subscribed.is_empty() || rule.subscribed.iter().any(|v| v.trim().is_empty()) {
-                return Err((
+                return Err(FieldError::new(
                     "mapping.consent.subscribed".into(),
                     "must list the values that mean consent, e.g. [\"SUBSCRIBED\"], none empty"
                         .into(),
                 ));
             }
             if rule.unsubscribed.iter().any(|v| v.trim().is_empty()) {
-                return Err((
+                return Err(FieldError::new(
                     "mapping.consent.unsubscribed".into(),
                     "must not hold an empty value".into(),
                 ));
@@ -272,7 +281,7 @@ impl SyncDefinition {
                 .iter()
                 .find(|v| rule.subscribed.contains(v))
             {
-                return Err((
+                return Err(FieldError::new(
                     "mapping.consent.unsubscribed".into(),
                     format!("\"{both}\" is also in mapping.consent.subscribed"),
                 ));
@@ -284,7 +293,7 @@ impl SyncDefinition {
             .iter()
             .find(|(_, field)| field.trim().is_empty())
         {
-            return Err((
+            return Err(FieldError::new(
                 format!("mapping.attributes.{name}"),
                 "must name a source field".into(),
             ));
@@ -495,15 +504,15 @@ pub fn load_definitions(
 /// file is stored and shown (`sync show`, the pages), so its secrets come
 /// from `*_env` settings only. Every string field that is a URL with a host is
 /// checked, so a URL field added later is covered too.
-fn check_no_credentials_in_urls(definition: &SyncDefinition) -> Result<(), (String, String)> {
-    fn walk(value: &serde_json::Value, key: &str) -> Result<(), (String, String)> {
+fn check_no_credentials_in_urls(definition: &SyncDefinition) -> Result<(), FieldError> {
+    fn walk(value: &serde_json::Value, key: &str) -> Result<(), FieldError> {
         match value {
             serde_json::Value::String(text) => {
                 if let Ok(url) = url::Url::parse(text)
                     && url.has_host()
                     && let Some(problem) = super::url_secrets::credential_in_url(&url)
                 {
-                    return Err((
+                    return Err(FieldError::new(
                         key.to_string(),
                         format!(
                             "the URL {problem}; give secrets by environment variable \

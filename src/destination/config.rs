@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::brevo::BrevoDestinationConfig;
 use super::webhook::WebhookDestinationConfig;
-use crate::connector_config::EnvVarName;
+use crate::connector_config::{EnvVarName, FieldError};
 
 /// The `[destination]` table of a sync file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,7 +19,7 @@ pub enum DestinationConfig {
 impl DestinationConfig {
     /// Pure checks of values that deserialize but cannot work. Errors name the
     /// field under `destination.`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         match self {
             DestinationConfig::Brevo(c) => c.validate(),
             DestinationConfig::Webhook(c) => c.validate(),

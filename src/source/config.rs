@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::http::HttpSourceConfig;
 use super::postgres::PostgresSourceConfig;
 use super::shopify::ShopifySourceConfig;
+use crate::connector_config::FieldError;
 
 /// Where a record is in its source (`SourceConfig::record_key`), shown
 /// with a rejected record so that a person can look it up.
@@ -179,7 +180,7 @@ impl SourceConfig {
 
     /// Pure checks of values that deserialize but cannot work. Errors name the
     /// field under `source.`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         match self {
             SourceConfig::Postgres(c) => c.validate(),
             SourceConfig::Shopify(c) => c.validate(),

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat};
 
+use crate::connector_config::FieldError;
+
 /// Five minutes: longer than the index lag and clock skew that time-based
 /// incremental readers of these APIs allow for (seconds to a minute), and
 /// short enough that the window re-read each run is a page or two.
@@ -34,9 +36,9 @@ pub fn earlier_by(text: &str, overlap: Duration) -> Option<String> {
 }
 
 /// Checks `source.overlap`. Errors name the field under `source.`.
-pub fn validate(overlap: Duration) -> Result<(), (String, String)> {
+pub fn validate(overlap: Duration) -> Result<(), FieldError> {
     if overlap > MAX_OVERLAP {
-        return Err((
+        return Err(FieldError::new(
             "source.overlap".into(),
             format!(
                 "{} is longer than {}; a window that long re-reads most of the source every \
@@ -83,7 +85,8 @@ mod tests {
     fn windows_longer_than_a_day_are_refused_with_the_reason() {
         assert!(validate(Duration::ZERO).is_ok());
         assert!(validate(MAX_OVERLAP).is_ok());
-        let (key, why) = validate(MAX_OVERLAP + Duration::from_secs(1)).unwrap_err();
+        let FieldError { field: key, why } =
+            validate(MAX_OVERLAP + Duration::from_secs(1)).unwrap_err();
         assert_eq!(key, "source.overlap");
         assert!(why.contains("resync"), "{why}");
     }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::connector_config::EnvVarName;
+use crate::connector_config::{EnvVarName, FieldError};
 
 fn default_base_url() -> url::Url {
     // A constant, valid URL.
@@ -82,15 +82,15 @@ pub struct BrevoDestinationConfig {
 }
 
 impl BrevoDestinationConfig {
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if !matches!(self.base_url.scheme(), "http" | "https") {
-            return Err((
+            return Err(FieldError::new(
                 "destination.base_url".into(),
                 "must be an http or https URL".into(),
             ));
         }
         if self.mode == BrevoMode::Bulk && self.list_ids.is_empty() {
-            return Err((
+            return Err(FieldError::new(
                 "destination.list_ids".into(),
                 "bulk mode imports into lists: name at least one".into(),
             ));
@@ -98,7 +98,7 @@ impl BrevoDestinationConfig {
         if let Some(holding) = self.holding_list_id
             && self.list_ids.contains(&holding)
         {
-            return Err((
+            return Err(FieldError::new(
                 "destination.holding_list_id".into(),
                 format!(
                     "list {holding} is also in destination.list_ids: it must be a list no campaign is sent to"
@@ -106,19 +106,19 @@ impl BrevoDestinationConfig {
             ));
         }
         if !(1..=10).contains(&self.concurrency) {
-            return Err((
+            return Err(FieldError::new(
                 "destination.concurrency".into(),
                 format!("{} is out of range 1..=10", self.concurrency),
             ));
         }
         if !(1..=1000).contains(&self.requests_per_second) {
-            return Err((
+            return Err(FieldError::new(
                 "destination.requests_per_second".into(),
                 format!("{} is out of range 1..=1000", self.requests_per_second),
             ));
         }
         if self.timeout.is_zero() {
-            return Err((
+            return Err(FieldError::new(
                 "destination.timeout".into(),
                 "must be longer than zero".into(),
             ));

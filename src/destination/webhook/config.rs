@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::connector_config::EnvVarName;
+use crate::connector_config::{EnvVarName, FieldError};
 
 const fn default_timeout() -> Duration {
     Duration::from_secs(30)
@@ -33,9 +33,9 @@ pub struct WebhookDestinationConfig {
 }
 
 impl WebhookDestinationConfig {
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if !matches!(self.url.scheme(), "http" | "https") {
-            return Err((
+            return Err(FieldError::new(
                 "destination.url".into(),
                 "must be an http or https URL".into(),
             ));
@@ -43,13 +43,13 @@ impl WebhookDestinationConfig {
         if let Some(rate) = self.requests_per_second
             && !(1..=1000).contains(&rate)
         {
-            return Err((
+            return Err(FieldError::new(
                 "destination.requests_per_second".into(),
                 format!("{rate} is out of range 1..=1000"),
             ));
         }
         if self.timeout.is_zero() {
-            return Err((
+            return Err(FieldError::new(
                 "destination.timeout".into(),
                 "must be longer than zero".into(),
             ));
@@ -74,7 +74,10 @@ mod tests {
         assert!(config(None).validate().is_ok());
         assert!(config(Some(50)).validate().is_ok());
         for rate in [0, 1001] {
-            let (key, problem) = config(Some(rate)).validate().expect_err("refused");
+            let FieldError {
+                field: key,
+                why: problem,
+            } = config(Some(rate)).validate().expect_err("refused");
             assert_eq!(key, "destination.requests_per_second");
             assert!(problem.contains("1..=1000"), "{problem}");
         }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::connector_config::EnvVarName;
+use crate::connector_config::{EnvVarName, FieldError};
 
 const fn default_timeout() -> Duration {
     Duration::from_secs(30)
@@ -48,19 +48,25 @@ pub struct HttpSourceConfig {
 }
 
 impl HttpSourceConfig {
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if !matches!(self.url.scheme(), "http" | "https") {
-            return Err(("source.url".into(), "must be an http or https URL".into()));
+            return Err(FieldError::new(
+                "source.url".into(),
+                "must be an http or https URL".into(),
+            ));
         }
         if self.cursor_param.trim().is_empty() {
-            return Err(("source.cursor_param".into(), "must not be empty".into()));
+            return Err(FieldError::new(
+                "source.cursor_param".into(),
+                "must not be empty".into(),
+            ));
         }
         for (key, pointer) in [
             ("source.items_pointer", &self.items_pointer),
             ("source.next_cursor_pointer", &self.next_cursor_pointer),
         ] {
             if !pointer.is_empty() && !pointer.starts_with('/') {
-                return Err((
+                return Err(FieldError::new(
                     key.into(),
                     format!(
                         "\"{}\" is not a JSON pointer (it starts with '/', e.g. /data)",
@@ -70,7 +76,7 @@ impl HttpSourceConfig {
             }
         }
         if reqwest::header::HeaderName::from_bytes(self.auth_header.as_bytes()).is_err() {
-            return Err((
+            return Err(FieldError::new(
                 "source.auth_header".into(),
                 format!(
                     "\"{}\" is not an HTTP header name",
@@ -79,7 +85,10 @@ impl HttpSourceConfig {
             ));
         }
         if self.timeout.is_zero() {
-            return Err(("source.timeout".into(), "must be longer than zero".into()));
+            return Err(FieldError::new(
+                "source.timeout".into(),
+                "must be longer than zero".into(),
+            ));
         }
         crate::source::overlap::validate(self.overlap)
     }

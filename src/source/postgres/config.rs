@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::connector_config::EnvVarName;
+use crate::connector_config::{EnvVarName, FieldError};
 use crate::source::SyncMode;
 
 const fn default_page_size() -> u32 {
@@ -77,13 +77,16 @@ pub struct PostgresSourceConfig {
 }
 
 impl PostgresSourceConfig {
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let query = self.query.trim();
         if query.is_empty() {
-            return Err(("source.query".into(), "must not be empty".into()));
+            return Err(FieldError::new(
+                "source.query".into(),
+                "must not be empty".into(),
+            ));
         }
         if query.ends_with(';') {
-            return Err((
+            return Err(FieldError::new(
                 "source.query".into(),
                 "must be one SELECT without a trailing ';'".into(),
             ));
@@ -94,26 +97,26 @@ impl PostgresSourceConfig {
             .unwrap_or_default()
             .to_ascii_uppercase();
         if first != "SELECT" && first != "WITH" {
-            return Err((
+            return Err(FieldError::new(
                 "source.query".into(),
                 format!("must start with SELECT or WITH, not \"{first}\""),
             ));
         }
         if !(0.0..=1.0).contains(&self.max_removal_share) {
-            return Err((
+            return Err(FieldError::new(
                 "source.max_removal_share".into(),
                 format!("{} is not a share between 0 and 1", self.max_removal_share),
             ));
         }
         if self.sync_mode.reads_whole() {
             if !self.cursor_column.is_empty() {
-                return Err((
+                return Err(FieldError::new(
                     "source.cursor_column".into(),
                     "is not used when sync_mode is \"diff\" or \"mirror\" (every run reads the whole query); remove it".into(),
                 ));
             }
         } else if self.cursor_column.is_empty() {
-            return Err((
+            return Err(FieldError::new(
                 "source.cursor_column".into(),
                 "is required (or set sync_mode = \"diff\" for a query without a column that moves forward)".into(),
             ));
@@ -129,7 +132,7 @@ impl PostgresSourceConfig {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !column_ok {
-            return Err((
+            return Err(FieldError::new(
                 "source.cursor_column".into(),
                 format!(
                     "\"{}\" is not a plain column name (letters, digits, '_')",
@@ -138,13 +141,13 @@ impl PostgresSourceConfig {
             ));
         }
         if self.page_size == 0 || self.page_size > MAX_PAGE_SIZE {
-            return Err((
+            return Err(FieldError::new(
                 "source.page_size".into(),
                 format!("{} is out of range 1..={MAX_PAGE_SIZE}", self.page_size),
             ));
         }
         if self.commit_wait > MAX_COMMIT_WAIT {
-            return Err((
+            return Err(FieldError::new(
                 "source.commit_wait".into(),
                 format!(
                     "{} is longer than {}",
@@ -154,7 +157,7 @@ impl PostgresSourceConfig {
             ));
         }
         if self.statement_timeout.is_zero() {
-            return Err((
+            return Err(FieldError::new(
                 "source.statement_timeout".into(),
                 "must be longer than zero".into(),
             ));

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::connector_config::EnvVarName;
+use crate::connector_config::{EnvVarName, FieldError};
 
 const fn default_page_size() -> u32 {
     250
@@ -78,7 +78,7 @@ pub struct ShopifySourceConfig {
 }
 
 impl ShopifySourceConfig {
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let shop_ok = !self.shop.is_empty()
             && self.shop.len() <= 60
             && self
@@ -87,7 +87,7 @@ impl ShopifySourceConfig {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
             && !self.shop.starts_with('-');
         if !shop_ok {
-            return Err((
+            return Err(FieldError::new(
                 "source.shop".into(),
                 format!(
                     "\"{}\" is not a shop name (the part before .myshopify.com: a-z, 0-9, '-')",
@@ -102,7 +102,7 @@ impl ShopifySourceConfig {
                 .enumerate()
                 .all(|(i, b)| i == 4 || b.is_ascii_digit());
         if !version_ok {
-            return Err((
+            return Err(FieldError::new(
                 "source.api_version".into(),
                 format!(
                     "\"{}\" is not an API version like 2025-07",
@@ -112,7 +112,7 @@ impl ShopifySourceConfig {
         }
         // `YYYY-MM` strings order as the versions do.
         if self.api_version.as_str() < OLDEST_API_VERSION {
-            return Err((
+            return Err(FieldError::new(
                 "source.api_version".into(),
                 format!(
                     "{} is older than {OLDEST_API_VERSION}, the first version with \
@@ -123,13 +123,13 @@ impl ShopifySourceConfig {
             ));
         }
         if self.page_size == 0 || self.page_size > MAX_PAGE_SIZE {
-            return Err((
+            return Err(FieldError::new(
                 "source.page_size".into(),
                 format!("{} is out of range 1..={MAX_PAGE_SIZE}", self.page_size),
             ));
         }
         if self.bulk_page_size == 0 || self.bulk_page_size > MAX_BULK_PAGE_SIZE {
-            return Err((
+            return Err(FieldError::new(
                 "source.bulk_page_size".into(),
                 format!(
                     "{} is out of range 1..={MAX_BULK_PAGE_SIZE}",
@@ -140,13 +140,16 @@ impl ShopifySourceConfig {
         if let Some(url) = &self.base_url
             && !matches!(url.scheme(), "http" | "https")
         {
-            return Err((
+            return Err(FieldError::new(
                 "source.base_url".into(),
                 "must be an http or https URL".into(),
             ));
         }
         if self.timeout.is_zero() {
-            return Err(("source.timeout".into(), "must be longer than zero".into()));
+            return Err(FieldError::new(
+                "source.timeout".into(),
+                "must be longer than zero".into(),
+            ));
         }
         crate::source::overlap::validate(self.overlap)
     }
@@ -184,7 +187,10 @@ mod tests {
     #[test]
     fn versions_before_default_email_address_are_refused_with_the_reason() {
         for old in ["2024-10", "2025-01", "2019-04"] {
-            let (key, problem) = config(old).validate().unwrap_err();
+            let FieldError {
+                field: key,
+                why: problem,
+            } = config(old).validate().unwrap_err();
             assert_eq!(key, "source.api_version");
             assert!(problem.contains("defaultEmailAddress"), "{problem}");
             assert!(problem.contains("2025-04"), "{problem}");
