@@ -30,14 +30,14 @@ use super::hosts::AllowedHosts;
 use crate::ops::{Door, Scope, Scoped};
 use crate::store::{runs, syncs, tokens};
 
-/// A handler's only way to the store: the door entered with the scope this
-/// module decided. A request that reached a handler without one (a route
-/// left outside the access layer) is refused, never served unscoped.
 /// Whether the caller may change anything (pause, resume, run, retry): an
 /// admin token is configured and the caller's token is not read-only.
 #[derive(Debug, Clone, Copy)]
 pub struct CanWrite(pub bool);
 
+/// A handler's only way to the store: the door entered with the scope this
+/// module decided. A request that reached a handler without one (a route
+/// left outside the access layer) is refused, never served unscoped.
 impl axum::extract::FromRequestParts<Door> for Scoped {
     type Rejection = Response;
 

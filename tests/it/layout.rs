@@ -227,47 +227,159 @@ fn rust_files(dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
     Ok(found)
 }
 
-/// Comments name files that exist: a document under docs/, a migration,
-/// a script or a deploy file is there, and nothing cites the design documents
-/// kept outside the repository (`docs/contract.md` is the repository's copy).
+/// Comments and documents name files that exist: a document under docs/, a
+/// migration, a script or a deploy file is there; a section cited as
+/// `docs/contract.md §1` or `§1.4` is one of its numbered sections and
+/// items; a `#anchor` after a document is one of its headings;
+/// and nothing cites the design documents kept outside the repository
+/// (`docs/contract.md` is the repository's copy). Read in `src/`, `tests/`,
+/// `benches/` (comments), `docs/` and the README (every line).
 #[test]
-fn comments_cite_only_files_that_exist() -> anyhow::Result<()> {
+fn comments_and_docs_cite_only_files_and_sections_that_exist() -> anyhow::Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut missing = Vec::new();
+    let sections = contract_sections(&std::fs::read_to_string(root.join("docs/contract.md"))?);
+    let mut texts: Vec<(std::path::PathBuf, bool)> = Vec::new();
     for dir in ["src", "tests", "benches"] {
-        for path in rust_files(&root.join(dir))? {
-            let text = std::fs::read_to_string(&path)?;
-            for (n, line) in text.lines().enumerate() {
-                let Some(comment) = line.trim_start().strip_prefix("//") else {
-                    continue;
-                };
-                let at = format!("{}:{}", path.strip_prefix(root)?.display(), n + 1);
-                if comment.contains("DESIGN") || comment.contains("STYLE.md") {
-                    missing.push(format!("{at}: cites a document outside the repository"));
-                }
-                for word in comment.split(|c: char| c.is_whitespace() || "`()[],;:\"'".contains(c))
+        texts.extend(rust_files(&root.join(dir))?.into_iter().map(|p| (p, true)));
+    }
+    for entry in std::fs::read_dir(root.join("docs"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "md") {
+            texts.push((path, false));
+        }
+    }
+    texts.push((root.join("README.md"), false));
+    let mut missing = Vec::new();
+    for (path, comments_only) in texts {
+        let text = std::fs::read_to_string(&path)?;
+        for (n, line) in text.lines().enumerate() {
+            let cited_text = match line.trim_start().strip_prefix("//") {
+                Some(comment) => comment,
+                None if comments_only => continue,
+                None => line,
+            };
+            let at = format!("{}:{}", path.strip_prefix(root)?.display(), n + 1);
+            if cited_text.contains("DESIGN") || cited_text.contains("STYLE.md") {
+                missing.push(format!("{at}: cites a document outside the repository"));
+            }
+            let words: Vec<&str> = cited_text
+                .split(|c: char| c.is_whitespace() || "`()[],;:\"'".contains(c))
+                .collect();
+            for (w, word) in words.iter().enumerate() {
+                let cited = word.trim_end_matches('.');
+                let is_path = [
+                    "docs/",
+                    "migrations/",
+                    "scripts/",
+                    "deploy/",
+                    "config/",
+                    "benches/",
+                    "src/",
+                ]
+                .iter()
+                .any(|p| cited.starts_with(p))
+                    && cited.contains('.')
+                    && !cited.contains('*')
+                    && !cited.contains('{');
+                let (file, anchor) = cited.split_once('#').unwrap_or((cited, ""));
+                if is_path && !root.join(file).exists() {
+                    missing.push(format!("{at}: {file} does not exist"));
+                } else if is_path
+                    && !anchor.is_empty()
+                    && !headings(&std::fs::read_to_string(root.join(file))?).contains(anchor)
                 {
-                    let cited = word.trim_end_matches('.');
-                    let is_path = [
-                        "docs/",
-                        "migrations/",
-                        "scripts/",
-                        "deploy/",
-                        "config/",
-                        "benches/",
-                    ]
+                    missing.push(format!("{at}: {file} has no heading #{anchor}"));
+                }
+                let section = words[w + 1..]
                     .iter()
-                    .any(|p| cited.starts_with(p))
-                        && cited.contains('.')
-                        && !cited.contains('*')
-                        && !cited.contains('{');
-                    if is_path && !root.join(cited).exists() {
-                        missing.push(format!("{at}: {cited} does not exist"));
-                    }
+                    .find(|w| !w.is_empty())
+                    .and_then(|w| w.strip_prefix('§'))
+                    .map(|s| s.trim_end_matches('.'));
+                if cited.ends_with("contract.md")
+                    && let Some(section) = section
+                    && !sections.contains(section)
+                {
+                    missing.push(format!("{at}: docs/contract.md has no §{section}"));
                 }
             }
         }
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));
+    Ok(())
+}
+
+/// The anchors of a Markdown document's headings, as GitHub makes them:
+/// lower case, spaces as `-`, punctuation but `-` and `_` dropped.
+fn headings(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix('#'))
+        .map(|heading| {
+            heading
+                .trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .chars()
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The sections (`## N.`) of the contract and their numbered items (`N.M`).
+fn contract_sections(text: &str) -> BTreeSet<String> {
+    let mut sections = BTreeSet::new();
+    let mut current = None;
+    for line in text.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            current = heading
+                .split('.')
+                .next()
+                .filter(|n| n.parse::<u32>().is_ok());
+            if let Some(n) = current {
+                sections.insert(n.to_string());
+            }
+        } else if let Some(n) = current
+            && let Some((item, _)) = line.split_once(". ")
+            && item.parse::<u32>().is_ok()
+        {
+            sections.insert(format!("{n}.{item}"));
+        }
+    }
+    sections
+}
+
+/// `docs/design.md`'s module map names every part of `src/` (each folder and
+/// each file at its top), so a new part cannot go unmapped.
+#[test]
+fn the_design_module_map_names_every_part_of_src() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let design = std::fs::read_to_string(root.join("docs/design.md"))?;
+    let map = design
+        .split("```")
+        .find(|block| block.contains("src/main.rs"))
+        .ok_or_else(|| anyhow::anyhow!("docs/design.md has no module map"))?;
+    let mut unmapped = Vec::new();
+    for entry in std::fs::read_dir(root.join("src"))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        let part = if entry.path().is_dir() {
+            format!("src/{name}/")
+        } else {
+            format!("src/{name}")
+        };
+        if !map.contains(&part) {
+            unmapped.push(part);
+        }
+    }
+    unmapped.sort();
+    assert!(
+        unmapped.is_empty(),
+        "docs/design.md's module map does not name: {}",
+        unmapped.join(", ")
+    );
     Ok(())
 }
