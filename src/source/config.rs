@@ -102,30 +102,13 @@ impl SourceConfig {
         }
     }
 
-    /// The fields whose change changes every delivery key: those the source's
-    /// fingerprint is made of, and `page_size` (a record's page cursor and
-    /// position are part of its key).
+    /// The fields whose change changes every delivery key, as each source's
+    /// config marks them (`KEY_FIELDS`, beside its fields).
     pub fn key_fields(&self) -> &'static [&'static str] {
         match self {
-            SourceConfig::Postgres(_) => {
-                &["kind", "query", "cursor_column", "page_size", "sync_mode"]
-            }
-            SourceConfig::Shopify(_) => &[
-                "kind",
-                "shop",
-                "query",
-                "page_size",
-                "bulk_page_size",
-                "overlap",
-            ],
-            SourceConfig::Http(_) => &[
-                "kind",
-                "url",
-                "cursor_param",
-                "items_pointer",
-                "page_size",
-                "overlap",
-            ],
+            SourceConfig::Postgres(_) => PostgresSourceConfig::KEY_FIELDS,
+            SourceConfig::Shopify(_) => ShopifySourceConfig::KEY_FIELDS,
+            SourceConfig::Http(_) => HttpSourceConfig::KEY_FIELDS,
         }
     }
 
@@ -215,7 +198,66 @@ impl SourceConfig {
 mod tests {
     use serde_json::json;
 
-    use super::SourceConfig;
+    use super::{HttpSourceConfig, PostgresSourceConfig, ShopifySourceConfig, SourceConfig};
+
+    /// The fields a config struct declares, read from its source file.
+    fn declared_fields(source: &str, name: &str) -> Vec<String> {
+        let start = source
+            .find(&format!("pub struct {name} {{"))
+            .unwrap_or_else(|| panic!("{name} is not declared"));
+        let body = &source[start..];
+        let body = &body[..body.find("\n}").expect("the struct ends")];
+        body.lines()
+            .filter_map(|line| line.strip_prefix("    pub "))
+            .filter_map(|line| line.split_once(':'))
+            .map(|(field, _)| field.to_string())
+            .collect()
+    }
+
+    /// Every field of a source's config is marked as changing delivery
+    /// keys or listed as changing none: a new field cannot silently drop the
+    /// plan's warning (`config::definition_diff`).
+    #[test]
+    fn every_source_field_is_marked_as_changing_keys_or_not() {
+        let sources = [
+            (
+                include_str!("postgres/config.rs"),
+                "PostgresSourceConfig",
+                PostgresSourceConfig::KEY_FIELDS,
+                PostgresSourceConfig::KEY_NEUTRAL,
+            ),
+            (
+                include_str!("shopify/config.rs"),
+                "ShopifySourceConfig",
+                ShopifySourceConfig::KEY_FIELDS,
+                ShopifySourceConfig::KEY_NEUTRAL,
+            ),
+            (
+                include_str!("http/config.rs"),
+                "HttpSourceConfig",
+                HttpSourceConfig::KEY_FIELDS,
+                HttpSourceConfig::KEY_NEUTRAL,
+            ),
+        ];
+        for (source, name, keyed, neutral) in sources {
+            let fields = declared_fields(source, name);
+            assert!(fields.len() >= 5, "{name}: {fields:?}");
+            for field in &fields {
+                let marked =
+                    keyed.contains(&field.as_str()) as u8 + neutral.contains(&field.as_str()) as u8;
+                assert_eq!(
+                    marked, 1,
+                    "{name}.{field} must be in exactly one of KEY_FIELDS and KEY_NEUTRAL"
+                );
+            }
+            for listed in keyed.iter().chain(neutral) {
+                assert!(
+                    *listed == "kind" || fields.iter().any(|f| f == listed),
+                    "{name} lists {listed}, which it does not declare"
+                );
+            }
+        }
+    }
 
     fn source(table: &str) -> SourceConfig {
         toml::from_str(table).expect("a valid [source] table")

@@ -48,6 +48,14 @@ pub struct HttpSourceConfig {
 }
 
 impl HttpSourceConfig {
+    /// The fields whose change changes every delivery key: the source's
+    /// fingerprint is made of them. `kind` is the table's tag.
+    pub const KEY_FIELDS: &'static [&'static str] =
+        &["kind", "url", "cursor_param", "items_pointer", "overlap"];
+    /// The fields that change no key.
+    pub const KEY_NEUTRAL: &'static [&'static str] =
+        &["next_cursor_pointer", "auth_env", "auth_header", "timeout"];
+
     pub fn validate(&self) -> Result<(), FieldError> {
         if !matches!(self.url.scheme(), "http" | "https") {
             return Err(FieldError::new(

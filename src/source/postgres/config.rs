@@ -77,6 +77,20 @@ pub struct PostgresSourceConfig {
 }
 
 impl PostgresSourceConfig {
+    /// The fields whose change changes every delivery key: the source's
+    /// fingerprint is made of them, and `page_size` places records on pages
+    /// (a record's page cursor and place are part of its key). `kind` is
+    /// the table's tag.
+    pub const KEY_FIELDS: &'static [&'static str] =
+        &["kind", "query", "cursor_column", "page_size", "sync_mode"];
+    /// The fields that change no key.
+    pub const KEY_NEUTRAL: &'static [&'static str] = &[
+        "url_env",
+        "max_removal_share",
+        "statement_timeout",
+        "commit_wait",
+    ];
+
     pub fn validate(&self) -> Result<(), FieldError> {
         let query = self.query.trim();
         if query.is_empty() {

@@ -78,6 +78,26 @@ pub struct ShopifySourceConfig {
 }
 
 impl ShopifySourceConfig {
+    /// The fields whose change changes every delivery key: the source's
+    /// fingerprint is made of them, and the page sizes place records on
+    /// pages. `kind` is the table's tag.
+    pub const KEY_FIELDS: &'static [&'static str] = &[
+        "kind",
+        "shop",
+        "query",
+        "page_size",
+        "bulk_page_size",
+        "overlap",
+    ];
+    /// The fields that change no key.
+    pub const KEY_NEUTRAL: &'static [&'static str] = &[
+        "api_version",
+        "access_token_env",
+        "bulk_above",
+        "base_url",
+        "timeout",
+    ];
+
     pub fn validate(&self) -> Result<(), FieldError> {
         let shop_ok = !self.shop.is_empty()
             && self.shop.len() <= 60
