@@ -1,16 +1,11 @@
-//! The `syncward` binary: parse the command line, run the command, and map the
-//! outcome to an exit code: 0 success, 2 bad input (a store whose schema is
-//! behind included), 3 a foreground run found a live holder of its sync or
-//! `status` no live daemon, 4 `sync apply --plan` found changes, 1 anything else.
+//! The `syncward` binary: parse the command line, run the command, and exit
+//! with the code its outcome has (`commands::exit_code`).
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use clap::error::ErrorKind;
 use syncward::cli::{Cli, Command};
-use syncward::commands::{NoLiveDaemon, PlanHasChanges, SyncBusy};
-use syncward::config::{BadInput, BadInputs};
-use syncward::ops::OpsError;
 
 fn main() -> ExitCode {
     // A shell asking for completions (`COMPLETE=bash syncward …`): the unit's
@@ -104,66 +99,7 @@ fn main() -> ExitCode {
     // Dropping a runtime waits for its blocking tasks without limit; the work is
     // done, so give them a moment and no more.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
-    // A reader that closed stdout (`syncward runs list | head -3`) only ended
-    // the output early: exit as if it had all been read. Any other failure to
-    // write it is an error.
-    let output_failed = syncward::commands::output::take_failure()
-        .filter(|e| e.kind() != std::io::ErrorKind::BrokenPipe);
-    match result {
-        Ok(()) => match output_failed {
-            None => ExitCode::SUCCESS,
-            Some(e) => {
-                eprintln!("error: cannot write to standard output: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Err(error) => {
-            if error.chain().any(|e| e.is::<PlanHasChanges>()) {
-                // The plan is printed; 4 tells a script there is something to apply.
-                ExitCode::from(4)
-            } else if let Some(bad) = error.chain().find_map(|e| e.downcast_ref::<BadInput>()) {
-                eprintln!("error: {bad}");
-                ExitCode::from(2)
-            } else if let Some(all) = error.chain().find_map(|e| e.downcast_ref::<BadInputs>()) {
-                for bad in &all.0 {
-                    eprintln!("error: {bad}");
-                }
-                ExitCode::from(2)
-            } else if let Some(OpsError::BadInput(why)) =
-                error.chain().find_map(|e| e.downcast_ref::<OpsError>())
-            {
-                eprintln!("error: {why}");
-                ExitCode::from(2)
-            } else if let Some(busy) = error.chain().find_map(|e| e.downcast_ref::<SyncBusy>()) {
-                eprintln!("error: {busy}");
-                ExitCode::from(3)
-            } else if let Some(none) = error.chain().find_map(|e| e.downcast_ref::<NoLiveDaemon>())
-            {
-                eprintln!("error: {none}");
-                ExitCode::from(3)
-            } else {
-                eprintln!("error: {}", one_line(&error));
-                ExitCode::FAILURE
-            }
-        }
-    }
-}
-
-/// The error chain on one line, without the repeats that arise when an error's
-/// message already quotes its source (sqlx does).
-fn one_line(error: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in error.chain() {
-        let message = cause.to_string().replace('\n', " ");
-        let repeated = parts.last().is_some_and(|previous: &String| {
-            let tail = previous.rsplit(": ").next().unwrap_or(previous);
-            previous.contains(&message) || message.contains(tail)
-        });
-        if !repeated {
-            parts.push(message);
-        }
-    }
-    parts.join(": ")
+    syncward::commands::exit_code(result)
 }
 
 /// `syncward run`: the only place that touches OS signals. The first SIGTERM or
@@ -245,10 +181,7 @@ fn restart_with_env_file(env_file: &std::path::Path) -> Result<(), ExitCode> {
             Err(ExitCode::FAILURE)
         }
         Ok(_) => Ok(()),
-        Err(bad) => {
-            eprintln!("error: {bad}");
-            Err(ExitCode::from(2))
-        }
+        Err(bad) => Err(syncward::commands::exit_code(Err(bad.into()))),
     }
 }
 

@@ -2,6 +2,7 @@
 //! person (or JSON with `--json`).
 
 mod doctor;
+mod exit_code;
 mod forget;
 pub mod output;
 mod plan;
@@ -9,6 +10,7 @@ pub mod run_daemon;
 mod run_once;
 mod run_progress;
 
+pub use exit_code::exit_code;
 pub use plan::PlanHasChanges;
 pub use run_once::SyncBusy;
 mod runs;
