@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::output::outln;
 use super::print_json;
 use crate::config::{Settings, redact_url};
-use crate::destination::DestinationConfig;
+use crate::destination::KeyCheck;
 use crate::states::SyncStatus;
 use crate::store;
 
@@ -128,31 +128,20 @@ async fn check_syncs(
             }
         }
         let destination = format!("{id} destination");
-        match &definition.destination {
-            DestinationConfig::Brevo(_) => {
-                match crate::destination::brevo::key_check(&definition.destination, &workspace)
-                    .await
-                {
-                    Ok(attributes) => checks.push(ok(
-                        &destination,
-                        format!(
-                            "brevo: the API key is accepted ({} in the account)",
-                            crate::words::counted(attributes, "attribute", "attributes")
-                        ),
-                    )),
-                    Err(e) => {
-                        let code = crate::worker::destination_failure_code(&e);
-                        checks.push(fail(
-                            &destination,
-                            format!("brevo: {e}{}", three_sentences(code, &context)),
-                        ))
-                    }
-                }
+        let kind = definition.destination.kind();
+        match definition.destination.check_key(&workspace).await {
+            KeyCheck::Accepted(what) => checks.push(ok(&destination, format!("{kind}: {what}"))),
+            KeyCheck::Refused(e) => {
+                let code = crate::worker::destination_failure_code(&e);
+                checks.push(fail(
+                    &destination,
+                    format!("{kind}: {e}{}", three_sentences(code, &context)),
+                ))
             }
-            DestinationConfig::Webhook(_) => checks.push(Check {
+            KeyCheck::NotAsked(why) => checks.push(Check {
                 what: destination,
                 verdict: "skip",
-                detail: "webhook: not called (every call delivers); its first run tells".into(),
+                detail: format!("{kind}: {why}"),
             }),
         }
     }

@@ -654,40 +654,19 @@ async fn check_outbound(
     definition: &crate::config::SyncDefinition,
     secrets: &crate::connector_config::WorkspaceSecrets,
 ) -> anyhow::Result<()> {
-    use crate::destination::DestinationConfig;
-    use crate::source::SourceConfig;
+    use crate::source::OutboundTarget;
     let policy = crate::outbound::policy::current();
     let refuse = |field: &str, why: String| {
         crate::config::BadInput::new(file.display().to_string(), field, why)
     };
-    let mut urls: Vec<(&str, url::Url)> = Vec::new();
-    match &definition.destination {
-        DestinationConfig::Brevo(c) => urls.push(("destination.base_url", c.base_url.clone())),
-        DestinationConfig::Webhook(c) => urls.push(("destination.url", c.url.clone())),
-    }
-    match &definition.source {
-        SourceConfig::Http(c) => urls.push(("source.url", c.url.clone())),
-        SourceConfig::Shopify(c) => {
-            if let Ok(url) = url::Url::parse(&c.endpoint()) {
-                urls.push(("source.base_url", url));
-            }
-        }
-        SourceConfig::Postgres(c) => {
-            // The database's host, from the workspace's secret (checked
-            // for presence before), read as a run reads it: nothing from
-            // this process's PG* variables.
-            if let Ok(options) = crate::source::postgres::source_options(
-                &secrets.lookup(&c.url_env).unwrap_or_default(),
-            ) {
-                let host = options.get_host().to_string();
-                if !host.starts_with('/') {
-                    policy
-                        .check_host(&host, options.get_port())
-                        .await
-                        .map_err(|why| refuse("source.url_env", why))?;
-                }
-            }
-        }
+    let mut urls: Vec<(&str, url::Url)> = vec![definition.destination.outbound_url()];
+    match definition.source.outbound_target(secrets) {
+        Some(OutboundTarget::Url(field, url)) => urls.push((field, url)),
+        Some(OutboundTarget::Host(field, host, port)) => policy
+            .check_host(&host, port)
+            .await
+            .map_err(|why| refuse(field, why))?,
+        None => {}
     }
     if let Some(notify) = &definition.notify {
         urls.push(("notify.url", notify.url.clone()));

@@ -135,3 +135,32 @@ impl Destination for AnyDestination {
         }
     }
 }
+
+/// What `doctor` learns of a destination without delivering anything.
+#[derive(Debug)]
+pub enum KeyCheck {
+    /// The key is accepted; what the account holds, in words.
+    Accepted(String),
+    /// The key was refused, or the destination could not be asked.
+    Refused(DestinationError),
+    /// The destination cannot be asked without delivering; why, in words.
+    NotAsked(&'static str),
+}
+
+impl DestinationConfig {
+    /// Asks the destination whether the sync's key works, sending nothing.
+    pub async fn check_key(&self, secrets: &WorkspaceSecrets) -> KeyCheck {
+        match self {
+            DestinationConfig::Brevo(_) => match super::brevo::key_check(self, secrets).await {
+                Ok(attributes) => KeyCheck::Accepted(format!(
+                    "the API key is accepted ({} in the account)",
+                    crate::words::counted(attributes, "attribute", "attributes")
+                )),
+                Err(e) => KeyCheck::Refused(e),
+            },
+            DestinationConfig::Webhook(_) => {
+                KeyCheck::NotAsked("not called (every call delivers); its first run tells")
+            }
+        }
+    }
+}

@@ -17,6 +17,23 @@ pub enum DestinationConfig {
 }
 
 impl DestinationConfig {
+    /// The connector's name, as sync files write `kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DestinationConfig::Brevo(_) => "brevo",
+            DestinationConfig::Webhook(_) => "webhook",
+        }
+    }
+
+    /// The URL every call goes to, and the field that sets it (`sync
+    /// apply`'s outbound check).
+    pub fn outbound_url(&self) -> (&'static str, url::Url) {
+        match self {
+            DestinationConfig::Brevo(c) => ("destination.base_url", c.base_url.clone()),
+            DestinationConfig::Webhook(c) => ("destination.url", c.url.clone()),
+        }
+    }
+
     /// Pure checks of values that deserialize but cannot work. Errors name the
     /// field under `destination.`.
     pub fn validate(&self) -> Result<(), FieldError> {

@@ -11,7 +11,7 @@ pub mod webhook;
 
 /// The policy `AnyDestination::open` takes.
 pub use crate::outbound::RetryPolicy;
-pub use any::AnyDestination;
+pub use any::{AnyDestination, KeyCheck};
 pub use config::DestinationConfig;
 pub use delivery::{Destination, Go};
 pub use record::{

@@ -130,3 +130,34 @@ fn page_status(page: &Result<Page, SourceError>) -> &'static str {
         Err(SourceError::Undecodable(_)) => "undecodable",
     }
 }
+
+/// Where a source connects, for `sync apply`'s outbound check.
+#[derive(Debug)]
+pub enum OutboundTarget {
+    /// An HTTP source's URL, and the field that sets it.
+    Url(&'static str, url::Url),
+    /// A database's host and port, and the field that names its secret.
+    Host(&'static str, String, u16),
+}
+
+impl SourceConfig {
+    /// Where this source connects: an HTTP URL, or the database's host read
+    /// from the workspace's secret as a run reads it (nothing from this
+    /// process's PG* variables). `None` when it cannot be known here (the
+    /// secret missing or unreadable: checked before) or is a local socket.
+    pub fn outbound_target(&self, secrets: &WorkspaceSecrets) -> Option<OutboundTarget> {
+        match self {
+            SourceConfig::Http(c) => Some(OutboundTarget::Url("source.url", c.url.clone())),
+            SourceConfig::Shopify(c) => url::Url::parse(&c.endpoint())
+                .ok()
+                .map(|url| OutboundTarget::Url("source.base_url", url)),
+            SourceConfig::Postgres(c) => {
+                let url = secrets.lookup(&c.url_env).unwrap_or_default();
+                let options = super::postgres::source_options(&url).ok()?;
+                let host = options.get_host().to_string();
+                (!host.starts_with('/'))
+                    .then(|| OutboundTarget::Host("source.url_env", host, options.get_port()))
+            }
+        }
+    }
+}

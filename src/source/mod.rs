@@ -10,6 +10,6 @@ pub mod postgres;
 mod retry;
 pub mod shopify;
 
-pub use any::{AnySource, SourceConnections};
+pub use any::{AnySource, OutboundTarget, SourceConnections};
 pub use config::{SourceConfig, SourceKey, SyncMode};
 pub use page::{Page, PageRecords, Records, Source, SourceError, UNDECODABLE_RECORD};

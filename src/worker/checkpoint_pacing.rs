@@ -1,7 +1,7 @@
 //! Checkpoint pacing: a page replayed whole (nothing sent, staked or
 //! rejected) may wait up to a second for its checkpoint, so the cursor moves
 //! once for many such pages. A run killed meanwhile only replays them again.
-//! This is what lets a replay reach ~650k keys/s (docs/benchmarks.md)
+//! This is what lets a replay reach over a million keys/s (docs/benchmarks.md)
 //! instead of paying a proof and a commit per page.
 
 use std::time::{Duration, Instant};

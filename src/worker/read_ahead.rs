@@ -10,7 +10,7 @@
 //! stake back when it can). On the bulk path this overlap is what keeps
 //! the source, the ledger lookups and the destination busy at once; on a
 //! replay, a page waits for its keying, not for a round trip (see
-//! docs/benchmarks.md).
+//! docs/bench-log.md).
 
 use super::checkpoint_in_flight::{Landed, Saving, landing};
 use super::delivery_key::{PageKeys, keyed_fingerprint};
