@@ -14,8 +14,7 @@ use super::{print_json, when};
 use crate::ops::{Door, OpsError, PublishOutcome, Runnable, Scope, Scoped};
 
 pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Result<()> {
-    // Files are read and checked before any connection: bad input never waits on
-    // the network, and nothing is written unless every file is good.
+    // Before any connection (`apply` says why).
     if let SyncCommand::Apply {
         files,
         plan,
@@ -23,87 +22,13 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         skip_attribute_check,
         no_source_check,
         json,
-    } = &command
+    } = command
     {
-        let mut named = files.clone();
-        named.extend(prune.iter().cloned());
-        let paths = sync_files_in(&named)?;
-        // A plan runs every check an apply runs, so a green plan in CI is a
-        // clean apply: secrets, hosts, the source's query and columns, the
-        // Brevo attributes.
-        let secrets = settings.secrets.store();
-        let definitions = load_definitions(&paths, Some(&secrets))?;
-        let pool = store::connect(&settings.database).await?;
-        let mut warnings = Vec::with_capacity(definitions.len());
-        for (file, definition) in paths.iter().zip(&definitions) {
-            let found = secrets.workspace(&definition.workspace);
-            check_outbound(file, definition, &found).await?;
-            if !*no_source_check {
-                check_source(file, definition, &found).await?;
-            }
-            check_attributes(file, definition, &found, *skip_attribute_check).await?;
-            let mut said: Vec<String> = single_writes_warning(definition)
-                .map(str::to_string)
-                .into_iter()
-                .collect();
-            // A sample reads records (a Shopify export, an API's pages): a
-            // plan looks at one, an apply does not.
-            if *plan && !*no_source_check {
-                said.extend(sample_warnings(&pool, definition, &found).await);
-            }
-            warnings.push(said);
-        }
-        if *plan {
-            let door = Door::new(pool.clone(), settings.run_attempts()).enter(Scope::Cli);
-            let mut plans = super::plan::plan(&door, &definitions, prune.is_some()).await?;
-            for (definition, said) in definitions.iter().zip(warnings) {
-                if let Some(p) = plans.iter_mut().find(|p| p.sync == definition.id.as_str()) {
-                    p.warnings = said;
-                }
-            }
-            if json.json {
-                print_json(&plans)?;
-            } else {
-                out!("{}", super::plan::to_text(&plans));
-            }
-            if plans.iter().any(|p| p.changes_anything()) {
-                return Err(super::PlanHasChanges.into());
-            }
-            return Ok(());
-        }
-        for (file, said) in paths.iter().zip(&warnings) {
-            for warning in said {
-                eprintln!("warning: {}: {warning}", file.display());
-            }
-        }
-        let door = Door::new(pool, settings.run_attempts()).enter(Scope::Cli);
-        let applied = door
-            .apply(&definitions, prune.is_some())
-            .await
-            .context("publishing failed")?;
-        if json.json {
-            let archived = applied
-                .archived
-                .iter()
-                .map(|id| serde_json::json!({"sync": id, "outcome": "archived"}));
-            let published = applied.published.iter().map(|(id, version, outcome)| {
-                serde_json::json!({"sync": id, "version": version, "outcome": outcome.as_str()})
-            });
-            return print_json(&archived.chain(published).collect::<Vec<_>>());
-        }
-        for id in &applied.archived {
-            outln!("{id}: archived (its file is gone; apply it again to restore it)");
-        }
-        for (id, version, outcome) in applied.published {
-            let what = match outcome {
-                PublishOutcome::Created => "created",
-                PublishOutcome::Updated => "updated",
-                PublishOutcome::Restored => "restored from the archive",
-                PublishOutcome::Unchanged => "unchanged (republished: active, breaker re-armed)",
-            };
-            outln!("{id}: {what}, version {version}");
-        }
-        return Ok(());
+        let checks = ApplyChecks {
+            attributes: !skip_attribute_check,
+            source: !no_source_check,
+        };
+        return apply(settings, &files, plan, prune.as_deref(), checks, json).await;
     }
     let pool = store::connect(&settings.database).await?;
     let door = Door::new(pool.clone(), settings.run_attempts())
@@ -111,56 +36,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         .enter(Scope::Cli);
     match command {
         SyncCommand::Apply { .. } => unreachable!("handled above"),
-        SyncCommand::List(json) => {
-            let list = door.sync_list().await?;
-            if json.json {
-                return print_json(&list);
-            }
-            if list.is_empty() {
-                outln!("No syncs yet: publish one with `syncward sync apply FILE`.");
-                return Ok(());
-            }
-            outln!(
-                "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20} {:<20}",
-                "SYNC",
-                "WORKSPACE",
-                "STATUS",
-                "VER",
-                "SCHEDULE",
-                "NEXT RUN",
-                "LAST RUN",
-                "LAST SUCCESS"
-            );
-            for s in list {
-                let status = match (&s.paused_reason, &s.paused_note) {
-                    (Some(_), Some(note)) => format!("paused: {note}"),
-                    (Some(reason), None) => format!("paused ({reason})"),
-                    (None, _) => s.status.to_string(),
-                };
-                let last = match (&s.last_run_id, &s.last_run_status) {
-                    (Some(id), Some(status)) => format!("#{id} {status}"),
-                    _ => "-".into(),
-                };
-                // None while paused or archived; else set at a daemon's tick.
-                let next = match (s.status, s.next_due_at) {
-                    (crate::states::SyncStatus::Active, Some(at)) => when(Some(at)),
-                    (crate::states::SyncStatus::Active, None) => "at the next tick".into(),
-                    _ => "-".into(),
-                };
-                outln!(
-                    "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20} {:<20}",
-                    s.id,
-                    s.workspace_id,
-                    status,
-                    s.version,
-                    s.schedule.unwrap_or_default(),
-                    next,
-                    last,
-                    when(s.last_success_at)
-                );
-            }
-            Ok(())
-        }
+        SyncCommand::List(json) => list(&door, json).await,
         SyncCommand::Show {
             id,
             version: None,
@@ -319,119 +195,14 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             }
         }
         SyncCommand::Preview { id, limit, json } => {
-            let sync = door.sync(&id).await.map_err(|e| refusal(&id, e))?;
-            let definition = sync
-                .definition()
-                .context("the stored definition no longer validates")?;
-            let secrets = settings.secrets.store().workspace(&definition.workspace);
-            let preview =
-                crate::worker::preview(&pool, &definition, &secrets, sync.ledger_epoch, limit)
-                    .await?;
-            let check = account_check(
-                &definition.destination,
-                mapped_attributes(&definition),
-                &secrets,
-            )
-            .await;
-            let mut warnings = Vec::new();
-            match &check {
-                Some(Ok(found)) if !found.missing.is_empty() => {
-                    let missing = &found.missing;
-                    warnings.push(format!(
-                        "warning: the Brevo account has no attribute {}: imports drop {} without a word \
-                         (single upserts are refused); create {} in Brevo or change the mapping",
-                        missing.join(", "),
-                        if missing.len() == 1 { "it" } else { "them" },
-                        if missing.len() == 1 { "it" } else { "them" },
-                    ));
-                }
-                Some(Err(e)) => warnings.push(format!(
-                    "warning: the mapped attributes could not be checked against Brevo: {e}"
-                )),
-                _ => {}
-            }
-            if let Some(Ok(found)) = &check {
-                warnings.extend(
-                    type_mismatches(found, &preview)
-                        .into_iter()
-                        .map(|m| format!("warning: {m}")),
-                );
-            }
-            let warning = (!warnings.is_empty()).then(|| warnings.join("\n"));
-            if json.json {
-                if let Some(warning) = &warning {
-                    eprintln!("{warning}");
-                }
-                return print_json(&preview);
-            }
-            if let Some(warning) = &warning {
-                outln!("{warning}");
-            }
-            // In words, as the pages say a cursor ("after 3000 (bigint)").
-            let from = crate::views::cursor_words(preview.cursor.as_ref());
-            outln!(
-                "{id}: next page from {from}: {}; showing {}",
-                crate::words::counted(preview.page_records, "record", "records"),
-                preview.records.len()
-            );
-            for r in &preview.records {
-                let what = match (&r.email, &r.rejected) {
-                    (_, Some(why)) => format!("rejected ({why})"),
-                    // As a run sends it: a null attribute is left out.
-                    (Some(email), None) => format!(
-                        "{email} {}",
-                        serde_json::Value::Object(
-                            r.attributes
-                                .iter()
-                                .filter(|(_, v)| !v.is_null())
-                                .map(|(k, v)| (k.clone(), v.clone()))
-                                .collect()
-                        )
-                    ),
-                    (None, None) => String::new(),
-                };
-                outln!(
-                    "  #{:<4} {}  {:<22} {what}",
-                    r.position,
-                    &r.key[..16],
-                    r.ledger
-                );
-            }
-            outln!("Nothing was written.");
-            Ok(())
+            preview(settings, &pool, &door, &id, limit, json).await
         }
         SyncCommand::Removals {
             run_id,
             page,
             per_page,
             json,
-        } => {
-            let offset = (page - 1).saturating_mul(per_page);
-            let held = door
-                .held_removals(run_id, offset, per_page)
-                .await
-                .map_err(|e| run_refusal(run_id, e))?;
-            if json.json {
-                return print_json(&held);
-            }
-            let state = match (held.approved_at, &held.approved_by) {
-                (Some(at), Some(by)) => format!("approved {} by {by}", when(Some(at))),
-                _ => format!("awaiting approval (`syncward sync approve-removals {run_id}`)"),
-            };
-            outln!(
-                "run {run_id} of {}: {} held, {state}",
-                held.sync_id,
-                crate::words::counted(held.held as u64, "removal", "removals")
-            );
-            for address in &held.addresses {
-                outln!("  {}", address.as_deref().unwrap_or("(address forgotten)"));
-            }
-            let shown = offset + held.addresses.len() as i64;
-            if shown < held.held {
-                outln!("  … {} more: --page {}", held.held - shown, page + 1);
-            }
-            Ok(())
-        }
+        } => removals(&door, run_id, page, per_page, json).await,
         SyncCommand::ApproveRemovals { run_id, json } => {
             let approved = door
                 .approve_removals(run_id)
@@ -451,56 +222,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             run,
             code,
             json,
-        } => {
-            let filter = PutBackFilter { run_id: run, code };
-            let done = door
-                .retry_rejected(&id, &filter)
-                .await
-                .map_err(|e| refusal(&id, e))?;
-            if json.json {
-                return print_json(&done);
-            }
-            if done.records() == 0 {
-                outln!("{id}: no quarantined or rejected records to put back.");
-                return Ok(());
-            }
-            let codes: Vec<String> = done
-                .by_code
-                .iter()
-                .map(|(code, n)| format!("{n} {code}"))
-                .collect();
-            outln!(
-                "{id}: put back {} ({}); the next run sends them again.",
-                crate::words::counted(done.records(), "record", "records"),
-                codes.join(", ")
-            );
-            for record in &done.listed {
-                outln!(
-                    "  {}  source key {}  {}",
-                    record.email.as_deref().unwrap_or("-"),
-                    record.source_key.as_deref().unwrap_or("-"),
-                    record.code
-                );
-            }
-            let unlisted = done.records() - done.listed.len() as i64;
-            if unlisted > 0 {
-                outln!(
-                    "  … and {} more: `syncward runs show RUN_ID` lists each run's.",
-                    unlisted
-                );
-            }
-            if let Some(cursor) = &done.rewound_to {
-                let at = if cursor.is_null() {
-                    "the start of the source".to_string()
-                } else {
-                    cursor.to_string()
-                };
-                outln!(
-                    "  The cursor went back to {at}; the pages since are replayed from the ledger, not sent again."
-                );
-            }
-            Ok(())
-        }
+        } => retry_rejected(&door, &id, PutBackFilter { run_id: run, code }, json).await,
         SyncCommand::ResetCursor { id, json } => {
             door.reset_cursor(&id).await.map_err(|e| refusal(&id, e))?;
             if json.json {
@@ -512,6 +234,340 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             Ok(())
         }
     }
+}
+
+/// What `sync apply` asks of each file beyond its own checks.
+#[derive(Debug, Clone, Copy)]
+struct ApplyChecks {
+    /// The Brevo attributes the mapping writes exist in the account.
+    attributes: bool,
+    /// The source's query runs and names the mapped columns.
+    source: bool,
+}
+
+/// `sync apply` (and `--plan`): files read and checked before any
+/// connection (bad input never waits on the network, and nothing is written
+/// unless every file is good), then published, or their plan printed.
+async fn apply(
+    settings: &Settings,
+    files: &[std::path::PathBuf],
+    plan: bool,
+    prune: Option<&std::path::Path>,
+    checks: ApplyChecks,
+    json: crate::cli::JsonFlag,
+) -> anyhow::Result<()> {
+    let mut named = files.to_vec();
+    named.extend(prune.iter().map(|p| p.to_path_buf()));
+    let paths = sync_files_in(&named)?;
+    // A plan runs every check an apply runs, so a green plan in CI is a
+    // clean apply: secrets, hosts, the source's query and columns, the
+    // Brevo attributes.
+    let secrets = settings.secrets.store();
+    let definitions = load_definitions(&paths, Some(&secrets))?;
+    let pool = store::connect(&settings.database).await?;
+    let mut warnings = Vec::with_capacity(definitions.len());
+    for (file, definition) in paths.iter().zip(&definitions) {
+        let found = secrets.workspace(&definition.workspace);
+        check_outbound(file, definition, &found).await?;
+        if checks.source {
+            check_source(file, definition, &found).await?;
+        }
+        check_attributes(file, definition, &found, !checks.attributes).await?;
+        let mut said: Vec<String> = single_writes_warning(definition)
+            .map(str::to_string)
+            .into_iter()
+            .collect();
+        // A sample reads records (a Shopify export, an API's pages): a
+        // plan looks at one, an apply does not.
+        if plan && checks.source {
+            said.extend(sample_warnings(&pool, definition, &found).await);
+        }
+        warnings.push(said);
+    }
+    if plan {
+        let door = Door::new(pool.clone(), settings.run_attempts()).enter(Scope::Cli);
+        let mut plans = super::plan::plan(&door, &definitions, prune.is_some()).await?;
+        for (definition, said) in definitions.iter().zip(warnings) {
+            if let Some(p) = plans.iter_mut().find(|p| p.sync == definition.id.as_str()) {
+                p.warnings = said;
+            }
+        }
+        if json.json {
+            print_json(&plans)?;
+        } else {
+            out!("{}", super::plan::to_text(&plans));
+        }
+        if plans.iter().any(|p| p.changes_anything()) {
+            return Err(super::PlanHasChanges.into());
+        }
+        return Ok(());
+    }
+    for (file, said) in paths.iter().zip(&warnings) {
+        for warning in said {
+            eprintln!("warning: {}: {warning}", file.display());
+        }
+    }
+    let door = Door::new(pool, settings.run_attempts()).enter(Scope::Cli);
+    let applied = door
+        .apply(&definitions, prune.is_some())
+        .await
+        .context("publishing failed")?;
+    if json.json {
+        let archived = applied
+            .archived
+            .iter()
+            .map(|id| serde_json::json!({"sync": id, "outcome": "archived"}));
+        let published = applied.published.iter().map(|(id, version, outcome)| {
+        serde_json::json!({"sync": id, "version": version, "outcome": outcome.as_str()})
+    });
+        return print_json(&archived.chain(published).collect::<Vec<_>>());
+    }
+    for id in &applied.archived {
+        outln!("{id}: archived (its file is gone; apply it again to restore it)");
+    }
+    for (id, version, outcome) in applied.published {
+        let what = match outcome {
+            PublishOutcome::Created => "created",
+            PublishOutcome::Updated => "updated",
+            PublishOutcome::Restored => "restored from the archive",
+            PublishOutcome::Unchanged => "unchanged (republished: active, breaker re-armed)",
+        };
+        outln!("{id}: {what}, version {version}");
+    }
+    Ok(())
+}
+
+/// `sync list`: every sync the caller sees, a line each.
+async fn list(door: &Scoped, json: crate::cli::JsonFlag) -> anyhow::Result<()> {
+    let list = door.sync_list().await?;
+    if json.json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        outln!("No syncs yet: publish one with `syncward sync apply FILE`.");
+        return Ok(());
+    }
+    outln!(
+        "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20} {:<20}",
+        "SYNC",
+        "WORKSPACE",
+        "STATUS",
+        "VER",
+        "SCHEDULE",
+        "NEXT RUN",
+        "LAST RUN",
+        "LAST SUCCESS"
+    );
+    for s in list {
+        let status = match (&s.paused_reason, &s.paused_note) {
+            (Some(_), Some(note)) => format!("paused: {note}"),
+            (Some(reason), None) => format!("paused ({reason})"),
+            (None, _) => s.status.to_string(),
+        };
+        let last = match (&s.last_run_id, &s.last_run_status) {
+            (Some(id), Some(status)) => format!("#{id} {status}"),
+            _ => "-".into(),
+        };
+        // None while paused or archived; else set at a daemon's tick.
+        let next = match (s.status, s.next_due_at) {
+            (crate::states::SyncStatus::Active, Some(at)) => when(Some(at)),
+            (crate::states::SyncStatus::Active, None) => "at the next tick".into(),
+            _ => "-".into(),
+        };
+        outln!(
+            "{:<24} {:<16} {:<32} {:>4} {:<18} {:<20} {:<20} {:<20}",
+            s.id,
+            s.workspace_id,
+            status,
+            s.version,
+            s.schedule.unwrap_or_default(),
+            next,
+            last,
+            when(s.last_success_at)
+        );
+    }
+    Ok(())
+}
+
+/// `sync preview`: the next page as a run would send it; writes nothing.
+async fn preview(
+    settings: &Settings,
+    pool: &sqlx::PgPool,
+    door: &Scoped,
+    id: &str,
+    limit: usize,
+    json: crate::cli::JsonFlag,
+) -> anyhow::Result<()> {
+    let sync = door.sync(id).await.map_err(|e| refusal(id, e))?;
+    let definition = sync
+        .definition()
+        .context("the stored definition no longer validates")?;
+    let secrets = settings.secrets.store().workspace(&definition.workspace);
+    let preview =
+        crate::worker::preview(pool, &definition, &secrets, sync.ledger_epoch, limit).await?;
+    let check = account_check(
+        &definition.destination,
+        mapped_attributes(&definition),
+        &secrets,
+    )
+    .await;
+    let mut warnings = Vec::new();
+    match &check {
+        Some(Ok(found)) if !found.missing.is_empty() => {
+            let missing = &found.missing;
+            warnings.push(format!(
+                "warning: the Brevo account has no attribute {}: imports drop {} without a word \
+                 (single upserts are refused); create {} in Brevo or change the mapping",
+                missing.join(", "),
+                if missing.len() == 1 { "it" } else { "them" },
+                if missing.len() == 1 { "it" } else { "them" },
+            ));
+        }
+        Some(Err(e)) => warnings.push(format!(
+            "warning: the mapped attributes could not be checked against Brevo: {e}"
+        )),
+        _ => {}
+    }
+    if let Some(Ok(found)) = &check {
+        warnings.extend(
+            type_mismatches(found, &preview)
+                .into_iter()
+                .map(|m| format!("warning: {m}")),
+        );
+    }
+    let warning = (!warnings.is_empty()).then(|| warnings.join("\n"));
+    if json.json {
+        if let Some(warning) = &warning {
+            eprintln!("{warning}");
+        }
+        return print_json(&preview);
+    }
+    if let Some(warning) = &warning {
+        outln!("{warning}");
+    }
+    // In words, as the pages say a cursor ("after 3000 (bigint)").
+    let from = crate::views::cursor_words(preview.cursor.as_ref());
+    outln!(
+        "{id}: next page from {from}: {}; showing {}",
+        crate::words::counted(preview.page_records, "record", "records"),
+        preview.records.len()
+    );
+    for r in &preview.records {
+        let what = match (&r.email, &r.rejected) {
+            (_, Some(why)) => format!("rejected ({why})"),
+            // As a run sends it: a null attribute is left out.
+            (Some(email), None) => format!(
+                "{email} {}",
+                serde_json::Value::Object(
+                    r.attributes
+                        .iter()
+                        .filter(|(_, v)| !v.is_null())
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                )
+            ),
+            (None, None) => String::new(),
+        };
+        outln!(
+            "  #{:<4} {}  {:<22} {what}",
+            r.position,
+            &r.key[..16],
+            r.ledger
+        );
+    }
+    outln!("Nothing was written.");
+    Ok(())
+}
+
+/// `sync removals`: what a refused mirror run holds, a page of it.
+async fn removals(
+    door: &Scoped,
+    run_id: i64,
+    page: i64,
+    per_page: i64,
+    json: crate::cli::JsonFlag,
+) -> anyhow::Result<()> {
+    let offset = (page - 1).saturating_mul(per_page);
+    let held = door
+        .held_removals(run_id, offset, per_page)
+        .await
+        .map_err(|e| run_refusal(run_id, e))?;
+    if json.json {
+        return print_json(&held);
+    }
+    let state = match (held.approved_at, &held.approved_by) {
+        (Some(at), Some(by)) => format!("approved {} by {by}", when(Some(at))),
+        _ => format!("awaiting approval (`syncward sync approve-removals {run_id}`)"),
+    };
+    outln!(
+        "run {run_id} of {}: {} held, {state}",
+        held.sync_id,
+        crate::words::counted(held.held as u64, "removal", "removals")
+    );
+    for address in &held.addresses {
+        outln!("  {}", address.as_deref().unwrap_or("(address forgotten)"));
+    }
+    let shown = offset + held.addresses.len() as i64;
+    if shown < held.held {
+        outln!("  … {} more: --page {}", held.held - shown, page + 1);
+    }
+    Ok(())
+}
+
+/// `sync retry-rejected`: quarantined and rejected records put back.
+async fn retry_rejected(
+    door: &Scoped,
+    id: &str,
+    filter: PutBackFilter,
+    json: crate::cli::JsonFlag,
+) -> anyhow::Result<()> {
+    let done = door
+        .retry_rejected(id, &filter)
+        .await
+        .map_err(|e| refusal(id, e))?;
+    if json.json {
+        return print_json(&done);
+    }
+    if done.records() == 0 {
+        outln!("{id}: no quarantined or rejected records to put back.");
+        return Ok(());
+    }
+    let codes: Vec<String> = done
+        .by_code
+        .iter()
+        .map(|(code, n)| format!("{n} {code}"))
+        .collect();
+    outln!(
+        "{id}: put back {} ({}); the next run sends them again.",
+        crate::words::counted(done.records(), "record", "records"),
+        codes.join(", ")
+    );
+    for record in &done.listed {
+        outln!(
+            "  {}  source key {}  {}",
+            record.email.as_deref().unwrap_or("-"),
+            record.source_key.as_deref().unwrap_or("-"),
+            record.code
+        );
+    }
+    let unlisted = done.records() - done.listed.len() as i64;
+    if unlisted > 0 {
+        outln!(
+            "  … and {} more: `syncward runs show RUN_ID` lists each run's.",
+            unlisted
+        );
+    }
+    if let Some(cursor) = &done.rewound_to {
+        let at = if cursor.is_null() {
+            "the start of the source".to_string()
+        } else {
+            cursor.to_string()
+        };
+        outln!(
+            "  The cursor went back to {at}; the pages since are replayed from the ledger, not sent again."
+        );
+    }
+    Ok(())
 }
 
 /// Bulk mode with a consent rule and no holding list writes every contact
