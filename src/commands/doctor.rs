@@ -1,9 +1,8 @@
 //! `syncward doctor`: tries what the daemon needs, one line each — the
 //! store (reachable, schema current), Redis, and each sync's source (a page
 //! read as `sync preview` reads it: nothing written) and destination
-//! credentials (Brevo: the key lists the account's attributes; a webhook
-//! has no call that sends nothing, so it is not called). Exit 1 when any
-//! check fails.
+//! credentials (asked by a call that sends nothing, where the destination
+//! has one: `DestinationConfig::check_key`). Exit 1 when any check fails.
 
 use serde::Serialize;
 

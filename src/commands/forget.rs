@@ -2,7 +2,8 @@
 
 use crate::cli::ForgetArgs;
 use crate::config::{BadInput, Settings};
-use crate::ops::{AccountOutcome, Door, OpsError, Scope};
+use crate::destination::ErasureOutcome;
+use crate::ops::{Door, OpsError, Scope};
 use crate::store;
 
 use super::output::outln;
@@ -26,7 +27,7 @@ pub async fn execute(settings: &Settings, args: ForgetArgs) -> anyhow::Result<()
         .accounts
         .iter()
         .flat_map(|a| &a.outcomes)
-        .any(|o| matches!(o, AccountOutcome::Failed(_)));
+        .any(|o| matches!(o, ErasureOutcome::Failed(_)));
     if args.json {
         super::print_json(&done)?;
     } else {
@@ -44,34 +45,33 @@ pub async fn execute(settings: &Settings, args: ForgetArgs) -> anyhow::Result<()
             outln!("  rewrote {n} in {column}");
         }
         if let (Some(workspace), true) = (&done.workspace, args.destination) {
-            outln!("Brevo accounts of workspace {workspace} (no other workspace's is asked):");
+            outln!(
+                "Destination accounts of workspace {workspace} (no other workspace's is asked):"
+            );
         }
         for account in &done.accounts {
-            outln!("Brevo account of {}:", account.syncs.join(", "));
+            outln!("{} account of {}:", account.label, account.syncs.join(", "));
             for (address, outcome) in args.addresses.iter().zip(&account.outcomes) {
                 let what = match outcome {
-                    AccountOutcome::Deleted => "deleted".to_string(),
-                    AccountOutcome::NotFound => "not there".to_string(),
-                    AccountOutcome::Failed(why) => format!("NOT deleted: {why}"),
+                    ErasureOutcome::Deleted => "deleted".to_string(),
+                    ErasureOutcome::NotFound => "not there".to_string(),
+                    ErasureOutcome::Failed(why) => format!("NOT deleted: {why}"),
                 };
                 outln!("  {}: {what}", address.trim().to_lowercase());
             }
         }
-        if !done.webhook_syncs.is_empty() {
-            outln!(
-                "Webhook receivers of {} got these records: syncward cannot delete there; forward the request to their owners.",
-                done.webhook_syncs.join(", ")
-            );
+        for line in done.not_deletable.words() {
+            outln!("{line}");
         }
         if !args.destination {
             outln!(
-                "Brevo accounts were not asked (add --destination to delete the contacts there too)."
+                "Destination accounts were not asked (add --destination to delete the contacts there too)."
             );
         }
     }
     anyhow::ensure!(
         !failed,
-        "some contacts could not be deleted in Brevo (see above); the store is clean, run again with --destination once fixed"
+        "some contacts could not be deleted at their destination (see above); the store is clean, run again with --destination once fixed"
     );
     Ok(())
 }

@@ -36,8 +36,8 @@ pub struct SyncPlan {
     /// What the changes mean for delivery.
     pub meaning: Vec<String>,
     /// What a sample of the source says against the destination (values
-    /// Brevo would ignore for their attribute's type), where this machine
-    /// holds the secrets to look.
+    /// it would ignore for their field's type), where this machine holds
+    /// the secrets to look.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }

@@ -4,7 +4,7 @@ use anyhow::Context;
 
 use crate::cli::SyncCommand;
 use crate::config::{Settings, SyncDefinition, load_definitions, sync_files_in};
-use crate::destination::brevo::{AccountCheck, account_check, missing_attributes};
+use crate::destination::MappingCheck;
 use crate::store;
 use crate::store::rejected::PutBackFilter;
 
@@ -46,127 +46,19 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             id,
             version: Some(version),
             json,
-        } => {
-            let kept = door
-                .sync_version(&id, version)
-                .await
-                .map_err(|e| refusal(&id, e))?;
-            if json.json {
-                return print_json(&kept);
-            }
-            outln!(
-                "# {id}, version {version}, published {} by {}",
-                when(Some(kept.published_at)),
-                kept.actor
-            );
-            out!("{}", definition_toml(&kept.definition.0)?);
-            Ok(())
-        }
-        SyncCommand::Delete { id, json } => {
-            let archived = door.archive(&id).await.map_err(|e| refusal(&id, e))?;
-            if json.json {
-                return print_json(
-                    &serde_json::json!({"sync": id, "status": "archived", "changed": archived}),
-                );
-            }
-            if archived {
-                outln!(
-                    "{id}: archived; it never runs again, keeps its history, and comes back when its file is applied."
-                );
-            } else {
-                outln!("{id}: already archived.");
-            }
-            Ok(())
-        }
-        SyncCommand::Resync { id, json } => {
-            let epoch = door.resync(&id).await.map_err(|e| refusal(&id, e))?;
-            if json.json {
-                return print_json(
-                    &serde_json::json!({"sync": id, "ledger_epoch": epoch, "cursor": null}),
-                );
-            }
-            outln!(
-                "{id}: full resync: ledger epoch {epoch}, cursor rewound; the next run sends every record of the source once more."
-            );
-            Ok(())
-        }
+        } => show_version(&door, &id, version, json).await,
+        SyncCommand::Delete { id, json } => delete(&door, &id, json).await,
+        SyncCommand::Resync { id, json } => resync(&door, &id, json).await,
         SyncCommand::Move {
             id,
             workspace,
             json,
-        } => {
-            let workspace = crate::config::WorkspaceId::parse(&workspace)
-                .map_err(|why| crate::config::BadInput::new("--workspace", "", why))?;
-            let moved = door
-                .move_sync(&id, &workspace)
-                .await
-                .map_err(|e| refusal(&id, e))?;
-            if json.json {
-                return print_json(&moved);
-            }
-            outln!(
-                "{id}: moved from workspace {} to {}, version {}, with {} runs, {} rejected records and {} versions; its secrets now come from {}'s file. Edit its file to say workspace = \"{}\" before applying it again.",
-                moved.from,
-                moved.to,
-                moved.version,
-                moved.runs,
-                moved.rejected_records,
-                moved.versions,
-                moved.to,
-                moved.to
-            );
-            Ok(())
-        }
+        } => move_to(&door, &id, &workspace, json).await,
         SyncCommand::Rollback { id, version, json } => {
-            let (published, current) = door
-                .rollback(&id, version, &settings.secrets.store())
-                .await
-                .map_err(|e| refusal(&id, e))?;
-            if json.json {
-                return print_json(
-                    &serde_json::json!({"sync": id, "version": published, "from_version": version}),
-                );
-            }
-            if version == current {
-                outln!(
-                    "{id}: version {version} is the current definition; republished as version {published}."
-                );
-            } else {
-                outln!("{id}: version {version} published again as version {published}.");
-            }
-            Ok(())
+            rollback(settings, &door, &id, version, json).await
         }
-        SyncCommand::Pause { id, reason, json } => {
-            let paused = door
-                .pause(&id, reason.as_deref())
-                .await
-                .map_err(|e| refusal(&id, e))?;
-            if json.json {
-                return print_json(
-                    &serde_json::json!({"sync": id, "status": "paused", "changed": paused}),
-                );
-            }
-            if paused {
-                outln!("{id}: paused; no new runs start until `syncward sync resume {id}`.");
-            } else {
-                outln!("{id}: already paused.");
-            }
-            Ok(())
-        }
-        SyncCommand::Resume { id, json } => {
-            let resumed = door.resume(&id).await.map_err(|e| refusal(&id, e))?;
-            if json.json {
-                return print_json(
-                    &serde_json::json!({"sync": id, "status": "active", "changed": resumed}),
-                );
-            }
-            if resumed {
-                outln!("{id}: resumed; the breaker counts failures from now on.");
-            } else {
-                outln!("{id}: not paused; nothing to do.");
-            }
-            Ok(())
-        }
+        SyncCommand::Pause { id, reason, json } => pause(&door, &id, reason.as_deref(), json).await,
+        SyncCommand::Resume { id, json } => resume(&door, &id, json).await,
         SyncCommand::Run {
             id,
             foreground,
@@ -175,24 +67,13 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             wait,
             json,
         } => {
-            let runnable = door
-                .runnable(&id, force)
-                .await
-                .map_err(|e| refusal(&id, e))?;
-            if foreground {
-                let Runnable { sync, forced } = runnable;
-                let only = match only {
-                    Some(address) => Some(run_once::only_address(&sync, address)?),
-                    None => None,
-                };
-                run_once::foreground(settings, &pool, sync, forced, wait, only, json.json).await
-            } else {
-                let run_id = run_once::enqueue(&pool, &door, &runnable, json.json).await?;
-                match wait {
-                    Some(limit) => super::runs::watch(&door, run_id, Some(limit), json.json).await,
-                    None => Ok(()),
-                }
-            }
+            let how = RunHow {
+                foreground,
+                only,
+                force,
+                wait,
+            };
+            run(settings, &pool, &door, &id, how, json).await
         }
         SyncCommand::Preview { id, limit, json } => {
             preview(settings, &pool, &door, &id, limit, json).await
@@ -204,18 +85,7 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             json,
         } => removals(&door, run_id, page, per_page, json).await,
         SyncCommand::ApproveRemovals { run_id, json } => {
-            let approved = door
-                .approve_removals(run_id)
-                .await
-                .map_err(|e| run_refusal(run_id, e))?;
-            if json.json {
-                return print_json(&serde_json::json!({ "run_id": run_id, "approved": approved }));
-            }
-            outln!(
-                "run {run_id}: {} approved; the sync's next run takes off those still absent from the query.",
-                crate::words::counted(approved, "removal", "removals")
-            );
-            Ok(())
+            approve_removals(&door, run_id, json).await
         }
         SyncCommand::RetryRejected {
             id,
@@ -223,23 +93,233 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
             code,
             json,
         } => retry_rejected(&door, &id, PutBackFilter { run_id: run, code }, json).await,
-        SyncCommand::ResetCursor { id, json } => {
-            door.reset_cursor(&id).await.map_err(|e| refusal(&id, e))?;
-            if json.json {
-                return print_json(&serde_json::json!({"sync": id, "cursor": null}));
-            }
-            outln!(
-                "{id}: cursor reset; the next run reads the source from the start (delivered records are not sent again)."
-            );
-            Ok(())
+        SyncCommand::ResetCursor { id, json } => reset_cursor(&door, &id, json).await,
+    }
+}
+
+/// `sync show ID --version N`: a kept version, as the file it came from.
+async fn show_version(
+    door: &Scoped,
+    id: &str,
+    version: i32,
+    json: crate::cli::JsonFlag,
+) -> anyhow::Result<()> {
+    let kept = door
+        .sync_version(id, version)
+        .await
+        .map_err(|e| refusal(id, e))?;
+    if json.json {
+        return print_json(&kept);
+    }
+    outln!(
+        "# {id}, version {version}, published {} by {}",
+        when(Some(kept.published_at)),
+        kept.actor
+    );
+    out!("{}", definition_toml(&kept.definition.0)?);
+    Ok(())
+}
+
+/// `sync delete`: archived, its history kept.
+async fn delete(door: &Scoped, id: &str, json: crate::cli::JsonFlag) -> anyhow::Result<()> {
+    let archived = door.archive(id).await.map_err(|e| refusal(id, e))?;
+    if json.json {
+        return print_json(
+            &serde_json::json!({"sync": id, "status": "archived", "changed": archived}),
+        );
+    }
+    if archived {
+        outln!(
+            "{id}: archived; it never runs again, keeps its history, and comes back when its file is applied."
+        );
+    } else {
+        outln!("{id}: already archived.");
+    }
+    Ok(())
+}
+
+/// `sync resync`: a new ledger epoch and the cursor rewound.
+async fn resync(door: &Scoped, id: &str, json: crate::cli::JsonFlag) -> anyhow::Result<()> {
+    let epoch = door.resync(id).await.map_err(|e| refusal(id, e))?;
+    if json.json {
+        return print_json(&serde_json::json!({"sync": id, "ledger_epoch": epoch, "cursor": null}));
+    }
+    outln!(
+        "{id}: full resync: ledger epoch {epoch}, cursor rewound; the next run sends every record of the source once more."
+    );
+    Ok(())
+}
+
+/// `sync move --workspace W`: the sync and its history into another workspace.
+async fn move_to(
+    door: &Scoped,
+    id: &str,
+    workspace: &str,
+    json: crate::cli::JsonFlag,
+) -> anyhow::Result<()> {
+    let workspace = crate::config::WorkspaceId::parse(workspace)
+        .map_err(|why| crate::config::BadInput::new("--workspace", "", why))?;
+    let moved = door
+        .move_sync(id, &workspace)
+        .await
+        .map_err(|e| refusal(id, e))?;
+    if json.json {
+        return print_json(&moved);
+    }
+    outln!(
+        "{id}: moved from workspace {} to {}, version {}, with {} runs, {} rejected records and {} versions; its secrets now come from {}'s file. Edit its file to say workspace = \"{}\" before applying it again.",
+        moved.from,
+        moved.to,
+        moved.version,
+        moved.runs,
+        moved.rejected_records,
+        moved.versions,
+        moved.to,
+        moved.to
+    );
+    Ok(())
+}
+
+/// `sync rollback ID VERSION`: a kept version published again.
+async fn rollback(
+    settings: &Settings,
+    door: &Scoped,
+    id: &str,
+    version: i32,
+    json: crate::cli::JsonFlag,
+) -> anyhow::Result<()> {
+    let (published, current) = door
+        .rollback(id, version, &settings.secrets.store())
+        .await
+        .map_err(|e| refusal(id, e))?;
+    if json.json {
+        return print_json(
+            &serde_json::json!({"sync": id, "version": published, "from_version": version}),
+        );
+    }
+    if version == current {
+        outln!(
+            "{id}: version {version} is the current definition; republished as version {published}."
+        );
+    } else {
+        outln!("{id}: version {version} published again as version {published}.");
+    }
+    Ok(())
+}
+
+/// `sync pause`: no new runs until resumed.
+async fn pause(
+    door: &Scoped,
+    id: &str,
+    reason: Option<&str>,
+    json: crate::cli::JsonFlag,
+) -> anyhow::Result<()> {
+    let paused = door.pause(id, reason).await.map_err(|e| refusal(id, e))?;
+    if json.json {
+        return print_json(&serde_json::json!({"sync": id, "status": "paused", "changed": paused}));
+    }
+    if paused {
+        outln!("{id}: paused; no new runs start until `syncward sync resume {id}`.");
+    } else {
+        outln!("{id}: already paused.");
+    }
+    Ok(())
+}
+
+/// `sync resume`: active again, the breaker re-armed.
+async fn resume(door: &Scoped, id: &str, json: crate::cli::JsonFlag) -> anyhow::Result<()> {
+    let resumed = door.resume(id).await.map_err(|e| refusal(id, e))?;
+    if json.json {
+        return print_json(
+            &serde_json::json!({"sync": id, "status": "active", "changed": resumed}),
+        );
+    }
+    if resumed {
+        outln!("{id}: resumed; the breaker counts failures from now on.");
+    } else {
+        outln!("{id}: not paused; nothing to do.");
+    }
+    Ok(())
+}
+
+/// How `sync run` was asked to run.
+struct RunHow {
+    foreground: bool,
+    only: Option<String>,
+    force: bool,
+    wait: Option<std::time::Duration>,
+}
+
+/// `sync run`: queued for the daemons (and watched with `--wait`), or run
+/// here in the foreground.
+async fn run(
+    settings: &Settings,
+    pool: &sqlx::PgPool,
+    door: &Scoped,
+    id: &str,
+    how: RunHow,
+    json: crate::cli::JsonFlag,
+) -> anyhow::Result<()> {
+    let RunHow {
+        foreground,
+        only,
+        force,
+        wait,
+    } = how;
+    let runnable = door.runnable(id, force).await.map_err(|e| refusal(id, e))?;
+    if foreground {
+        let Runnable { sync, forced } = runnable;
+        let only = match only {
+            Some(address) => Some(run_once::only_address(&sync, address)?),
+            None => None,
+        };
+        run_once::foreground(settings, pool, sync, forced, wait, only, json.json).await
+    } else {
+        let run_id = run_once::enqueue(pool, door, &runnable, json.json).await?;
+        match wait {
+            Some(limit) => super::runs::watch(door, run_id, Some(limit), json.json).await,
+            None => Ok(()),
         }
     }
+}
+
+/// `sync approve-removals RUN`: a mirror run's held removals approved.
+async fn approve_removals(
+    door: &Scoped,
+    run_id: i64,
+    json: crate::cli::JsonFlag,
+) -> anyhow::Result<()> {
+    let approved = door
+        .approve_removals(run_id)
+        .await
+        .map_err(|e| run_refusal(run_id, e))?;
+    if json.json {
+        return print_json(&serde_json::json!({ "run_id": run_id, "approved": approved }));
+    }
+    outln!(
+        "run {run_id}: {} approved; the sync's next run takes off those still absent from the query.",
+        crate::words::counted(approved, "removal", "removals")
+    );
+    Ok(())
+}
+
+/// `sync reset-cursor`: the next run reads from the start (the ledger
+/// keeps delivered records from being sent again).
+async fn reset_cursor(door: &Scoped, id: &str, json: crate::cli::JsonFlag) -> anyhow::Result<()> {
+    door.reset_cursor(id).await.map_err(|e| refusal(id, e))?;
+    if json.json {
+        return print_json(&serde_json::json!({"sync": id, "cursor": null}));
+    }
+    outln!(
+        "{id}: cursor reset; the next run reads the source from the start (delivered records are not sent again)."
+    );
+    Ok(())
 }
 
 /// What `sync apply` asks of each file beyond its own checks.
 #[derive(Debug, Clone, Copy)]
 struct ApplyChecks {
-    /// The Brevo attributes the mapping writes exist in the account.
+    /// The destination has the fields the mapping writes.
     attributes: bool,
     /// The source's query runs and names the mapped columns.
     source: bool,
@@ -261,7 +341,7 @@ async fn apply(
     let paths = sync_files_in(&named)?;
     // A plan runs every check an apply runs, so a green plan in CI is a
     // clean apply: secrets, hosts, the source's query and columns, the
-    // Brevo attributes.
+    // destination's fields.
     let secrets = settings.secrets.store();
     let definitions = load_definitions(&paths, Some(&secrets))?;
     let pool = store::connect(&settings.database).await?;
@@ -273,12 +353,14 @@ async fn apply(
             check_source(file, definition, &found).await?;
         }
         check_attributes(file, definition, &found, !checks.attributes).await?;
-        let mut said: Vec<String> = single_writes_warning(definition)
+        let mut said: Vec<String> = definition
+            .destination
+            .setting_warning(definition.mapping.consent.is_some())
             .map(str::to_string)
             .into_iter()
             .collect();
-        // A sample reads records (a Shopify export, an API's pages): a
-        // plan looks at one, an apply does not.
+        // A sample reads records (an export, an API's pages): a plan looks
+        // at one, an apply does not.
         if plan && checks.source {
             said.extend(sample_warnings(&pool, definition, &found).await);
         }
@@ -405,35 +487,24 @@ async fn preview(
     let secrets = settings.secrets.store().workspace(&definition.workspace);
     let preview =
         crate::worker::preview(pool, &definition, &secrets, sync.ledger_epoch, limit).await?;
-    let check = account_check(
-        &definition.destination,
-        mapped_attributes(&definition),
-        &secrets,
-    )
-    .await;
+    let check = definition
+        .destination
+        .check_mapping(mapped_attributes(&definition), &secrets)
+        .await;
     let mut warnings = Vec::new();
     match &check {
-        Some(Ok(found)) if !found.missing.is_empty() => {
-            let missing = &found.missing;
-            warnings.push(format!(
-                "warning: the Brevo account has no attribute {}: imports drop {} without a word \
-                 (single upserts are refused); create {} in Brevo or change the mapping",
-                missing.join(", "),
-                if missing.len() == 1 { "it" } else { "them" },
-                if missing.len() == 1 { "it" } else { "them" },
-            ));
+        Some(Ok(found)) => {
+            if let Some(missing) = found.missing_words() {
+                warnings.push(format!("warning: {missing}, or change the mapping"));
+            }
+            warnings.extend(
+                misfits(found, &preview)
+                    .into_iter()
+                    .map(|m| format!("warning: {m}")),
+            );
         }
-        Some(Err(e)) => warnings.push(format!(
-            "warning: the mapped attributes could not be checked against Brevo: {e}"
-        )),
-        _ => {}
-    }
-    if let Some(Ok(found)) = &check {
-        warnings.extend(
-            type_mismatches(found, &preview)
-                .into_iter()
-                .map(|m| format!("warning: {m}")),
-        );
+        Some(Err(why)) => warnings.push(format!("warning: {why}")),
+        None => {}
     }
     let warning = (!warnings.is_empty()).then(|| warnings.join("\n"));
     if json.json {
@@ -570,90 +641,42 @@ async fn retry_rejected(
     Ok(())
 }
 
-/// Bulk mode with a consent rule and no holding list writes every contact
-/// that goes on no list one by one (about 9 a second): said at apply, since
-/// most of a store's customers are such contacts.
-fn single_writes_warning(definition: &SyncDefinition) -> Option<&'static str> {
-    match &definition.destination {
-        crate::destination::DestinationConfig::Brevo(brevo)
-            if brevo.mode == crate::destination::brevo::BrevoMode::Bulk
-                && brevo.holding_list_id.is_none()
-                && definition.mapping.consent.is_some() =>
-        {
-            Some(
-                "bulk mode with a consent rule but no destination.holding_list_id: contacts that go on \
-                 no list (not subscribed, opted out) are written one by one, about 9 a second; name a \
-                 list kept out of campaigns as holding_list_id to import them",
-            )
-        }
-        _ => None,
-    }
-}
-
-/// Values of a preview's sample that Brevo would ignore for their
-/// attribute's type (a run leaves them out and says so): one line per
-/// attribute, with how many sampled records hold such a value and the first
-/// one's reason.
-fn type_mismatches(found: &AccountCheck, preview: &crate::worker::Preview) -> Vec<String> {
-    let mut by_attribute: std::collections::BTreeMap<&str, (usize, usize, String)> =
-        std::collections::BTreeMap::new();
-    for r in &preview.records {
-        for (name, value) in &r.attributes {
-            if let Some(Err(why)) = found
-                .types
-                .get(name)
-                .filter(|_| !value.is_null())
-                .map(|t| t.fit(value))
-            {
-                by_attribute
-                    .entry(name.as_str())
-                    .or_insert((0, r.position, why))
-                    .0 += 1;
-            }
-        }
-    }
-    by_attribute
-        .into_iter()
-        .map(|(name, (count, first, why))| {
-            format!(
-                "mapping.attributes.{name}: {count} of {} sampled records hold a value Brevo would ignore for its type (record #{first}: {why}); a run leaves it out",
-                preview.records.len()
-            )
-        })
-        .collect()
+/// Values of a preview's sample that the destination would ignore for their
+/// field's type: one line per field.
+fn misfits(found: &MappingCheck, preview: &crate::worker::Preview) -> Vec<String> {
+    let sample = preview.records.iter().map(|r| (r.position, &r.attributes));
+    found.misfits(sample, preview.records.len())
 }
 
 /// Records of the next page that the checks fit to the attribute types, at
 /// most.
 const PLAN_SAMPLE: usize = 20;
 
-/// `--plan`'s look at a sample: the next page's first
-/// records are mapped and their values fitted to the Brevo account's
-/// attribute types; one line per attribute that does not fit. A sample that
-/// cannot be read says so in one line.
+/// `--plan`'s look at a sample: the next page's first records are mapped
+/// and their values fitted to the destination's field types; one line per
+/// field that does not fit. A sample that cannot be read says so in one
+/// line.
 async fn sample_warnings(
     pool: &sqlx::PgPool,
     definition: &SyncDefinition,
     secrets: &crate::connector_config::WorkspaceSecrets,
 ) -> Vec<String> {
-    let Some(check) = account_check(
-        &definition.destination,
-        mapped_attributes(definition),
-        secrets,
-    )
-    .await
+    let Some(check) = definition
+        .destination
+        .check_mapping(mapped_attributes(definition), secrets)
+        .await
     else {
         return Vec::new();
     };
     let found = match check {
-        Ok(found) if !found.types.is_empty() => found,
+        Ok(found) if found.knows_types() => found,
         Ok(_) => return Vec::new(),
-        Err(e) => return vec![format!("attribute types not checked: {e}")],
+        Err(why) => return vec![format!("field types not checked: {why}")],
     };
     match crate::worker::preview(pool, definition, secrets, 0, PLAN_SAMPLE).await {
-        Ok(preview) => type_mismatches(&found, &preview),
+        Ok(preview) => misfits(&found, &preview),
         Err(e) => vec![format!(
-            "attribute types not checked: the source could not be sampled: {e:#}"
+            "field types not checked: the source could not be sampled: {e:#}"
         )],
     }
 }
@@ -736,10 +759,10 @@ async fn check_outbound(
     Ok(())
 }
 
-/// `sync apply`'s attribute check of one file (see `missing_attributes`):
-/// attributes the account lacks refuse the file unless `skip`; a check that
-/// cannot be made (Brevo unreachable, the key refused) is a warning, so
-/// publishing never depends on Brevo being up.
+/// `sync apply`'s check of one file's mapped fields at the destination:
+/// fields it lacks refuse the file unless `skip`; a check that cannot be
+/// made (the destination unreachable, the key refused) is a warning, so
+/// publishing never depends on the destination being up.
 async fn check_attributes(
     file: &std::path::Path,
     definition: &crate::config::SyncDefinition,
@@ -749,33 +772,27 @@ async fn check_attributes(
     if skip {
         return Ok(());
     }
-    match missing_attributes(
-        &definition.destination,
-        mapped_attributes(definition),
-        secrets,
-    )
-    .await
+    match definition
+        .destination
+        .check_mapping(mapped_attributes(definition), secrets)
+        .await
     {
-        Some(Ok(missing)) if !missing.is_empty() => Err(crate::config::BadInput::new(
-            file.display().to_string(),
-            "mapping.attributes",
-            format!(
-                "the Brevo account has no attribute {} (imports would drop {} without a word); \
-                 create {} in Brevo, change the mapping, or publish anyway with --skip-attribute-check",
-                missing.join(", "),
-                if missing.len() == 1 { "it" } else { "them" },
-                if missing.len() == 1 { "it" } else { "them" },
-            ),
-        )
-        .into()),
-        Some(Err(e)) => {
-            eprintln!(
-                "warning: {}: the mapped attributes could not be checked against Brevo: {e}",
-                file.display()
-            );
+        Some(Ok(found)) => match found.missing_words() {
+            Some(missing) => Err(crate::config::BadInput::new(
+                file.display().to_string(),
+                "mapping.attributes",
+                format!(
+                    "{missing}, change the mapping, or publish anyway with --skip-attribute-check"
+                ),
+            )
+            .into()),
+            None => Ok(()),
+        },
+        Some(Err(why)) => {
+            eprintln!("warning: {}: {why}", file.display());
             Ok(())
         }
-        _ => Ok(()),
+        None => Ok(()),
     }
 }
 

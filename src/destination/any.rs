@@ -151,13 +151,15 @@ impl DestinationConfig {
     /// Asks the destination whether the sync's key works, sending nothing.
     pub async fn check_key(&self, secrets: &WorkspaceSecrets) -> KeyCheck {
         match self {
-            DestinationConfig::Brevo(_) => match super::brevo::key_check(self, secrets).await {
-                Ok(attributes) => KeyCheck::Accepted(format!(
-                    "the API key is accepted ({} in the account)",
-                    crate::words::counted(attributes, "attribute", "attributes")
-                )),
-                Err(e) => KeyCheck::Refused(e),
-            },
+            DestinationConfig::Brevo(config) => {
+                match super::brevo::key_check(config, secrets).await {
+                    Ok(attributes) => KeyCheck::Accepted(format!(
+                        "the API key is accepted ({} in the account)",
+                        crate::words::counted(attributes, "attribute", "attributes")
+                    )),
+                    Err(e) => KeyCheck::Refused(e),
+                }
+            }
             DestinationConfig::Webhook(_) => {
                 KeyCheck::NotAsked("not called (every call delivers); its first run tells")
             }

@@ -1,5 +1,5 @@
 //! An erasure request: addresses taken out of the store (`store::forget`)
-//! and, when asked, the contacts deleted in the Brevo accounts of one
+//! and, when asked, the contacts deleted in the destination accounts of one
 //! workspace's syncs — every account any version of them wrote to, and no
 //! other workspace's (a request must not tell one tenant's host about
 //! another's people, nor delete its contacts). Only the CLI and the admin
@@ -12,42 +12,37 @@ use serde::Serialize;
 use super::{OpsError, Scope, Scoped};
 use crate::config::secrets::SecretStore;
 use crate::config::{SyncDefinition, WorkspaceId};
-use crate::destination::brevo::{BrevoDestination, Deleted};
-use crate::destination::{DESTINATION_RETRY, DestinationConfig};
+use crate::destination::{ErasingAccount, Erasure, ErasureOutcome, NotDeletable};
 use crate::store::forget::{self, Erased};
 
 /// What one erasure did.
 #[derive(Debug, Serialize)]
 pub struct Forgotten {
-    /// The workspace whose accounts were asked and whose webhook syncs are
-    /// named (`None`: the store only, every workspace's webhook syncs named).
+    /// The workspace whose accounts were asked and whose syncs that cannot
+    /// be asked are named (`None`: the store only, every workspace's named).
     pub workspace: Option<String>,
     /// The addresses' digests, as the audit log names them.
     pub addresses_sha256: Vec<String>,
     pub store: Erased,
-    /// Per Brevo account (with `--destination`): what Brevo did with each address.
+    /// Per destination account (with `--destination`): what it did with
+    /// each address.
     pub accounts: Vec<AccountErasure>,
-    /// Syncs writing to webhooks: syncward cannot delete there; their
-    /// receivers' owners must be told.
-    pub webhook_syncs: Vec<String>,
+    /// Syncs whose destination cannot be asked to delete, per kind.
+    #[serde(flatten)]
+    pub not_deletable: NotDeletable,
 }
 
-/// One Brevo account's deletions, named by the syncs that write to it
-/// (never by its key).
+/// One destination account's deletions, named by the syncs that write to
+/// it (never by its key).
 #[derive(Debug, Serialize)]
 pub struct AccountErasure {
+    /// The destination's name in words.
+    #[serde(skip)]
+    pub label: &'static str,
     pub syncs: Vec<String>,
-    /// Per address, in the order given: what Brevo did, or why nothing could be asked.
-    pub outcomes: Vec<AccountOutcome>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "snake_case", tag = "outcome", content = "detail")]
-pub enum AccountOutcome {
-    Deleted,
-    NotFound,
-    /// Brevo refused to delete it, or the call failed: the detail says why.
-    Failed(String),
+    /// Per address, in the order given: what the account did, or why
+    /// nothing could be asked.
+    pub outcomes: Vec<ErasureOutcome>,
 }
 
 /// The first address that is not one, as `what is wrong` (naming its place).
@@ -65,7 +60,7 @@ pub fn check_addresses(addresses: &[String]) -> Result<(), String> {
 
 impl Scoped {
     /// Takes `addresses` out of the store; with `destination`, deletes them
-    /// in every Brevo account a version of `workspace`'s syncs wrote to
+    /// in every destination account a version of `workspace`'s syncs wrote to
     /// (its key from that workspace's secrets), whatever the store step
     /// found. `workspace` may be left out where only one workspace holds
     /// syncs.
@@ -108,81 +103,67 @@ impl Scoped {
                 _ => {
                     return Err(OpsError::BadInput(format!(
                         "more than one workspace holds syncs ({}): say whose request this is \
-                         with --workspace; only that workspace's Brevo accounts are asked",
+                         with --workspace; only that workspace's destination accounts are asked",
                         listed(&workspaces)
                     )));
                 }
             },
         };
         let store = forget::forget_addresses(&self.store, addresses, self.scope.actor()).await?;
-        let mut accounts = Vec::new();
-        let mut webhook_syncs = Vec::new();
+        let mut not_deletable = NotDeletable::default();
         let syncs = match &workspace {
             Some(workspace) => {
                 crate::store::syncs::workspace_definitions(&self.store, workspace).await?
             }
             None => crate::store::syncs::all_definitions(&self.store).await?,
         };
-        // One account per base URL and key: several syncs (and versions) may share it.
-        let mut brevo: BTreeMap<(String, String), (BrevoDestination, Vec<String>)> =
-            BTreeMap::new();
-        let mut unopened: BTreeMap<String, (Vec<String>, String)> = BTreeMap::new();
+        // One account per kind, URL and key: several syncs (and versions) may share it.
+        let mut open: BTreeMap<String, (ErasingAccount, Vec<String>)> = BTreeMap::new();
+        let mut unopened: BTreeMap<String, (Vec<String>, &'static str, String)> = BTreeMap::new();
         for crate::store::syncs::StoredDefinition { id, definition } in syncs {
             let Ok(definition) = serde_json::from_value::<SyncDefinition>(definition.0) else {
                 continue;
             };
-            match &definition.destination {
-                DestinationConfig::Webhook(_) => {
-                    if !webhook_syncs.contains(&id) {
-                        webhook_syncs.push(id);
-                    }
+            let secrets = destination.map(|s| s.workspace(&definition.workspace));
+            let syncs = match definition.destination.erasure(secrets.as_ref()) {
+                Erasure::CannotDelete => {
+                    not_deletable.add(&definition.destination, &id);
+                    continue;
                 }
-                DestinationConfig::Brevo(config) => {
-                    let Some(secrets) = destination else {
-                        continue;
-                    };
-                    let workspace = secrets.workspace(&definition.workspace);
-                    match BrevoDestination::open(config, DESTINATION_RETRY, &workspace) {
-                        Ok(client) => {
-                            let account = (config.base_url.to_string(), client.key_digest());
-                            let syncs = &mut brevo.entry(account).or_insert((client, Vec::new())).1;
-                            if !syncs.contains(&id) {
-                                syncs.push(id);
-                            }
-                        }
-                        Err(e) => {
-                            // Named by the account's URL, never its key.
-                            let entry = unopened
-                                .entry(config.base_url.to_string())
-                                .or_insert((Vec::new(), e.to_string()));
-                            if !entry.0.contains(&id) {
-                                entry.0.push(id);
-                            }
-                        }
-                    }
+                Erasure::NotAsked => continue,
+                Erasure::Account(account) => {
+                    &mut open
+                        .entry(account.account.clone())
+                        .or_insert((account, Vec::new()))
+                        .1
                 }
+                Erasure::Unopened { url, label, why } => {
+                    &mut unopened.entry(url).or_insert((Vec::new(), label, why)).0
+                }
+            };
+            if !syncs.contains(&id) {
+                syncs.push(id);
             }
         }
-        for (client, syncs) in brevo.into_values() {
+        let mut accounts = Vec::new();
+        for (account, syncs) in open.into_values() {
             let mut outcomes = Vec::with_capacity(addresses.len());
             for address in addresses {
-                outcomes.push(
-                    match client.delete_contact(&address.trim().to_lowercase()).await {
-                        Ok(Deleted::Deleted) => AccountOutcome::Deleted,
-                        Ok(Deleted::NotFound) => AccountOutcome::NotFound,
-                        Ok(Deleted::Refused(why)) => AccountOutcome::Failed(why),
-                        Err(e) => AccountOutcome::Failed(e.to_string()),
-                    },
-                );
+                outcomes.push(account.delete(address).await);
             }
-            accounts.push(AccountErasure { syncs, outcomes });
-        }
-        for (syncs, why) in unopened.into_values() {
             accounts.push(AccountErasure {
+                label: account.label,
+                syncs,
+                outcomes,
+            });
+        }
+        for (syncs, label, why) in unopened.into_values() {
+            accounts.push(AccountErasure {
+                label,
                 syncs,
                 outcomes: addresses
                     .iter()
-                    .map(|_| AccountOutcome::Failed(why.clone()))
+                    .map(|_| ErasureOutcome::Failed(why.clone()))
                     .collect(),
             });
         }
@@ -194,7 +175,7 @@ impl Scoped {
                 .collect(),
             store,
             accounts,
-            webhook_syncs,
+            not_deletable,
         })
     }
 }

@@ -18,7 +18,7 @@ pub use crate::store::syncs::{
     Applied, IdOfAnotherWorkspace, Moved, PublishOutcome, SyncRow, SyncVersion,
 };
 pub use crate::views::Trace;
-pub use forget::{AccountErasure, AccountOutcome, Forgotten, check_addresses};
+pub use forget::{AccountErasure, Forgotten, check_addresses};
 pub use scope::Scope;
 pub use trace::DEFAULT_CALLS;
 

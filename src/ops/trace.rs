@@ -5,8 +5,6 @@
 //! Looked up by the install's keyed digest (`store::trace`): the store keeps
 //! no address in clear for it.
 
-use serde_json::Value;
-
 use super::{OpsError, Scoped};
 use crate::store::{syncs, trace};
 use crate::views::{Trace, TracedCall, TracedKept, TracedRejection};
@@ -130,58 +128,14 @@ fn describe(state: &trace::CallState) -> (&'static str, String) {
                 .into(),
         );
     }
-    let result = state.result.as_ref();
-    let answer = if let Some(process) = result.and_then(|r| r.get("processId")) {
-        import_answer(process, state)
-    } else if let Some(id) = result.and_then(|r| r.get("id")) {
-        format!("created: Brevo answered 201 with contact id {id}")
-    } else if let Some(status) = result.and_then(|r| r.get("status")) {
-        format!("accepted: the destination answered {status}")
-    } else {
-        "accepted".into()
+    let import = crate::destination::ImportReport {
+        status: state.process_status.as_deref(),
+        records: state.process_records.unwrap_or(0).into(),
+        counts: state.process_counts.as_ref(),
+        error: state.process_error.as_deref(),
     };
-    ("completed", answer)
-}
-
-/// A Brevo import's outcome for one of its addresses: Brevo reports counts
-/// per import, never which addresses they were.
-fn import_answer(process: &Value, state: &trace::CallState) -> String {
-    let records = state.process_records.unwrap_or(0);
-    match state.process_status.as_deref() {
-        None => format!("accepted in Brevo import {process}, not reported on"),
-        Some("pending") => {
-            format!("accepted in Brevo import {process}; Brevo has not finished it yet")
-        }
-        Some("completed") => {
-            let counts = state.process_counts.as_ref();
-            let count = |name: &str| {
-                counts
-                    .and_then(|c| c.get(name))
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0)
-            };
-            let invalid = count("invalid_emails");
-            let duplicates = count("duplicate_email_id") + count("duplicate_contact_id");
-            if invalid + duplicates == 0 {
-                format!(
-                    "imported: Brevo import {process} completed with no invalid address or \
-                     duplicate among its {records} records"
-                )
-            } else {
-                format!(
-                    "Brevo import {process} completed: Brevo reported {invalid} invalid \
-                     address(es) and {duplicates} duplicate(s) among its {records} records, \
-                     without naming them"
-                )
-            }
-        }
-        Some(status) => format!(
-            "Brevo import {process} ended {status}{}",
-            state
-                .process_error
-                .as_deref()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default()
-        ),
-    }
+    (
+        "completed",
+        crate::destination::answer_words(state.result.as_ref(), &import),
+    )
 }

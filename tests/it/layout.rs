@@ -149,6 +149,74 @@ fn connectors_know_nothing_of_the_store_leases_config_or_the_run_loop() -> anyho
     Ok(())
 }
 
+/// A connector keeps its own knowledge: the commands and `ops` ask the
+/// source and destination configs (`check_mapping`, `check_key`,
+/// `erasure`, `answer_words`, …) and never name a connector kind, in code,
+/// words or comments. A new connector touches its own folder and the
+/// closed enums' dispatch, not the commands.
+#[test]
+fn commands_and_ops_name_no_connector_kind() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The kinds as sync files write them, and the Rust names of their
+    // variants, types and modules.
+    let mut kinds: Vec<String> = Vec::new();
+    for (dir, suffix) in [("src/source", "Source"), ("src/destination", "Destination")] {
+        for entry in std::fs::read_dir(root.join(dir))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                let kind = path
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .to_string();
+                let mut type_name = kind[..1].to_uppercase() + &kind[1..];
+                kinds.push(format!("{}::{kind}", &dir[4..]));
+                kinds.push(format!("Config::{type_name}("));
+                type_name.push_str(suffix);
+                kinds.push(type_name);
+                // Words of the outside services: a kind's name in prose.
+                if !["postgres", "http"].contains(&kind.as_str()) {
+                    kinds.push(kind);
+                }
+            }
+        }
+    }
+    anyhow::ensure!(
+        kinds.iter().any(|k| k == "brevo") && kinds.iter().any(|k| k == "shopify"),
+        "the connector folders were not found: {kinds:?}"
+    );
+    let mut found = Vec::new();
+    for dir in ["src/commands", "src/ops"] {
+        for file in rust_files(&root.join(dir))? {
+            let text = std::fs::read_to_string(&file)?;
+            for (number, line) in text.lines().enumerate() {
+                let lower = line.to_lowercase();
+                for kind in &kinds {
+                    let named = match kind.chars().next().is_some_and(char::is_uppercase)
+                        || kind.contains("::")
+                    {
+                        true => line.contains(kind.as_str()),
+                        false => lower.contains(kind.as_str()),
+                    };
+                    if named {
+                        found.push(format!(
+                            "{}:{}: names {kind}",
+                            file.strip_prefix(root)?.display(),
+                            number + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    anyhow::ensure!(
+        found.is_empty(),
+        "commands/ and ops/ name connector kinds (ask the connector's config instead):\n{}",
+        found.join("\n")
+    );
+    Ok(())
+}
+
 /// The HTTP handlers reach syncs and runs only through `ops` (the one door
 /// that takes the caller's scope): no store query or view load of their own,
 /// and no state but the door (so one without a scope does not compile). The

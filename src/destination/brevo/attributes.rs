@@ -12,8 +12,9 @@ use tracing::warn;
 
 use super::attribute_types::AttributeType;
 use super::client::BrevoDestination;
+use super::config::BrevoDestinationConfig;
 use crate::connector_config::WorkspaceSecrets;
-use crate::destination::{DESTINATION_RETRY, DestinationConfig, DestinationError};
+use crate::destination::{DESTINATION_RETRY, DestinationError};
 
 /// What the account says of a sync's mapped attributes: those it lacks
 /// (sorted), and the type of each it has.
@@ -24,19 +25,76 @@ pub struct AccountCheck {
     pub types: HashMap<String, AttributeType>,
 }
 
+impl AccountCheck {
+    /// The attributes the account lacks, in words, with what to do; `None`
+    /// when it lacks none.
+    pub fn missing_words(&self) -> Option<String> {
+        let missing = &self.missing;
+        let (it, them) = match missing.len() {
+            0 => return None,
+            1 => ("it", "it"),
+            _ => ("them", "them"),
+        };
+        Some(format!(
+            "the Brevo account has no attribute {} (imports drop {it} without a word, single \
+             upserts are refused); create {them} in Brevo",
+            missing.join(", "),
+        ))
+    }
+
+    /// Values of a sample that Brevo would ignore for their attribute's
+    /// type (a run leaves them out and says so): one line per attribute,
+    /// with how many of the `sampled` records hold such a value and the
+    /// first one's reason. `sample`: each record's position and mapped
+    /// attributes.
+    pub fn misfits<'a>(
+        &self,
+        sample: impl IntoIterator<Item = (usize, &'a serde_json::Map<String, serde_json::Value>)>,
+        sampled: usize,
+    ) -> Vec<String> {
+        let mut by_attribute: std::collections::BTreeMap<&str, (usize, usize, String)> =
+            std::collections::BTreeMap::new();
+        for (position, attributes) in sample {
+            for (name, value) in attributes {
+                if let Some(Err(why)) = self
+                    .types
+                    .get(name)
+                    .filter(|_| !value.is_null())
+                    .map(|t| t.fit(value))
+                {
+                    by_attribute
+                        .entry(name.as_str())
+                        .or_insert((0, position, why))
+                        .0 += 1;
+                }
+            }
+        }
+        by_attribute
+            .into_iter()
+            .map(|(name, (count, first, why))| {
+                format!(
+                    "mapping.attributes.{name}: {count} of {sampled} sampled records hold a value \
+                     Brevo would ignore for its type (record #{first}: {why}); a run leaves it out"
+                )
+            })
+            .collect()
+    }
+}
+
+/// Why the mapped attributes could not be checked, in words.
+pub fn unchecked_words(e: &DestinationError) -> String {
+    format!("the mapped attributes could not be checked against Brevo: {e}")
+}
+
 /// The mapped attributes checked against the account; `None` when there is
-/// nothing to check: the destination is not Brevo, the mapping has no
-/// attributes, or the API key is not in the workspace's secrets here (the
-/// check needs the key; the daemon's machine may be the only one that has
-/// it).
+/// nothing to check: the mapping has no attributes, or the API key is not
+/// in the workspace's secrets here (the check needs the key; the daemon's
+/// machine may be the only one that has it).
 pub async fn account_check<'a>(
-    destination: &DestinationConfig,
+    config: &BrevoDestinationConfig,
     mapped: impl IntoIterator<Item = &'a str>,
     secrets: &WorkspaceSecrets,
 ) -> Option<Result<AccountCheck, DestinationError>> {
-    let DestinationConfig::Brevo(config) = destination else {
-        return None;
-    };
     let mapped: Vec<&str> = mapped.into_iter().collect();
     if mapped.is_empty()
         || secrets
@@ -61,25 +119,11 @@ pub async fn account_check<'a>(
 /// it lists (`syncward doctor`). A key missing from the workspace's secrets
 /// here, or refused (401/403), is the error.
 pub async fn key_check(
-    destination: &DestinationConfig,
+    config: &BrevoDestinationConfig,
     secrets: &WorkspaceSecrets,
 ) -> Result<usize, DestinationError> {
-    let DestinationConfig::Brevo(config) = destination else {
-        return Ok(0);
-    };
     let brevo = BrevoDestination::open(config, DESTINATION_RETRY, secrets)?;
     Ok(brevo.account_attributes().await?.len())
-}
-
-/// The mapped attributes the account lacks, sorted (see `account_check`).
-pub async fn missing_attributes<'a>(
-    destination: &DestinationConfig,
-    mapped: impl IntoIterator<Item = &'a str>,
-    secrets: &WorkspaceSecrets,
-) -> Option<Result<Vec<String>, DestinationError>> {
-    account_check(destination, mapped, secrets)
-        .await
-        .map(|r| r.map(|c| c.missing))
 }
 
 /// How long a run reuses the account's attribute list another run of this

@@ -170,6 +170,13 @@ const TOO_LARGE: &str = "http_413";
 /// and 410 Gone as "disable this endpoint"; only 400, 413 and 422 say the
 /// record itself is wrong. So a receiver that flaps during a deploy (404s,
 /// 409s) costs time, never a record.
+/// A webhook call's stored answer (`{"status": N}`, see `judge`), in words;
+/// `None` when `result` is not one.
+pub fn answer_words(result: Option<&Value>) -> Option<String> {
+    let status = result?.get("status")?;
+    Some(format!("accepted: the destination answered {status}"))
+}
+
 fn judge(status: StatusCode, bytes: &[u8], records: usize) -> Verdict<Vec<RecordOutcome>> {
     if status.is_success() {
         return Verdict::Done(vec![

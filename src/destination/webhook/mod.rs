@@ -3,5 +3,5 @@
 mod client;
 mod config;
 
-pub use client::WebhookDestination;
+pub use client::{WebhookDestination, answer_words};
 pub use config::WebhookDestinationConfig;
