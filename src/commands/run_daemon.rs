@@ -88,13 +88,15 @@ pub async fn run(settings: Settings, shutdown: Shutdown, reload: Reload) -> anyh
         shutdown.stop_token(),
     )?);
     let http_state = crate::http::HttpState {
-        store: store::http_pool(&settings.database)?,
+        door: crate::ops::Door::new(
+            store::http_pool(&settings.database)?,
+            settings.run_attempts(),
+        )
+        .with_secrets(settings.secrets.store()),
         outages,
         redis: redis.clone(),
         token: settings.http.admin_token.clone(),
         metrics_token: settings.http.metrics_token.clone(),
-        max_attempts: settings.run_attempts(),
-        secrets: settings.secrets.store(),
         // One recorder per process; a second install (tests running two
         // daemons in one process) keeps the first.
         metrics: crate::telemetry::install(),

@@ -26,7 +26,7 @@ pub async fn execute(door: &Scoped, command: RunsCommand) -> anyhow::Result<()> 
                 status: status.as_deref(),
                 since,
                 limit: limit.max(1),
-                syncs: None,
+                seen_by: None,
             };
             let list = match door.run_list(&filter).await {
                 Ok(list) => list,

@@ -6,8 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::path_ids::{RunIdPath, SyncIdPath};
-use crate::ops::{OpsError, Scoped};
-use crate::store::rejected::PutBackFilter;
+use crate::ops::{OpsError, PutBackFilter, Scoped};
 
 pub(super) fn not_found(what: &str) -> Response {
     (
@@ -143,8 +142,10 @@ fn refused(id: &str, e: OpsError) -> Response {
         )
             .into_response(),
         OpsError::Store(e) => internal(e),
+        // Not found, as for a sync or run of another workspace: a
+        // workspace token learns nothing of the admin's routes.
         OpsError::AdminOnly => (
-            StatusCode::FORBIDDEN,
+            StatusCode::NOT_FOUND,
             axum::Json(json!({"error": OpsError::AdminOnly.to_string()})),
         )
             .into_response(),
@@ -268,6 +269,10 @@ pub async fn forget(
     door: Scoped,
     body: Result<axum::Json<ForgetRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
+    // Who may ask comes before what was asked.
+    if let Err(e) = door.may_forget() {
+        return refused("", e);
+    }
     let request = match body {
         Ok(axum::Json(request)) => request,
         Err(e) => {

@@ -8,9 +8,10 @@
 //! Basic credentials to any form a foreign page submits.
 //!
 //! Besides the admin token, a workspace token (`syncward token create`)
-//! opens the same surfaces for one workspace: any sync or run of another is
-//! "not found" (404, so a token cannot even learn which ids exist), lists
-//! show its own only, and a read-only one cannot write.
+//! opens the same surfaces for one workspace. This layer only establishes
+//! the `Scope` the presented token opens; what that scope may see and do is
+//! decided once, by `ops` (another workspace's sync or run is "not found",
+//! lists show its own only, a read-only scope writes nothing).
 
 use std::sync::Arc;
 
@@ -24,11 +25,8 @@ use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use sqlx::PgPool;
-
 use super::hosts::AllowedHosts;
 use crate::ops::{Door, Scope, Scoped};
-use crate::store::{runs, syncs, tokens};
 
 /// Whether the caller may change anything (pause, resume, run, retry): an
 /// admin token is configured and the caller's token is not read-only.
@@ -56,40 +54,13 @@ impl axum::extract::FromRequestParts<Door> for Scoped {
 }
 
 /// The admin token (as its SHA-256, so that comparing takes the same time
-/// whatever the length of what is presented), the store holding workspace
-/// tokens, and the hosts a browser write may come from.
+/// whatever the length of what is presented), the door that knows the
+/// workspace tokens, and the hosts a browser write may come from.
 #[derive(Debug)]
 pub struct AdminAccess {
     token: Option<[u8; 32]>,
-    store: PgPool,
+    door: Door,
     hosts: AllowedHosts,
-}
-
-/// The sync or run a path names, whose workspace a scoped token must own.
-#[derive(Debug, PartialEq, Eq)]
-enum Resource<'a> {
-    Sync(&'a str),
-    Run(&'a str),
-    /// A list, filtered to the scope by its handler.
-    List,
-}
-
-/// What a path names: a sync (`/api/syncs/{id}…`, `/syncs/{id}…`), a run
-/// (`/api/runs/{id}`, `/runs/{id}`), or one of the lists every scope may
-/// read filtered (`/`, `/api/syncs`, and the trace of an address, `/trace`,
-/// `/api/trace`). `None` for anything else: refused to a
-/// workspace scope, so a route added later is closed until it is named here.
-fn resource_of(path: &str) -> Option<Resource<'_>> {
-    if matches!(path, "/" | "/api/syncs" | "/trace" | "/api/trace") {
-        return Some(Resource::List);
-    }
-    let path = path.strip_prefix("/api").unwrap_or(path);
-    let mut parts = path.trim_start_matches('/').split('/');
-    match (parts.next(), parts.next()) {
-        (Some("syncs"), Some(id)) => Some(Resource::Sync(id)),
-        (Some("runs"), Some(id)) => Some(Resource::Run(id)),
-        _ => None,
-    }
 }
 
 /// The two surfaces and their one scheme each.
@@ -102,10 +73,10 @@ enum Surface {
 }
 
 impl AdminAccess {
-    pub fn new(token: Option<&SecretString>, store: PgPool, hosts: AllowedHosts) -> Self {
+    pub fn new(token: Option<&SecretString>, door: Door, hosts: AllowedHosts) -> Self {
         Self {
             token: token.map(|t| digest(t.expose_secret().as_bytes())),
-            store,
+            door,
             hosts,
         }
     }
@@ -115,12 +86,8 @@ impl AdminAccess {
         let headers = request.headers();
         let scope = match (&self.token, presented(headers, surface)) {
             (Some(admin), Some(presented)) if bool::from(presented.ct_eq(admin)) => Scope::Admin,
-            (_, Some(presented)) => match tokens::find_token(&self.store, &presented).await {
-                Ok(Some(t)) => Scope::Workspace {
-                    workspace: t.workspace_id,
-                    read_only: t.read_only,
-                    token: t.id,
-                },
+            (_, Some(presented)) => match self.door.token_scope(&presented).await {
+                Ok(Some(scope)) => scope,
                 Ok(None) => return unauthorized(surface),
                 Err(e) => return store_failed(surface, e),
             },
@@ -131,12 +98,9 @@ impl AdminAccess {
                      (SYNCWARD__HTTP__ADMIN_TOKEN, at least 32 characters) and restart the daemon",
                 );
             }
-            // Anonymous reads see every workspace only where no workspace
-            // token exists (the daemon refuses to start with tokens and no
-            // admin token; one created since is caught here).
-            (None, None) => match tokens::active_tokens(&self.store).await {
-                Ok(0) => Scope::Admin,
-                Ok(_) => return unauthorized(surface),
+            (None, None) => match self.door.anonymous_scope().await {
+                Ok(Some(scope)) => scope,
+                Ok(None) => return unauthorized(surface),
                 Err(e) => return store_failed(surface, e),
             },
             (Some(_), None) => return unauthorized(surface),
@@ -144,51 +108,11 @@ impl AdminAccess {
         if write && let Err(reason) = self.browser_write_allowed(headers) {
             return refused(surface, &reason);
         }
-        if let Scope::Workspace {
-            workspace,
-            read_only,
-            ..
-        } = &scope
-        {
-            match self.owned(request.uri().path(), workspace).await {
-                Ok(true) => {}
-                Ok(false) => return not_found(surface),
-                Err(e) => return store_failed(surface, e),
-            }
-            if write && *read_only {
-                return refused(
-                    surface,
-                    "This token is read-only: it cannot pause, resume, run or retry",
-                );
-            }
-        }
         // The pages offer their buttons only where a press could succeed.
-        let can_write = self.token.is_some()
-            && !matches!(
-                scope,
-                Scope::Workspace {
-                    read_only: true,
-                    ..
-                }
-            );
+        let can_write = self.token.is_some() && !scope.read_only();
         request.extensions_mut().insert(CanWrite(can_write));
         request.extensions_mut().insert(scope);
         next.run(request).await
-    }
-
-    /// Whether the sync or run the path names (if any) is `workspace`'s. One
-    /// that does not exist, or exists under any other spelling, is not.
-    async fn owned(&self, path: &str, workspace: &str) -> sqlx::Result<bool> {
-        let owner = match resource_of(path) {
-            None => return Ok(false),
-            Some(Resource::List) => return Ok(true),
-            Some(Resource::Sync(id)) => syncs::workspace_of_sync(&self.store, id).await?,
-            Some(Resource::Run(id)) => match id.parse::<i64>() {
-                Ok(id) => runs::workspace_of_run(&self.store, id).await?,
-                Err(_) => None,
-            },
-        };
-        Ok(owner.as_deref() == Some(workspace))
     }
 
     /// A write from a browser must say where it comes from, and that must be
@@ -327,15 +251,6 @@ fn unauthorized(surface: Surface) -> Response {
     }
 }
 
-/// 404 in the surface's form: what a scoped token gets for another
-/// workspace's sync or run, exactly as for one that does not exist.
-fn not_found(surface: Surface) -> Response {
-    match surface {
-        Surface::Api => super::api::not_found("sync or run"),
-        Surface::Pages => super::pages::not_found("sync or run"),
-    }
-}
-
 fn store_failed(surface: Surface, e: sqlx::Error) -> Response {
     // An outage: say so, as the pages do once the watcher has seen it.
     if crate::outages::unreachable(&e) {
@@ -442,34 +357,15 @@ mod tests {
         assert_eq!(presented(&no_colon, Surface::Pages), None);
     }
 
-    #[test]
-    fn paths_name_the_sync_or_run_a_scoped_token_must_own() {
-        assert_eq!(resource_of("/api/syncs/a/pause"), Some(Resource::Sync("a")));
-        assert_eq!(resource_of("/api/syncs/a"), Some(Resource::Sync("a")));
-        assert_eq!(resource_of("/syncs/a/run"), Some(Resource::Sync("a")));
-        assert_eq!(resource_of("/api/runs/7"), Some(Resource::Run("7")));
-        assert_eq!(resource_of("/runs/7"), Some(Resource::Run("7")));
-        assert_eq!(resource_of("/api/syncs"), Some(Resource::List));
-        assert_eq!(resource_of("/"), Some(Resource::List));
-        // Anything not named is refused to a workspace scope.
-        for other in [
-            "/api/tokens",
-            "/api",
-            "/api/",
-            "/syncs",
-            "/api/runs",
-            "/admin",
-        ] {
-            assert_eq!(resource_of(other), None, "{other}");
-        }
-    }
-
     // A runtime for the (never used) store pool.
     #[tokio::test]
     async fn a_browser_write_must_come_from_an_allowed_host() {
         let access = AdminAccess::new(
             Some(&SecretString::from(TOKEN)),
-            PgPool::connect_lazy("postgres://unused@127.0.0.1/unused").unwrap(),
+            Door::new(
+                sqlx::PgPool::connect_lazy("postgres://unused@127.0.0.1/unused").unwrap(),
+                1,
+            ),
             AllowedHosts::new("127.0.0.1:8080".parse().unwrap(), &[]),
         );
         let ok = |h: &HeaderMap| access.browser_write_allowed(h).is_ok();

@@ -59,7 +59,7 @@ async fn refresh_sync_health(state: &HttpState) {
     if read_at.is_some_and(|at| at.elapsed() < SYNC_HEALTH_FRESH) {
         return;
     }
-    match crate::store::syncs::sync_health(&state.store).await {
+    match state.door.sync_health().await {
         Ok(syncs) => {
             crate::telemetry::record_sync_health(&syncs);
             *read_at = Some(Instant::now());
@@ -80,7 +80,7 @@ async fn readiness<E: std::fmt::Display>(
 }
 
 pub async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
-    let postgres = readiness(crate::store::ping(&state.store)).await;
+    let postgres = readiness(state.door.store_ready()).await;
     let redis = readiness(state.redis.ping()).await;
     let ready = postgres == "ok" && redis == "ok";
     let status = if ready {

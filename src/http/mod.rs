@@ -7,8 +7,11 @@
 //! The edges, outermost first: the connection loop (`server`: connection
 //! limit, header-read timeout), the security headers on every answer, the
 //! request timeout, the Host check (`hosts`: every route but `/healthz`),
-//! then on the API and pages the token and the write rules (`auth`), and
-//! last the ids in the path (`path_ids`), before any handler reads the store.
+//! then on the API and pages the token's scope and the write rules
+//! (`auth`), and last the ids in the path (`path_ids`), before any handler
+//! asks `ops`, which decides what the scope may see and do. `http/` holds
+//! no store: tokens, readiness and the metrics' sync health go through the
+//! door too.
 //! Health and readiness need no token (readiness names no sync); metrics
 //! need the scrape or admin token once either is set.
 
@@ -31,7 +34,6 @@ use axum::http::header::{
 use axum::http::{HeaderValue, StatusCode};
 use axum::routing::{get, post};
 use secrecy::SecretString;
-use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
@@ -46,16 +48,15 @@ pub use server::ConnectionLimits;
 /// What the handlers share.
 #[derive(Clone, Debug)]
 pub struct HttpState {
-    pub store: PgPool,
+    /// The store, behind `ops`' door (with the workspaces' secrets, for
+    /// `POST /api/forget` with the destination, and `run.max_attempts`).
+    pub door: crate::ops::Door,
     /// The store's and Redis' outages, as the daemon's watcher sees them.
     pub outages: crate::outages::Outages,
     pub redis: RedisPool,
     pub token: Option<SecretString>,
     /// `http.metrics_token`: the scrape token of `/metrics`.
     pub metrics_token: Option<SecretString>,
-    pub max_attempts: i32,
-    /// The workspaces' secrets (`POST /api/forget` with the destination).
-    pub secrets: crate::config::secrets::SecretStore,
     /// The Prometheus recorder's handle; `None` where none is installed.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// When `/metrics` last read every sync's health from the store.
@@ -114,14 +115,13 @@ const CONTENT_SECURITY_POLICY_VALUE: &str =
 pub fn router(state: HttpState, hosts: AllowedHosts, request_timeout: Duration) -> Router {
     let access = Arc::new(auth::AdminAccess::new(
         state.token.as_ref(),
-        state.store.clone(),
+        state.door.clone(),
         hosts.clone(),
     ));
     // The API and the pages get the door as their only state: a handler
     // that does not take a `Scoped` (its scope, from `auth`) reaches no
     // sync or run, and one that asks for the store does not compile.
-    let door = crate::ops::Door::new(state.store.clone(), state.max_attempts)
-        .with_secrets(state.secrets.clone());
+    let door = state.door.clone();
     let api = Router::new()
         .route("/api/syncs", get(api::list_syncs))
         .route("/api/syncs/{id}", get(api::show_sync))

@@ -12,9 +12,8 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::auth::CanWrite;
 use super::path_ids::{RunIdPath, SyncActionPath, SyncIdPath};
-use crate::ops::{OpsError, Scoped};
+use crate::ops::{OpsError, PutBackFilter, Scoped};
 use crate::states::{RunStatus, SyncStatus};
-use crate::store::rejected::PutBackFilter;
 use crate::views::{Body, Cell, Page, RunBar, chart_words};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1b1f24}

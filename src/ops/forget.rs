@@ -59,6 +59,16 @@ pub fn check_addresses(addresses: &[String]) -> Result<(), String> {
 }
 
 impl Scoped {
+    /// Whether this scope may ask for an erasure at all (the CLI and the
+    /// admin token: the store step reaches every workspace's rows), asked
+    /// before the request is read.
+    pub fn may_forget(&self) -> Result<(), OpsError> {
+        match self.scope {
+            Scope::Cli | Scope::Admin => Ok(()),
+            Scope::Workspace { .. } => Err(OpsError::AdminOnly),
+        }
+    }
+
     /// Takes `addresses` out of the store; with `destination`, deletes them
     /// in every destination account a version of `workspace`'s syncs wrote to
     /// (its key from that workspace's secrets), whatever the store step
@@ -70,9 +80,7 @@ impl Scoped {
         workspace: Option<&str>,
         destination: bool,
     ) -> Result<Forgotten, OpsError> {
-        if !matches!(self.scope, Scope::Cli | Scope::Admin) {
-            return Err(OpsError::AdminOnly);
-        }
+        self.may_forget()?;
         check_addresses(addresses).map_err(OpsError::BadInput)?;
         let destination: Option<&SecretStore> = match (destination, &self.secrets) {
             (false, _) => None,

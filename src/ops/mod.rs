@@ -9,6 +9,7 @@
 //! applies the rules of an archived or paused sync here once, and records
 //! who acted in the audit log.
 
+mod access;
 mod forget;
 mod scope;
 mod trace;
@@ -18,11 +19,13 @@ pub use crate::store::syncs::{
     Applied, IdOfAnotherWorkspace, Moved, PublishOutcome, SyncRow, SyncVersion,
 };
 pub use crate::views::Trace;
+pub use access::SyncHealth;
 pub use forget::{AccountErasure, Forgotten, check_addresses};
 pub use scope::Scope;
 pub use trace::DEFAULT_CALLS;
 
 pub use crate::store::held_removals::HeldRemovals;
+pub use crate::store::rejected::PutBackFilter;
 pub use crate::store::runs::{Cancel, RunFilter, RunRow};
 use sqlx::PgPool;
 
@@ -31,7 +34,7 @@ use crate::config::secrets::SecretStore;
 use crate::states::{PauseReason, RunStatus, RunTrigger, SyncStatus};
 use crate::store::cursors;
 use crate::store::held_removals;
-use crate::store::rejected::{self, PutBack, PutBackFilter};
+use crate::store::rejected::{self, PutBack};
 use crate::store::runs;
 use crate::store::syncs;
 use crate::views::{OverviewView, RunView, SyncView};
@@ -147,16 +150,12 @@ impl Scoped {
 
     /// The syncs the scope sees.
     pub async fn sync_list(&self) -> Result<Vec<syncs::SyncSummary>, OpsError> {
-        let mut list = syncs::list_syncs(&self.store).await?;
-        list.retain(|s| self.scope.sees(&s.workspace_id));
-        Ok(list)
+        Ok(syncs::list_syncs(&self.store, self.scope.workspace()).await?)
     }
 
     /// The overview page's content, of the syncs the scope sees.
     pub async fn overview(&self) -> Result<OverviewView, OpsError> {
-        let mut view = OverviewView::load(&self.store).await?;
-        view.syncs.retain(|s| self.scope.sees(&s.workspace_id));
-        Ok(view)
+        Ok(OverviewView::load(&self.store, self.scope.workspace()).await?)
     }
 
     /// The sync `id`, if the scope sees it.
@@ -196,7 +195,7 @@ impl Scoped {
     }
 
     /// The latest runs `filter` asks for, of the syncs the scope sees (a
-    /// sync it does not see is "not found"; `filter.syncs` is the scope's).
+    /// sync it does not see is "not found"; `filter.seen_by` is the scope's).
     pub async fn run_list(
         &self,
         filter: &runs::RunFilter<'_>,
@@ -209,17 +208,11 @@ impl Scoped {
         {
             return Err(OpsError::BadInput(format!("--status: {e}")));
         }
-        match &self.scope {
-            Scope::Cli | Scope::Admin => Ok(runs::list_runs(&self.store, filter).await?),
-            Scope::Workspace { .. } => {
-                let ids: Vec<String> = self.sync_list().await?.into_iter().map(|s| s.id).collect();
-                let filter = runs::RunFilter {
-                    syncs: Some(&ids),
-                    ..*filter
-                };
-                Ok(runs::list_runs(&self.store, &filter).await?)
-            }
-        }
+        let filter = runs::RunFilter {
+            seen_by: self.scope.workspace(),
+            ..*filter
+        };
+        Ok(runs::list_runs(&self.store, &filter).await?)
     }
 
     /// Cancels a run the scope may change (`runs cancel`): a queued one ends
@@ -242,13 +235,7 @@ impl Scoped {
 
     /// The runs in progress now, of the syncs the scope sees.
     pub async fn running_runs(&self) -> Result<Vec<runs::RunRow>, OpsError> {
-        let mut running = runs::running_runs(&self.store, None).await?;
-        if let Scope::Workspace { .. } = &self.scope {
-            let seen: std::collections::HashSet<String> =
-                self.sync_list().await?.into_iter().map(|s| s.id).collect();
-            running.retain(|r| seen.contains(&r.sync_id));
-        }
-        Ok(running)
+        Ok(runs::running_runs(&self.store, None, self.scope.workspace()).await?)
     }
 
     /// A run's page, if the scope sees its sync's workspace as it is now.

@@ -28,6 +28,15 @@ impl Scope {
         }
     }
 
+    /// The one workspace this scope sees; `None`: every workspace. What the
+    /// store's lists filter on, in SQL.
+    pub fn workspace(&self) -> Option<&str> {
+        match self {
+            Scope::Cli | Scope::Admin => None,
+            Scope::Workspace { workspace, .. } => Some(workspace),
+        }
+    }
+
     /// Whether this scope may only read.
     pub fn read_only(&self) -> bool {
         matches!(

@@ -6,7 +6,7 @@
 //! no address in clear for it.
 
 use super::{OpsError, Scoped};
-use crate::store::{syncs, trace};
+use crate::store::trace;
 use crate::views::{Trace, TracedCall, TracedKept, TracedRejection};
 
 /// Calls shown when the caller names no number.
@@ -27,12 +27,7 @@ impl Scoped {
         }
         let syncs: Vec<String> = match sync {
             Some(id) => vec![self.sync(id).await?.id],
-            None => syncs::list_syncs(&self.store)
-                .await?
-                .into_iter()
-                .filter(|s| self.scope.sees(&s.workspace_id))
-                .map(|s| s.id)
-                .collect(),
+            None => self.sync_list().await?.into_iter().map(|s| s.id).collect(),
         };
         let mut store = self.store.acquire().await?;
         let key = trace::TraceKey::load(&mut store).await?;

@@ -114,8 +114,9 @@ pub struct RunEventRow {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunFilter<'a> {
     pub sync: Option<&'a str>,
-    /// Only runs of these syncs (a workspace token's).
-    pub syncs: Option<&'a [String]>,
+    /// Only runs of the syncs this workspace holds now (a workspace
+    /// token's scope; a moved sync's runs go with it).
+    pub seen_by: Option<&'a str>,
     pub workspace: Option<&'a str>,
     pub status: Option<&'a str>,
     /// Queued at or after this time.
@@ -128,12 +129,13 @@ pub async fn list_runs(pool: &PgPool, filter: &RunFilter<'_>) -> sqlx::Result<Ve
     query_runs!(
         "SELECT ",
         " FROM runs
-         WHERE ($1::text IS NULL OR sync_id = $1) AND ($2::text[] IS NULL OR sync_id = ANY($2))
+         WHERE ($1::text IS NULL OR sync_id = $1)
+           AND ($2::text IS NULL OR sync_id IN (SELECT id FROM syncs WHERE workspace_id = $2))
            AND ($3::text IS NULL OR workspace_id = $3) AND ($4::text IS NULL OR status = $4)
            AND ($5::timestamptz IS NULL OR created_at >= $5)
          ORDER BY id DESC LIMIT $6",
         filter.sync,
-        filter.syncs,
+        filter.seen_by,
         filter.workspace,
         filter.status,
         filter.since,
@@ -674,16 +676,20 @@ pub async fn requeue_run(
     Ok(requeued)
 }
 
-/// `running` runs started before `started_before`: candidates for the sweeper.
+/// `running` runs started before `started_before` (candidates for the
+/// sweeper), of the syncs workspace `seen_by` holds only when given.
 pub async fn running_runs(
     pool: &PgPool,
     started_before: Option<chrono::DateTime<chrono::Utc>>,
+    seen_by: Option<&str>,
 ) -> sqlx::Result<Vec<RunRow>> {
     query_runs!(
         "SELECT ",
         " FROM runs WHERE status = 'running' AND ($1::timestamptz IS NULL OR started_at < $1)
+            AND ($2::text IS NULL OR sync_id IN (SELECT id FROM syncs WHERE workspace_id = $2))
           ORDER BY id",
         started_before,
+        seen_by,
     )
     .fetch_all(pool)
     .await

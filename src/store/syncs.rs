@@ -595,7 +595,7 @@ pub async fn workspaces_with_syncs(pool: &PgPool) -> sqlx::Result<Vec<String>> {
 }
 
 /// Every sync with its latest run and latest success, ordered by workspace and id.
-pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
+pub async fn list_syncs(pool: &PgPool, workspace: Option<&str>) -> sqlx::Result<Vec<SyncSummary>> {
     sqlx::query_as!(
         SyncSummary,
         r#"SELECT s.id, s.workspace_id, s.version, s.status AS "status: SyncStatus",
@@ -614,7 +614,9 @@ pub async fn list_syncs(pool: &PgPool) -> sqlx::Result<Vec<SyncSummary>> {
          FROM syncs s
          LEFT JOIN LATERAL (SELECT id, status, finished_at FROM runs
                             WHERE sync_id = s.id ORDER BY id DESC LIMIT 1) last ON true
+         WHERE ($1::text IS NULL OR s.workspace_id = $1)
          ORDER BY s.workspace_id, s.id"#,
+        workspace,
     )
     .fetch_all(pool)
     .await

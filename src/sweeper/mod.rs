@@ -80,7 +80,7 @@ pub async fn sweep_once(daemon: &Daemon, purge: bool) -> anyhow::Result<SweepRep
         daemon.leases.boot_id(),
     )
     .await?;
-    for run in runs::running_runs(&daemon.store, None).await? {
+    for run in runs::running_runs(&daemon.store, None, None).await? {
         // Dead by both judges: its liveness key is gone from Redis and its
         // heartbeat is stale in Postgres (a Redis restart loses every key of
         // processes that are alive and well).

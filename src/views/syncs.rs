@@ -51,9 +51,10 @@ pub struct OverviewView {
 }
 
 impl OverviewView {
-    pub async fn load(pool: &PgPool) -> sqlx::Result<Self> {
+    /// Every sync, or `workspace`'s only.
+    pub async fn load(pool: &PgPool, workspace: Option<&str>) -> sqlx::Result<Self> {
         Ok(Self {
-            syncs: syncs::list_syncs(pool).await?,
+            syncs: syncs::list_syncs(pool, workspace).await?,
         })
     }
 

@@ -275,6 +275,19 @@ fn http_handlers_and_cli_reach_syncs_and_runs_only_through_ops() -> anyhow::Resu
             );
         }
     }
+    // No file of http/ holds the store: the access layer's tokens, readiness
+    // and the metrics' sync health go through the door too, and what a
+    // scope may see or do is decided there, once.
+    for file in rust_files(&root.join("src/http"))? {
+        let text = std::fs::read_to_string(&file)?;
+        for forbidden in ["crate::store", "store::", "HttpState { store", "pub store:"] {
+            anyhow::ensure!(
+                !text.contains(forbidden),
+                "{} uses {forbidden}: http/ reaches the store only through crate::ops",
+                file.strip_prefix(root)?.display()
+            );
+        }
+    }
     Ok(())
 }
 

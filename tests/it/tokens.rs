@@ -261,8 +261,8 @@ async fn a_workspace_token_cannot_see_or_change_another_workspace_through_any_ro
 /// `ROUTES` (walked with another workspace's token above) and the routes
 /// every scope may call (lists filtered to the scope, health, readiness,
 /// metrics) are every route the router has: a route added without being
-/// walked fails here. (It is refused to a workspace token anyway: the
-/// access layer refuses a path it does not name.)
+/// walked fails here. (A handler reaches syncs and runs only through
+/// `ops`, entered with the token's scope, which refuses by default.)
 #[test]
 fn every_route_of_the_router_is_walked_with_a_foreign_token_or_open_to_all() -> anyhow::Result<()> {
     let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/http/mod.rs"))?;
