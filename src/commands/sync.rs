@@ -123,19 +123,13 @@ async fn show_version(
 /// `sync delete`: archived, its history kept.
 async fn delete(door: &Scoped, id: &str, json: crate::cli::JsonFlag) -> anyhow::Result<()> {
     let archived = door.archive(id).await.map_err(|e| refusal(id, e))?;
-    if json.json {
-        return print_json(
-            &serde_json::json!({"sync": id, "status": "archived", "changed": archived}),
-        );
-    }
-    if archived {
-        outln!(
+    let said = match archived {
+        true => format!(
             "{id}: archived; it never runs again, keeps its history, and comes back when its file is applied."
-        );
-    } else {
-        outln!("{id}: already archived.");
-    }
-    Ok(())
+        ),
+        false => format!("{id}: already archived."),
+    };
+    status_changed(id, "archived", archived, json, &said)
 }
 
 /// `sync resync`: a new ledger epoch and the cursor rewound.
@@ -215,30 +209,36 @@ async fn pause(
     json: crate::cli::JsonFlag,
 ) -> anyhow::Result<()> {
     let paused = door.pause(id, reason).await.map_err(|e| refusal(id, e))?;
-    if json.json {
-        return print_json(&serde_json::json!({"sync": id, "status": "paused", "changed": paused}));
-    }
-    if paused {
-        outln!("{id}: paused; no new runs start until `syncward sync resume {id}`.");
-    } else {
-        outln!("{id}: already paused.");
-    }
-    Ok(())
+    let said = match paused {
+        true => format!("{id}: paused; no new runs start until `syncward sync resume {id}`."),
+        false => format!("{id}: already paused."),
+    };
+    status_changed(id, "paused", paused, json, &said)
 }
 
 /// `sync resume`: active again, the breaker re-armed.
 async fn resume(door: &Scoped, id: &str, json: crate::cli::JsonFlag) -> anyhow::Result<()> {
     let resumed = door.resume(id).await.map_err(|e| refusal(id, e))?;
+    let said = match resumed {
+        true => format!("{id}: resumed; the breaker counts failures from now on."),
+        false => format!("{id}: not paused; nothing to do."),
+    };
+    status_changed(id, "active", resumed, json, &said)
+}
+
+/// What `delete`, `pause` and `resume` answer: the sync's status and whether
+/// this asking changed it (JSON), or `said`.
+fn status_changed(
+    id: &str,
+    status: &str,
+    changed: bool,
+    json: crate::cli::JsonFlag,
+    said: &str,
+) -> anyhow::Result<()> {
     if json.json {
-        return print_json(
-            &serde_json::json!({"sync": id, "status": "active", "changed": resumed}),
-        );
+        return print_json(&serde_json::json!({"sync": id, "status": status, "changed": changed}));
     }
-    if resumed {
-        outln!("{id}: resumed; the breaker counts failures from now on.");
-    } else {
-        outln!("{id}: not paused; nothing to do.");
-    }
+    outln!("{said}");
     Ok(())
 }
 
