@@ -290,7 +290,7 @@ pub async fn foreground(
             tokio::join!(key, beat)
         }))
     };
-    let statements = crate::store::grouped::RunStatements::new(pool.clone());
+    let statements = crate::store::grouped::RunStatements::for_one_run(pool.clone());
     // For the rate on each page line and the summary.
     let started = Instant::now();
     let definition: Result<SyncDefinition, _> = sync.definition();

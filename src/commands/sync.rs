@@ -30,7 +30,12 @@ pub async fn execute(settings: &Settings, command: SyncCommand) -> anyhow::Resul
         };
         return apply(settings, &files, plan, prune.as_deref(), checks, json).await;
     }
-    let pool = store::connect(&settings.database).await?;
+    let pool = match command {
+        SyncCommand::Run {
+            foreground: true, ..
+        } => store::connect_for_one_run(&settings.database).await?,
+        _ => store::connect(&settings.database).await?,
+    };
     let door = Door::new(pool.clone(), settings.run_attempts())
         .with_secrets(settings.secrets.store())
         .enter(Scope::Cli);

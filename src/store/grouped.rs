@@ -173,7 +173,18 @@ impl RunStatements {
     /// `new` for a daemon of `workers` workers (see `CLAIM_LINGER`).
     pub fn for_workers(pool: PgPool, workers: usize) -> Self {
         let linger = (workers >= LINGER_FROM_WORKERS).then_some(CLAIM_LINGER);
-        let planned_once = super::generic_plan_pool(&pool, 3);
+        Self::through(super::generic_plan_pool(&pool, 3), linger)
+    }
+
+    /// For a process that makes one run (`sync run --foreground`): the
+    /// statements go through `pool` itself. Each is made once, so planning
+    /// once saves nothing, and sessions of their own would cost the server
+    /// two more connections to open and end.
+    pub fn for_one_run(pool: PgPool) -> Self {
+        Self::through(pool, None)
+    }
+
+    fn through(planned_once: PgPool, linger: Option<Linger>) -> Self {
         Self {
             claims: Grouped::new(
                 planned_once.clone(),
