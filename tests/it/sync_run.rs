@@ -114,6 +114,66 @@ async fn killed_single_runner_replays_completed_records_and_resends_pending_ones
     Ok(())
 }
 
+/// A foreground run holds at most 3 store connections, its lease start and
+/// finish included: a pool hands its idle connections round, so each further
+/// one would plan the run's statements and load the ledger's partitions
+/// again on the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreground_run_holds_at_most_three_store_connections() -> anyhow::Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let s = Scenario::new(SyncOptions {
+        rows: 100,
+        ..SyncOptions::default()
+    })
+    .await?;
+    // Each import takes a moment, so the run lasts long enough to be watched.
+    s.fake
+        .on_write(|_| std::thread::sleep(Duration::from_millis(20)));
+    // The store's sessions but this one (the source's name themselves).
+    let others = || {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()
+               AND backend_type = 'client backend' AND application_name = ''",
+        )
+    };
+    let before = others().fetch_one(&s.db.pool).await?;
+    let done = Arc::new(AtomicBool::new(false));
+    let watch = {
+        let (pool, done) = (s.db.pool.clone(), done.clone());
+        tokio::spawn(async move {
+            let (mut most, mut samples) = (0, 0);
+            while !done.load(Ordering::SeqCst) {
+                most = most.max(others().fetch_one(&pool).await?);
+                samples += 1;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            anyhow::Ok((most, samples))
+        })
+    };
+    let run = s.run_foreground().await;
+    done.store(true, Ordering::SeqCst);
+    let (most, samples) = watch.await??;
+    let run = run?.ok()?;
+    assert!(
+        run.stdout.contains("100 read, 100 written"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        samples >= 20,
+        "only {samples} looks at the store's sessions"
+    );
+    let held = most - before;
+    assert!(
+        (1..=3).contains(&held),
+        "the run held {held} store connections at once"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn replay_of_a_delivered_range_makes_no_destination_call() -> anyhow::Result<()> {
     let s = Scenario::new(SyncOptions::default()).await?;

@@ -12,7 +12,8 @@ pub struct DatabaseSettings {
     /// password redacted. Default `postgres://syncward@127.0.0.1:5432/syncward`.
     #[serde(serialize_with = "crate::config::shown::secret_url")]
     pub url: SecretString,
-    /// Most connections the daemon opens to the store. Default 10.
+    /// Most connections the daemon opens to the store (a `sync run
+    /// --foreground` opens at most 3 of them). Default 10.
     pub max_connections: u32,
 }
 
