@@ -218,7 +218,9 @@ async fn sighup_puts_a_new_log_level_and_alert_webhook_in_force_and_names_what_n
     );
 
     // The run's INFO lines are gone; its failure's WARN line ("Run
-    // finished") and its alert's ERROR line are there.
+    // finished", written once the failure and its alert are recorded) and
+    // its alert's ERROR line are there.
+    daemon.wait_for_log("Run finished", 1, LIMIT).await?;
     let log = std::fs::read_to_string(daemon.log.path())?;
     let after: Vec<&str> = log.lines().skip(lines_before).collect();
     assert!(
