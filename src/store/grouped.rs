@@ -184,24 +184,25 @@ impl RunStatements {
         Self::through(pool, None)
     }
 
-    fn through(planned_once: PgPool, linger: Option<Linger>) -> Self {
+    /// The three group tasks, their statements through `sessions`.
+    fn through(sessions: PgPool, linger: Option<Linger>) -> Self {
         Self {
             claims: Grouped::new(
-                planned_once.clone(),
+                sessions.clone(),
                 Arc::new(|pool, executors| {
                     Box::pin(async move { runs::claim_runs(&pool, &executors).await })
                 }),
                 linger,
             ),
             lease_starts: Grouped::new(
-                planned_once.clone(),
+                sessions.clone(),
                 Arc::new(|pool, starts| {
                     Box::pin(async move { runs::begin_leased_runs(&pool, &starts).await })
                 }),
                 None,
             ),
             finishes: Grouped::new(
-                planned_once,
+                sessions,
                 Arc::new(|pool, finishes| {
                     Box::pin(async move { runs::finish_runs(&pool, &finishes).await })
                 }),
