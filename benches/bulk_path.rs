@@ -15,6 +15,10 @@
 //!    ratios,
 //! 3. keys/s replayed when the whole range is run again (no destination call).
 //!
+//! Beside the times, the CPU a page of the bare loop and of the run costs
+//! (this process with its fake, and Postgres, from /proc): a steadier figure
+//! than wall time on a shared machine.
+//!
 //! `cargo bench --bench bulk_path` (needs `scripts/services`); `BENCH_ROWS`
 //! changes the size. Targets on a 2-core machine: ≥ 50k records/s with the
 //! ledger; the run ≤ 1.0× the loop with its commit (everything beyond the
@@ -175,15 +179,24 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     let mut pair_ratios = Vec::new();
     let mut floor_ratios = Vec::new();
     let mut replay = Vec::new();
+    // CPU seconds of the bare loop and of the run, (this process, Postgres):
+    // steadier than wall time on a shared machine.
+    let mut off_cpu = Vec::new();
+    let mut on_cpu = Vec::new();
+    let cpu_now = || (support::own_cpu_seconds(), support::cpu_seconds("postgres"));
     for other in &others {
+        let before = cpu_now();
         let (off_elapsed, written) = bare_loop(&definition, &env.budgets, None).await?;
+        off_cpu.push(cpu_since(before, cpu_now()));
         anyhow::ensure!(written == rows, "not every record was written");
         off.push(off_elapsed);
         sqlx::raw_sql("TRUNCATE floor_keys").execute(&pool).await?;
         let (floor_elapsed, written) = bare_loop(&definition, &env.budgets, Some(&pool)).await?;
         anyhow::ensure!(written == rows, "not every record was written");
         floor.push(floor_elapsed);
+        let before = cpu_now();
         let (elapsed, counts) = timed(other).await?;
+        on_cpu.push(cpu_since(before, cpu_now()));
         anyhow::ensure!(counts.written == rows, "not every record was written");
         on.push(elapsed);
         pair_ratios.push(elapsed.as_secs_f64() / off_elapsed.as_secs_f64());
@@ -237,11 +250,41 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
         pair_ratios[0],
         pair_ratios[pair_ratios.len() - 1],
     );
+    // CPU milliseconds a page of 1,000 records, medians.
+    let per_page = |cpu: &[(f64, f64)], part: fn(&(f64, f64)) -> f64| {
+        let mut v: Vec<f64> = cpu.iter().map(part).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2] * 1000.0 / (rows as f64 / 1000.0)
+    };
+    let mut cpu_ratios: Vec<f64> = on_cpu
+        .iter()
+        .zip(&off_cpu)
+        .map(|(on, off)| (on.0 + on.1) / (off.0 + off.1))
+        .collect();
+    cpu_ratios.sort_by(f64::total_cmp);
+    println!(
+        "  CPU a page:     bare loop {:.2} ms here (the fake's with it) + {:.2} ms Postgres; run {:.2} + {:.2} ms",
+        per_page(&off_cpu, |c| c.0),
+        per_page(&off_cpu, |c| c.1),
+        per_page(&on_cpu, |c| c.0),
+        per_page(&on_cpu, |c| c.1),
+    );
+    println!(
+        "  CPU run/bare:   {:>9.2}x ({:.2}-{:.2})                      (both together, median of the pairs' ratios)",
+        cpu_ratios[cpu_ratios.len() / 2],
+        cpu_ratios[0],
+        cpu_ratios[cpu_ratios.len() - 1],
+    );
     println!(
         "  replay:         {replay_rate:>9.0} keys/s    ({replay_low:.0}-{replay_high:.0})   target >= 1000000"
     );
     println!("  destination calls: {}", fake.requests().len());
     Ok(())
+}
+
+/// CPU seconds used between two readings of (this process, Postgres).
+fn cpu_since(before: (f64, f64), after: (f64, f64)) -> (f64, f64) {
+    (after.0 - before.0, after.1 - before.1)
 }
 
 /// What the run loop does without its guarantees: read pages (the next one

@@ -62,39 +62,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// CPU seconds used so far by every process named `name` (for `postgres`,
-/// the server and its backends, those that ended included), from /proc.
-fn cpu_seconds(name: &str) -> f64 {
-    let command = format!("({name}");
-    let ticks = 100.0; // USER_HZ on Linux
-    let mut total = 0u64;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0.0;
-    };
-    for entry in entries.flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((name, rest)) = stat.split_once(") ") else {
-            continue;
-        };
-        if !name.ends_with(&command) {
-            continue;
-        }
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // utime, stime, cutime and cstime are fields 14 to 17 of stat (`rest`
-        // starts at field 3): the postmaster's cutime holds the backends that
-        // ended, so a difference of two readings counts them too.
-        total += fields
-            .iter()
-            .skip(11)
-            .take(4)
-            .filter_map(|v| v.parse::<u64>().ok())
-            .sum::<u64>();
-    }
-    total as f64 / ticks
-}
-
 fn sync_file(i: usize, schedule: &str, fakes: &[String]) -> String {
     let (query, account, page) = match account_of(i) {
         Some(a) => ("SELECT id, email FROM contacts", a, 10),
@@ -288,8 +255,8 @@ async fn run_fleet(
     };
     let wait = (due - Utc::now()).to_std().unwrap_or_default();
     tokio::time::sleep(wait.saturating_sub(Duration::from_millis(500))).await;
-    let cpu_before = cpu_seconds("postgres");
-    let daemons_cpu_before = cpu_seconds("syncward");
+    let cpu_before = support::cpu_seconds("postgres");
+    let daemons_cpu_before = support::cpu_seconds("syncward");
     let wall = Instant::now();
 
     // Enqueue lag as the bench sees it: committed runs counted every 50 ms (a count scans the runs table: rarely enough not to take the cores measured).
@@ -321,8 +288,8 @@ async fn run_fleet(
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let cpu = cpu_seconds("postgres") - cpu_before;
-    let daemons_cpu = cpu_seconds("syncward") - daemons_cpu_before;
+    let cpu = support::cpu_seconds("postgres") - cpu_before;
+    let daemons_cpu = support::cpu_seconds("syncward") - daemons_cpu_before;
     let elapsed = wall.elapsed().as_secs_f64();
     sampling.store(false, Ordering::Relaxed);
     sampler.await?;

@@ -184,3 +184,48 @@ pub async fn timed_run(
         .await?;
     Ok((elapsed, report.counts))
 }
+
+/// CPU seconds used so far by every process named `name` (for `postgres`,
+/// the server and its backends, those that ended included), from /proc.
+#[allow(dead_code)]
+pub fn cpu_seconds(name: &str) -> f64 {
+    let command = format!("({name}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+        .filter(|stat| {
+            stat.split_once(") ")
+                .is_some_and(|(name, _)| name.ends_with(&command))
+        })
+        .map(|stat| stat_cpu_seconds(&stat))
+        .sum()
+}
+
+/// CPU seconds used so far by this process, every thread (a benchmark with
+/// its in-process fakes), from /proc.
+#[allow(dead_code)]
+pub fn own_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat").map_or(0.0, |stat| stat_cpu_seconds(&stat))
+}
+
+/// utime, stime, cutime and cstime of a /proc stat line, in seconds: fields
+/// 14 to 17 (the postmaster's cutime holds the backends that ended, so a
+/// difference of two readings counts them too).
+#[allow(dead_code)]
+fn stat_cpu_seconds(stat: &str) -> f64 {
+    let ticks = 100.0; // USER_HZ on Linux
+    let Some((_, rest)) = stat.rsplit_once(") ") else {
+        return 0.0;
+    };
+    // `rest` starts at field 3.
+    let used: u64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum();
+    used as f64 / ticks
+}
