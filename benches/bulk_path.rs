@@ -179,7 +179,7 @@ attributes = {{ FIRSTNAME = "first_name", LASTNAME = "last_name" }}
     let mut pair_ratios = Vec::new();
     let mut floor_ratios = Vec::new();
     let mut replay = Vec::new();
-    // CPU seconds of the bare loop and of the run, (this process, Postgres):
+    // CPU seconds of the bare loop and of the run (this process, Postgres):
     // steadier than wall time on a shared machine.
     let mut off_cpu = Vec::new();
     let mut on_cpu = Vec::new();
