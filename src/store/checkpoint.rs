@@ -1,13 +1,14 @@
 //! THE statement that writes several tables for one commit: a clean page's checkpoint.
 //! One commit (one round trip) per page: the fenced cursor, the run's counts, the bulk
-//! call's answer and the page after next's stake; built from the single-effect statements'
-//! fragments. The run sends the next page while it is in flight.
+//! call's answer and the next page's call marked started; built from the single-effect
+//! statements' fragments. It is the one durable commit between a page's answer and the
+//! next page's call: that call leaves only once it is in.
 
 use sqlx::PgPool;
 use sqlx::types::Json;
 
 use super::compose::composed;
-use super::ledger::{BatchCompletion, BatchStake, BatchStakeRequest};
+use super::ledger::BatchCompletion;
 use super::runs::RunCounts;
 
 /// One clean page, as the run holds it at its checkpoint.
@@ -25,24 +26,20 @@ pub struct CleanPage<'a> {
     pub cursor: Option<&'a serde_json::Value>,
     /// The page's bulk-call answer, written whether or not the cursor moves.
     pub completion: Option<&'a BatchCompletion>,
-    /// A later page's bulk call, staked only if the cursor moves: one that
-    /// neither supersedes nor watches open stakes (those are made alone,
-    /// `ledger::stake_batch`, asking as late as they can). Made here, it
-    /// costs no commit of its own.
-    pub stake: Option<&'a BatchStakeRequest>,
+    /// The next page's bulk stake (a `delivery_batches` id), its call
+    /// marked started only if the cursor moves: the call leaves next, and
+    /// the mark costs no commit of its own.
+    pub mark: Option<i64>,
 }
 
 /// After a clean page: moves the sync's cursor, only if `fence` is still the
 /// newest issued, and with it the run's counts and position; completes the
 /// page's bulk call (written whether or not the cursor moves: the call was
-/// made); and, when the cursor moved, stakes the later page's bulk call.
-/// Returns whether the cursor moved (`false`: a newer fence was issued, and
-/// the run must stop), the stake, and whether the run was asked to stop
-/// (`runs cancel`).
-pub async fn record_clean_page(
-    pool: &PgPool,
-    page: &CleanPage<'_>,
-) -> sqlx::Result<(bool, Option<BatchStake>, bool)> {
+/// made); and, when the cursor moved, marks the next page's bulk call
+/// started (its stake's attempt spent, guarantee 4). Returns whether the
+/// cursor moved (`false`: a newer fence was issued, and the run must stop)
+/// and whether the run was asked to stop (`runs cancel`).
+pub async fn record_clean_page(pool: &PgPool, page: &CleanPage<'_>) -> sqlx::Result<(bool, bool)> {
     let CleanPage {
         run_id,
         sync_id,
@@ -51,12 +48,10 @@ pub async fn record_clean_page(
         pages,
         cursor,
         completion,
-        stake,
+        mark,
     } = *page;
-    debug_assert!(stake.is_none_or(|s| s.watched.is_empty() && s.superseded.is_empty()));
     // Binds: $1 run, $2 sync, $3 fence, $4-$7 and $9 the counts, $8 the
-    // cursor, $10-$13 the completion, $14 the pages, $15-$20 the stake (and
-    // its trace, `store::trace`).
+    // cursor, $10-$13 the completion, $14 the pages, $15 the stake to mark.
     //
     // - `done`, `followed`: the page's bulk answer, as `ledger::complete_batch`
     //   writes it, whether or not the cursor moves (the call was made).
@@ -64,10 +59,8 @@ pub async fn record_clean_page(
     //   the fence check; it is what every later effect hangs on.
     // - `progress`: the run's counts and position, only with the cursor; it
     //   answers whether a person asked the run to stop (`runs cancel`).
-    // - `staked`: the later page's stake, as `ledger::stake_batch` makes it,
-    //   fenced by `moved` instead of a `FOR SHARE` check (the cursor row is
-    //   already locked by its update), and only when one is asked for;
-    //   `traced`: its trace row.
+    // - `marked`: the next page's call started, as `ledger::start_call` marks
+    //   it, only with the cursor.
     let row = composed!(query [
         "WITH ",
         complete_batch_ctes!(batch: "$10", result: "$11", sync: "$2", run: "$1",
@@ -82,15 +75,11 @@ pub async fn record_clean_page(
                   pages = $14, heartbeat_at = now()
            WHERE id = $1 AND EXISTS (SELECT 1 FROM moved)
            RETURNING cancel_requested_at IS NOT NULL AS cancel),
-         next_stake AS (SELECT 1 FROM moved WHERE $15::bytea IS NOT NULL),
-         staked AS (",
-        insert_batch!(guard: "next_stake", sync: "$2", run: "$1", fence: "$3", page: "$15",
-                      packed_keys: "$16", attempts: "$17", started: "false"),
-        "),",
-        trace_page!(staked: "staked", sync: "$2", run: "$1", bloom: "$18", digests: "$19",
-                    sent: "$20"),
-        "
-         SELECT EXISTS (SELECT 1 FROM moved) AS \"moved!\", (SELECT id FROM staked) AS batch,
+         marked AS (
+           UPDATE delivery_batches SET call_started = true
+           WHERE id = $15 AND completed_on = 'infinity' AND NOT call_started
+             AND EXISTS (SELECT 1 FROM moved))
+         SELECT EXISTS (SELECT 1 FROM moved) AS \"moved!\",
           coalesce((SELECT cancel FROM progress), false) AS \"cancel!\"",
     ],
         run_id,
@@ -107,21 +96,9 @@ pub async fn record_clean_page(
         completion.and_then(|c| c.import.map(|i| i.0)),
         completion.and_then(|c| c.import.map(|i| i.1)),
         i32::try_from(pages).unwrap_or(i32::MAX),
-        stake.map(|s| &s.page[..]),
-        stake.map(|s| &s.packed_keys),
-        stake.map(|s| s.attempts),
-        stake.and_then(|s| s.trace.as_ref().map(|t| &t.bloom)),
-        stake.and_then(|s| s.trace.as_ref().map(|t| &t.digests)),
-        stake.and_then(|s| s.trace.as_ref().map(|t| &t.sent)),
+        mark,
     )
     .fetch_one(pool)
     .await?;
-    let staked = (row.moved && stake.is_some()).then(|| match row.batch {
-        Some(batch) => BatchStake::Staked {
-            batch,
-            completed_meanwhile: Vec::new(),
-        },
-        None => BatchStake::Fenced,
-    });
-    Ok((row.moved, staked, row.cancel))
+    Ok((row.moved, row.cancel))
 }

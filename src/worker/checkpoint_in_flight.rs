@@ -1,6 +1,6 @@
-//! A clean page's checkpoint in flight: written while the next page is sent
-//! (`ReadAhead::advance` carries it, with the stake of the page after it),
-//! the lease proved beside it; and where the run stands once it lands.
+//! A clean page's checkpoint, waiting: written just before the next page's
+//! call leaves (`send_page` carries it, with that call's mark), the lease
+//! proved beside it; and where the run stands once it lands.
 
 use serde_json::Value;
 
@@ -10,7 +10,7 @@ use super::run_failure::RunFailure;
 use super::stakes::complete_alone;
 use crate::failure::FailureCode;
 use crate::store::checkpoint::{self, CleanPage};
-use crate::store::ledger::{BatchCompletion, BatchStake, BatchStakeRequest};
+use crate::store::ledger::BatchCompletion;
 use crate::store::runs::RunCounts;
 
 /// Where a run stands: its counts, last written cursor and page number.
@@ -20,8 +20,8 @@ pub(super) struct LoopState {
     pub page: u64,
 }
 
-/// A clean page's checkpoint, written while the next page is sent (by
-/// `ReadAhead::advance`, with the stake of the page after it).
+/// A clean page's checkpoint, written as the next page's call is about to
+/// leave (by `send_page`, with that call's mark).
 pub(super) struct Saving {
     counts: RunCounts,
     pages: u64,
@@ -38,6 +38,11 @@ pub(super) struct Landed {
 }
 
 impl Landed {
+    /// Whether the run must stop here: no call may leave after it.
+    pub(super) fn stops(&self) -> bool {
+        self.answer.is_err()
+    }
+
     pub(super) fn apply(self, state: &mut LoopState) -> Result<bool, RunFailure> {
         if let Some(at) = self.moved {
             state.cursor = at;
@@ -63,26 +68,22 @@ impl Saving {
     }
 
     /// Writes it: the lease proved beside a statement that moves the cursor
-    /// and is refused if a newer fence wrote, and that stakes `stake` (a
-    /// later page's bulk call) if it moved. The answers of a page sent in
+    /// and is refused if a newer fence wrote, and that marks the call of
+    /// bulk stake `mark` started if it moved. The answers of a page sent in
     /// several calls go alone before it, all but the last: the calls were
-    /// made either way. The run sends the next page meanwhile, whose call
-    /// proves the lease again before it leaves: no call leaves after a failed
-    /// proof (docs/contract.md). Boxed: it is large, and a run's future is
-    /// held on a worker's stack.
+    /// made either way. The next call leaves only once this has landed and
+    /// the proof is in: no call leaves after a failed proof, and a kill
+    /// re-sends at most the page in flight (docs/contract.md). Boxed: it is
+    /// large, and a run's future is held on a worker's stack.
     pub(super) fn write<'a>(
         self,
         cx: &'a RunContext<'a>,
-        stake: Option<&'a BatchStakeRequest>,
-    ) -> std::pin::Pin<Box<dyn Future<Output = (Landed, Option<BatchStake>)> + Send + 'a>> {
-        Box::pin(self.written(cx, stake))
+        mark: Option<i64>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Landed> + Send + 'a>> {
+        Box::pin(self.written(cx, mark))
     }
 
-    async fn written(
-        mut self,
-        cx: &RunContext<'_>,
-        stake: Option<&BatchStakeRequest>,
-    ) -> (Landed, Option<BatchStake>) {
+    async fn written(mut self, cx: &RunContext<'_>, mark: Option<i64>) -> Landed {
         let at = self.at;
         let write = async {
             let with_checkpoint = self.completions.pop();
@@ -95,46 +96,37 @@ impl Saving {
                 pages: self.pages,
                 cursor: at.as_ref(),
                 completion: with_checkpoint.as_ref(),
-                stake,
+                mark,
             };
             Ok::<_, RunFailure>(checkpoint::record_clean_page(&cx.env.store, &page).await?)
         };
         let (proof, written) = tokio::join!(prove_lease(cx), write);
         match written {
-            Err(failure) => (
-                Landed {
-                    moved: None,
-                    answer: Err(failure),
-                },
-                None,
-            ),
-            Ok((false, _, _)) => (
-                Landed {
-                    moved: None,
-                    answer: Err(RunFailure::lease_lost("a newer fence wrote the cursor")),
-                },
-                None,
-            ),
-            Ok((true, staked, cancel)) => (
-                Landed {
-                    moved: Some(at),
-                    answer: proof.map(|()| cancel),
-                },
-                staked,
-            ),
+            Err(failure) => Landed {
+                moved: None,
+                answer: Err(failure),
+            },
+            Ok((false, _)) => Landed {
+                moved: None,
+                answer: Err(RunFailure::lease_lost("a newer fence wrote the cursor")),
+            },
+            Ok((true, cancel)) => Landed {
+                moved: Some(at),
+                answer: proof.map(|()| cancel),
+            },
         }
     }
 }
 
-/// The checkpoint in flight, if any, written with no stake.
+/// The checkpoint waiting, if any, written with no call's mark.
 pub(super) async fn landing(cx: &RunContext<'_>, saving: Option<Saving>) -> Option<Landed> {
     match saving {
-        Some(saving) => Some(saving.write(cx, None).await.0),
+        Some(saving) => Some(saving.write(cx, None).await),
         None => None,
     }
 }
 
-/// Writes the checkpoint in flight, if any, alone; a person's request to
+/// Writes the checkpoint waiting, if any, alone; a person's request to
 /// stop that it brings back is the run's to end with.
 pub(super) async fn land(
     cx: &RunContext<'_>,

@@ -34,7 +34,8 @@ pub(super) async fn send_only(
     let fingerprint = source.fingerprint();
     let page = prepare_page(cx, &fingerprint, Some(&cursor), page, None).await?;
     let mut completions = Vec::new();
-    let refused = send_page(cx, page, counts, &mut completions).await;
+    // No checkpoint waits: this run keeps no cursor.
+    let (refused, _) = send_page(cx, page, counts, &mut completions, None).await;
     complete_alone(cx, completions).await?;
     match refused? {
         None => Ok(RunOutcome::Succeeded),

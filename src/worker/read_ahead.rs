@@ -3,16 +3,14 @@
 //! stakes in the ledger started beside it (found by the cursor it is read
 //! from, before its keys are known) and awaited only once its keys are, at
 //! the next step. Page N+1's bulk call is staked once it is keyed, while
-//! page N's call is still in flight, in the statement that writes page
-//! N-1's checkpoint when one is waiting: a stake reserves its keys' attempts but
-//! spends none until its call is marked started, just before it leaves, so a
-//! run that dies or stops meanwhile costs the page nothing (and gives the
-//! stake back when it can). On the bulk path this overlap is what keeps
-//! the source, the ledger lookups and the destination busy at once; on a
-//! replay, a page waits for its keying, not for a round trip (see
-//! docs/bench-log.md).
+//! page N's call is still in flight: a stake reserves its keys' attempts but
+//! spends none until its call is marked started (in page N's checkpoint,
+//! just before it leaves), so a run that dies or stops meanwhile costs the
+//! page nothing (and gives the stake back when it can). On the bulk path
+//! this overlap is what keeps the source, the ledger lookups and the
+//! destination busy at once; on a replay, a page waits for its keying, not
+//! for a round trip (see docs/bench-log.md).
 
-use super::checkpoint_in_flight::{Landed, Saving, landing};
 use super::delivery_key::{PageKeys, keyed_fingerprint};
 use super::page::PreparedPage;
 use super::prepared_page::{StakesLookup, prepare_page};
@@ -73,18 +71,14 @@ impl<'s> ReadAhead<'s> {
     }
 
     /// Prepares the page read ahead (it starts at `from`, where the page
-    /// being sent ends) and stakes its bulk call, with the last clean page's
-    /// checkpoint (`saving`) in one statement, while the one after it is
+    /// being sent ends) and stakes its bulk call, while the one after it is
     /// read. A store failure while preparing is returned for the run to
-    /// raise once the page being sent is checkpointed; the checkpoint is
-    /// written whatever happens (alone if need be) and what it came to
-    /// returned.
+    /// raise once the page being sent is checkpointed.
     pub async fn advance(
         &mut self,
         cx: &RunContext<'_>,
         from: Option<&Value>,
-        saving: Option<Saving>,
-    ) -> (Result<(), RunFailure>, Option<Landed>) {
+    ) -> Result<(), RunFailure> {
         let read = self.following.take();
         let after = match &read {
             Some(ReadPage { page: Ok(page), .. }) => following_cursor(page),
@@ -93,33 +87,29 @@ impl<'s> ReadAhead<'s> {
         let fingerprint = &self.fingerprint;
         let prepare = async {
             match read {
-                None => (Ok::<_, RunFailure>(None), landing(cx, saving).await),
-                Some(ReadPage { page: Err(e), .. }) => {
-                    (Ok(Some(Err(e))), landing(cx, saving).await)
-                }
+                None => Ok::<_, RunFailure>(None),
+                Some(ReadPage { page: Err(e), .. }) => Ok(Some(Err(e))),
                 Some(ReadPage {
                     page: Ok(page),
                     stakes,
-                }) => match prepare_page(cx, fingerprint, from, page, stakes).await {
-                    Err(failure) => (Err(failure), landing(cx, saving).await),
-                    Ok(mut page) => match stake_ahead(cx, &mut page, saving).await {
-                        (Ok(()), landed) => (Ok(Some(Ok(page))), landed),
-                        (Err(failure), landed) => (Err(failure), landed),
-                    },
-                },
+                }) => {
+                    let mut page = prepare_page(cx, fingerprint, from, page, stakes).await?;
+                    stake_ahead(cx, &mut page).await?;
+                    Ok(Some(Ok(page)))
+                }
             }
         };
-        let ((prepared, landed), following) =
+        let (prepared, following) =
             tokio::join!(prepare, read_following(cx, fingerprint, self.source, after));
         self.following = following;
         match prepared {
             Ok(next) => {
                 self.next = next;
-                (Ok(()), landed)
+                Ok(())
             }
             Err(failure) => {
                 self.next = None;
-                (Err(failure), landed)
+                Err(failure)
             }
         }
     }
@@ -144,44 +134,29 @@ impl<'s> ReadAhead<'s> {
 }
 
 /// Stakes a prepared page's bulk call, fenced, before its turn comes (see
-/// the module's comment): in the statement of the checkpoint waiting, if
-/// one is, else alone. A page sent otherwise is staked as it goes, and so
-/// is one that watches another run's open stakes: whether those completed
-/// meanwhile is asked as late as it can be, just before the call.
-async fn stake_ahead(
-    cx: &RunContext<'_>,
-    page: &mut PreparedPage,
-    saving: Option<Saving>,
-) -> (Result<(), RunFailure>, Option<Landed>) {
+/// the module's comment). A page sent otherwise is staked as it goes, and
+/// so is one that watches another run's open stakes: whether those
+/// completed meanwhile is asked as late as it can be, just before the call.
+async fn stake_ahead(cx: &RunContext<'_>, page: &mut PreparedPage) -> Result<(), RunFailure> {
     let request = cx
         .bulk()
         .then(|| page.whole_stake(cx))
         .flatten()
         .filter(|stake| stake.watched.is_empty());
-    if let Some(saving) = saving {
-        let (landed, staked) = saving.write(cx, request.as_ref()).await;
-        page.staked = staked;
-        return (Ok(()), Some(landed));
-    }
     let Some(request) = request else {
-        return (Ok(()), None);
+        return Ok(());
     };
     let run = cx.run;
-    match ledger::stake_batch(
+    let stake = ledger::stake_batch(
         &cx.env.store,
         &run.sync_id,
         run.id,
         cx.lease.fence,
         &request,
     )
-    .await
-    {
-        Ok(stake) => {
-            page.staked = Some(stake);
-            (Ok(()), None)
-        }
-        Err(e) => (Err(e.into()), None),
-    }
+    .await?;
+    page.staked = Some(stake);
+    Ok(())
 }
 
 /// Where the page after `page` starts; `None` after the last page. A page

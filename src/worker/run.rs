@@ -9,16 +9,16 @@
 //!    of each key (`stakes`); deliver; settle each key with its answer;
 //! 4. only when every record of the page arrived or was rejected for good,
 //!    move the cursor in a statement refused if a newer fence exists, the
-//!    lease proved beside it; the next page is sent meanwhile (the statement
-//!    stakes the page after it), and its call proves the lease again before
-//!    it leaves.
+//!    lease proved beside it; the next page's call leaves only once that
+//!    statement (which marks the call started) is in and the proof holds,
+//!    so a kill re-sends at most the page in flight.
 //!
 //! Keys left `pending` by a dead run are suspects: they are sent again, alone,
 //! within their attempt budget, so a record that kills the worker cannot spend
 //! its neighbours' budgets. What it is made of lives beside it: pages read
 //! ahead and staked ahead (`read_ahead`), a page's calls (`send_page`),
-//! stakes packed per bulk call (`stakes`), the checkpoint in flight
-//! (`checkpoint_in_flight`), replay checkpoints paced (`checkpoint_pacing`),
+//! stakes packed per bulk call (`stakes`), the checkpoint waiting for the
+//! next call (`checkpoint_in_flight`), replay checkpoints paced (`checkpoint_pacing`),
 //! the account's request slots (`slots`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -298,7 +298,7 @@ async fn page_loop(
     let mut fields = FieldGuard::load(store, sync_id, &cx.definition.mapping).await?;
     let mut pages = ReadAhead::start(cx, source, state.cursor.as_ref()).await?;
     let mut pacing = CheckpointPacing::new(state.cursor.clone());
-    // The last clean page's checkpoint, written while the next page is sent.
+    // The last clean page's checkpoint, written as the next page's call leaves.
     let mut saving = None;
     loop {
         if cx.env.stop.is_cancelled() {
@@ -353,13 +353,13 @@ async fn page_loop(
             .next_cursor
             .clone()
             .or_else(|| pacing.at().clone());
-        // 2-3. Send this page (its call proves the lease before it leaves)
-        // while the next is prepared and staked, with the last clean page's
-        // checkpoint in one statement.
+        // 2-3. Send this page (the last clean page's checkpoint written and
+        // the lease proved before its call leaves) while the next is
+        // prepared and staked.
         let mut completions = Vec::new();
-        let (delivered, (prepared_next, landed)) = tokio::join!(
-            send_page(cx, page, &mut state.counts, &mut completions),
-            pages.advance(cx, next.as_ref(), saving.take()),
+        let ((delivered, landed), prepared_next) = tokio::join!(
+            send_page(cx, page, &mut state.counts, &mut completions, saving.take()),
+            pages.advance(cx, next.as_ref()),
         );
         // The last checkpoint answers first: a refused one stops the run,
         // with this page's answer recorded (its call was made).

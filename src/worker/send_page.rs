@@ -1,30 +1,96 @@
 //! One prepared page sent: its calls (suspects alone, the rest in the
 //! destination's batch size), each staked, sent and settled with its answer;
 //! the page's rejections and, in diff and mirror mode, what it delivered kept.
+//! The last clean page's checkpoint is written just before the first call
+//! leaves, with that call's mark.
 
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use tracing::info;
 
+use super::checkpoint_in_flight::{Landed, Saving};
 use super::delivery_key::DeliveryKey;
 use super::page::{PageHead, Pending, PreparedPage, SortedRecords};
 use super::run_env::{RunContext, prove_lease};
 use super::run_failure::RunFailure;
-use super::stakes::{CallAnswers, PageStakes, complete_alone};
+use super::stakes::{CallAnswers, PageStakes, Staked, complete_alone};
 use crate::destination::{Destination, DestinationError, Go, Outbound, RecordOutcome};
 use crate::failure::FailureCode;
 use crate::store::ledger::BatchCompletion;
 use crate::store::rejected::{self, Rejection};
 use crate::store::runs::RunCounts;
 
-/// Sends a prepared page; returns the failure when no record of it can be
-/// delivered (every one rejected, or quarantined): the page is never given up
-/// on as a whole.
+/// Sends a prepared page, the last clean page's checkpoint (`saving`)
+/// written before its first call leaves (whatever happens, alone if need
+/// be); returns the failure when no record of it can be delivered (every one
+/// rejected, or quarantined): the page is never given up on as a whole, and
+/// what the checkpoint came to.
 pub(super) async fn send_page(
     cx: &RunContext<'_>,
     page: PreparedPage,
     counts: &mut RunCounts,
     completions: &mut Vec<BatchCompletion>,
+    saving: Option<Saving>,
+) -> (Result<Option<FailureCode>, RunFailure>, Option<Landed>) {
+    let checkpoint = Checkpoint {
+        waiting: Mutex::new(saving),
+        landed: OnceLock::new(),
+    };
+    let sent = send(cx, page, counts, completions, &checkpoint).await;
+    let waiting = checkpoint
+        .waiting
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
+    let landed = match waiting {
+        Some(saving) => Some(saving.write(cx, None).await),
+        None => checkpoint.landed.into_inner(),
+    };
+    (sent, landed)
+}
+
+/// The last clean page's checkpoint: waiting until the page's first call
+/// takes it, then what it came to.
+struct Checkpoint {
+    waiting: Mutex<Option<Saving>>,
+    landed: OnceLock<Landed>,
+}
+
+impl Checkpoint {
+    /// Writes the checkpoint waiting, if any, marking the call of `staked`
+    /// started in the same statement when it is a bulk stake (else
+    /// `start_call` marks it beside). Refuses when the run must stop there.
+    async fn land_before_call(
+        &self,
+        cx: &RunContext<'_>,
+        staked: Staked,
+        keys: &[DeliveryKey],
+    ) -> Result<(), ()> {
+        let waiting = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(saving) = waiting else {
+            staked.start_call(cx, keys).await;
+            return Ok(());
+        };
+        let landed = match staked {
+            Staked::Whole { batch } => saving.write(cx, Some(batch)).await,
+            Staked::PerKey => tokio::join!(saving.write(cx, None), staked.start_call(cx, keys)).0,
+        };
+        let stops = landed.stops();
+        let _ = self.landed.set(landed);
+        if stops { Err(()) } else { Ok(()) }
+    }
+}
+
+async fn send(
+    cx: &RunContext<'_>,
+    page: PreparedPage,
+    counts: &mut RunCounts,
+    completions: &mut Vec<BatchCompletion>,
+    checkpoint: &Checkpoint,
 ) -> Result<Option<FailureCode>, RunFailure> {
     let PreparedPage {
         head:
@@ -69,6 +135,7 @@ pub(super) async fn send_page(
             rejections: &mut rejections,
             completions,
             prove: call == 0,
+            checkpoint,
         };
         delivered += deliver_batch(cx, &mut stakes, batch, counts).await?;
     }
@@ -133,6 +200,8 @@ struct Batch<'p> {
     completions: &'p mut Vec<BatchCompletion>,
     /// The lease is proved before the call leaves (a page's first call).
     prove: bool,
+    /// The last clean page's checkpoint, written before the call leaves.
+    checkpoint: &'p Checkpoint,
 }
 
 /// Stakes, sends and settles one call's records; returns how many were
@@ -144,7 +213,7 @@ async fn deliver_batch(
     batch: Batch<'_>,
     counts: &mut RunCounts,
 ) -> Result<usize, RunFailure> {
-    let (offered, prove) = (batch.records.len(), batch.prove);
+    let (offered, prove, checkpoint) = (batch.records.len(), batch.prove, batch.checkpoint);
     let (staked, records) = stakes.stake(cx, batch.records).await?;
     // A key completed by someone else between lookup and stake is not sent.
     counts.replayed += (offered - records.len()) as i64;
@@ -168,12 +237,14 @@ async fn deliver_batch(
         outbound.push(p.outbound);
         source_keys.push(p.source_key);
     }
-    // The stake's attempt is spent as the call goes out: marked first, so a
+    // The stake's attempt is spent as the call goes out: marked first (in
+    // the last clean page's checkpoint, when one is waiting: the one
+    // durable commit between a page's answer and the next call), so a
     // record whose call kills the process at once is counted. The lease is
-    // proved (the first call of a page: the last checkpoint may still be in
-    // flight), the account's request slot taken and the body built
-    // meanwhile; a failed proof keeps the call from leaving. A call that
-    // failed as a whole failed for each of its records.
+    // proved (a page's first call), the account's request slot taken and
+    // the body built meanwhile; a failed proof or checkpoint keeps the call
+    // from leaving. A call that failed as a whole failed for each of its
+    // records.
     let refusal = std::sync::OnceLock::new();
     let go = Go::after(async {
         // With no bound the slot is always held (`Ok`), however far it is.
@@ -184,7 +255,11 @@ async fn deliver_batch(
                 false => Ok(()),
             }
         };
-        let (proof, (), _) = tokio::join!(proof, staked.start_call(cx, &keys), slot);
+        let marked = checkpoint.land_before_call(cx, staked, &keys);
+        let (proof, marked, _) = tokio::join!(proof, marked, slot);
+        marked.map_err(|()| {
+            DestinationError::Unavailable("not sent: the last checkpoint was not written".into())
+        })?;
         proof.map_err(|failure| {
             let _ = refusal.set(failure);
             DestinationError::Unavailable("not sent: the run lost its lease".into())

@@ -139,9 +139,9 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
     let BatchStake::Staked { batch: page_2, .. } = staked else {
         anyhow::bail!("page 2 was not staked: {staked:?}");
     };
-    // Page 1 is clean: the cursor moves; page 2's call is marked started as
-    // it goes, beside the checkpoint.
-    let (moved, _, _) = checkpoint::record_clean_page(
+    // Page 1 is clean: the cursor moves, and page 2's call is marked
+    // started in the same statement, just before it leaves.
+    let (moved, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 1,
@@ -151,12 +151,11 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 1,
             cursor: Some(&at(10)),
             completion: None,
-            stake: None,
+            mark: Some(page_2),
         },
     )
     .await?;
     assert!(moved);
-    ledger::start_call(&rig.db.pool, ledger::CallStake::Batch(page_2)).await?;
     // Its call was marked started: its attempt is spent.
     let started: bool =
         sqlx::query_scalar("SELECT call_started FROM delivery_batches WHERE id = $1")
@@ -175,8 +174,12 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
         !old_daemon.prove(&first).await?,
         "the old holder can tell it lost the lease"
     );
-    // Its checkpoint stakes a later page's call in the same commit.
-    let (moved, staked, _) = checkpoint::record_clean_page(
+    // It stakes page 4's call and its checkpoint moves the cursor on.
+    let staked = ledger::stake_batch(&rig.db.pool, "s1", 2, second.fence, &next_stake(4)).await?;
+    let BatchStake::Staked { batch: page_4, .. } = staked else {
+        anyhow::bail!("page 4 was not staked: {staked:?}");
+    };
+    let (moved, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 2,
@@ -186,25 +189,22 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 2,
             cursor: Some(&at(20)),
             completion: None,
-            stake: Some(&next_stake(4)),
+            mark: None,
         },
     )
     .await?;
     assert!(moved);
-    assert!(
-        matches!(staked, Some(BatchStake::Staked { .. })),
-        "the checkpoint did not stake: {staked:?}"
-    );
 
     // The old holder finishes page 2 regardless: its checkpoint is refused
     // (the run stops: "a newer fence wrote the cursor"). The call it made is
-    // still recorded; its counts are not, and nor is a next stake.
+    // still recorded; its counts are not, and it marks no call started (the
+    // new holder's page 4 stands as staked, not sent).
     let completion = BatchCompletion {
         batch: page_2,
         result: json!({"processId": 7}),
         import: None,
     };
-    let (moved, staked, _) = checkpoint::record_clean_page(
+    let (moved, _) = checkpoint::record_clean_page(
         &rig.db.pool,
         &CleanPage {
             run_id: 1,
@@ -214,15 +214,17 @@ async fn an_older_fence_cannot_move_the_cursor_after_a_newer_one_was_issued() ->
             pages: 3,
             cursor: Some(&at(30)),
             completion: Some(&completion),
-            stake: Some(&next_stake(5)),
+            mark: Some(page_4),
         },
     )
     .await?;
     assert!(!moved, "the stale fence wrote the cursor");
-    assert!(
-        staked.is_none(),
-        "the stale fence staked with its checkpoint"
-    );
+    let started: bool =
+        sqlx::query_scalar("SELECT call_started FROM delivery_batches WHERE id = $1")
+            .bind(page_4)
+            .fetch_one(&rig.db.pool)
+            .await?;
+    assert!(!started, "the stale fence marked a call started");
     let staked = ledger::stake_batch(&rig.db.pool, "s1", 1, first.fence, &next_stake(3)).await?;
     assert!(
         matches!(staked, BatchStake::Fenced),
