@@ -57,31 +57,37 @@ struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Writes the checkpoint waiting, if any, marking the call of `staked`
-    /// started in the same statement when it is a bulk stake (else
-    /// `start_call` marks it beside). Refuses when the run must stop there.
-    async fn land_before_call(
-        &self,
-        cx: &RunContext<'_>,
-        staked: Staked,
-        keys: &[DeliveryKey],
-    ) -> Result<(), ()> {
-        let waiting = self
-            .waiting
+    /// The checkpoint waiting, for the call about to leave; `None` once a
+    /// call took it (or if none waits).
+    fn take(&self) -> Option<Saving> {
+        self.waiting
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take();
-        let Some(saving) = waiting else {
-            staked.start_call(cx, keys).await;
-            return Ok(());
-        };
+            .take()
+    }
+
+    /// Writes `saving` (the lease proved beside it), marking the call of
+    /// `staked` started in the same statement when it is a bulk stake (else
+    /// `start_call` marks it beside). Refuses when the run must stop there.
+    async fn land(
+        &self,
+        cx: &RunContext<'_>,
+        saving: Saving,
+        staked: Staked,
+        keys: &[DeliveryKey],
+    ) -> Result<(), DestinationError> {
         let landed = match staked {
             Staked::Whole { batch } => saving.write(cx, Some(batch)).await,
             Staked::PerKey => tokio::join!(saving.write(cx, None), staked.start_call(cx, keys)).0,
         };
         let stops = landed.stops();
         let _ = self.landed.set(landed);
-        if stops { Err(()) } else { Ok(()) }
+        match stops {
+            true => Err(DestinationError::Unavailable(
+                "not sent: the run stops at the last checkpoint".into(),
+            )),
+            false => Ok(()),
+        }
     }
 }
 
@@ -249,21 +255,26 @@ async fn deliver_batch(
     let go = Go::after(async {
         // With no bound the slot is always held (`Ok`), however far it is.
         let slot = cx.destination.reserve_slot(Duration::MAX);
-        let proof = async {
-            match prove {
-                true => prove_lease(cx).await,
-                false => Ok(()),
+        let ready = async {
+            match checkpoint.take() {
+                // The checkpoint's write proves the lease beside it.
+                Some(saving) => checkpoint.land(cx, saving, staked, &keys).await,
+                None => {
+                    let proof = async {
+                        match prove {
+                            true => prove_lease(cx).await,
+                            false => Ok(()),
+                        }
+                    };
+                    let (proof, ()) = tokio::join!(proof, staked.start_call(cx, &keys));
+                    proof.map_err(|failure| {
+                        let _ = refusal.set(failure);
+                        DestinationError::Unavailable("not sent: the run lost its lease".into())
+                    })
+                }
             }
         };
-        let marked = checkpoint.land_before_call(cx, staked, &keys);
-        let (proof, marked, _) = tokio::join!(proof, marked, slot);
-        marked.map_err(|()| {
-            DestinationError::Unavailable("not sent: the last checkpoint was not written".into())
-        })?;
-        proof.map_err(|failure| {
-            let _ = refusal.set(failure);
-            DestinationError::Unavailable("not sent: the run lost its lease".into())
-        })
+        tokio::join!(ready, slot).0
     });
     let outcomes = cx
         .destination
