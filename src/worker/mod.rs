@@ -1,12 +1,12 @@
 //! Workers: one run's page loop (the single run code path, shared by the
 //! daemon and `sync run --foreground`) and the delivery keys it derives.
 //! `run` is the guarantee path; `prepared_page`, `stakes`, `read_ahead`,
-//! `send_page`, `checkpoint_in_flight` and `checkpoint_pacing` are what it is
+//! `send_page`, `clean_checkpoint` and `checkpoint_pacing` are what it is
 //! made of, each behind a small type, over the run's context (`run_env`) and
 //! its page types (`page`). They import each other one way (a layout test).
 
-mod checkpoint_in_flight;
 mod checkpoint_pacing;
+mod clean_checkpoint;
 mod delivery_key;
 mod diff_page;
 mod field_guard;

@@ -18,7 +18,7 @@
 //! its neighbours' budgets. What it is made of lives beside it: pages read
 //! ahead and staked ahead (`read_ahead`), a page's calls (`send_page`),
 //! stakes packed per bulk call (`stakes`), the checkpoint waiting for the
-//! next call (`checkpoint_in_flight`), replay checkpoints paced (`checkpoint_pacing`),
+//! next call (`clean_checkpoint`), replay checkpoints paced (`checkpoint_pacing`),
 //! the account's request slots (`slots`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::Value;
 use tracing::{debug, info, info_span, warn};
 
-use super::checkpoint_in_flight::{LoopState, Saving, checkpoint_waiting, land};
 use super::checkpoint_pacing::CheckpointPacing;
+use super::clean_checkpoint::{LoopState, Saving, checkpoint_waiting, land};
 use super::field_guard::FieldGuard;
 use super::read_ahead::ReadAhead;
 use super::run_env::{PageProgress, RunContext, RunEnv, RunOutcome, RunReport};

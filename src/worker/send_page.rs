@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tracing::info;
 
-use super::checkpoint_in_flight::{Landed, Saving};
+use super::clean_checkpoint::{Landed, Saving};
 use super::delivery_key::DeliveryKey;
 use super::page::{PageHead, Pending, PreparedPage, SortedRecords};
 use super::run_env::{RunContext, prove_lease};
