@@ -110,6 +110,12 @@ async fn a_runner_killed_while_its_checkpoint_waits_resends_only_that_page() -> 
             .fetch_one(&mut *lock)
             .await?;
         s.fake.release_writes();
+        crate::helpers::daemon::eventually(
+            Duration::from_secs(30),
+            "page 1's call answered",
+            || async { Ok(!s.fake.requests_to("/v3/contacts/import").is_empty()) },
+        )
+        .await?;
         // Page 2's call must not leave while the lock is held (it would at
         // once if it did not wait).
         let _ =
