@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tracing::info;
 
-use super::clean_checkpoint::{Landed, Saving};
+use super::clean_checkpoint::{Landed, Saving, landing};
 use super::delivery_key::DeliveryKey;
 use super::page::{PageHead, Pending, PreparedPage, SortedRecords};
 use super::run_env::{RunContext, prove_lease};
@@ -42,10 +42,10 @@ pub(super) async fn send_page(
         .waiting
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
-    let landed = match waiting {
-        Some(saving) => Some(saving.write(cx, None).await),
-        None => checkpoint.landed.into_inner(),
-    };
+    // Written alone if no call took it (the page made none).
+    let landed = landing(cx, waiting)
+        .await
+        .or(checkpoint.landed.into_inner());
     (sent, landed)
 }
 
